@@ -1,0 +1,144 @@
+"""pyACL, simulated: ``from acllab import acl`` and write the same code as with ``import acl``.
+
+``acl.init``/``acl.finalize``, data buffers and error messages live here; ``acl.rt`` holds
+devices, memory, streams and events; ``acl.util`` converts between host data and addresses.
+Constants are in ``acl.constants`` (also available as attributes of this module).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+from .. import __version__
+from .. import constants
+from ..constants import *  # noqa: F403  (the real names, re-exported as pyACL users expect)
+from ..errors import Fail
+from ..streams import DataBuffer
+from . import rt, util
+from ._api import api, as_int
+from ._api import rt as _runtime
+
+__all__ = ["init", "finalize", "get_recent_err_msg", "create_data_buffer",
+           "destroy_data_buffer", "update_data_buffer", "get_data_buffer_addr",
+           "get_data_buffer_size", "get_data_buffer_size_v2", "get_soc_name", "get_version",
+           "rt", "util", "constants"]
+
+
+@api("aclInit", needs_init=False)
+def init(config_path=None):
+    """Initialise pyACL. A second call returns 100002 (only the first configuration counts).
+
+    ``config_path`` may name a JSON file (as aclInit's); it must exist and parse.
+    """
+    r = _runtime()
+    if r.initialized:
+        raise Fail(100002, "acl.init() was already called; the first configuration stays in "
+                           "force", quiet=False)
+    if config_path not in (None, ""):
+        if not isinstance(config_path, str):
+            raise TypeError("config_path must be a str")
+        if not os.path.isfile(config_path):
+            raise Fail(100003, f"config file {config_path!r} does not exist")
+        try:
+            with open(config_path, encoding="utf-8") as fh:
+                json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise Fail(100006, f"config file {config_path!r} is not valid JSON: {exc}") from None
+    r.initialized = True
+    r.finalized = False
+    r.config_path = config_path or None
+    r.main_thread = threading.get_ident()
+    r.spend(r.profile.api_ns)
+
+
+@api("aclFinalize", needs_init=False)
+def finalize():
+    """Release everything; what the program did not release itself is reported as a leak."""
+    from .rt import _leak_warning
+    r = _runtime()
+    if not r.initialized:
+        if r.finalized:
+            raise Fail(100037, "acl.finalize() was already called")
+        raise Fail(100001, "acl.init() was never called")
+    leaked: list[str] = []
+    for dev in r.devices:
+        if dev.open:
+            if dev.refcount:
+                leaked.append(f"device {dev.id} still set ({dev.refcount}x): reset_device "
+                              "was not called")
+            leaked += r.release_device(dev)
+    leaked += [f"{reg.describe()} never freed" for reg in r.host.release_all()]
+    for h, obj in list(r.handles.items()):
+        if isinstance(obj, DataBuffer):
+            leaked.append(f"data buffer 0x{h:x} never destroyed")
+            r.drop_handle(h, "buffer")
+    r.spend(r.profile.api_ns)
+    r.initialized = False
+    r.finalized = True
+    _leak_warning(r, "acl.finalize()", leaked)
+
+
+def get_recent_err_msg() -> str:
+    """The explanation of this thread's most recent failed call (then cleared)."""
+    return _runtime().recent_error.pop(threading.get_ident(), "")
+
+
+@api("aclCreateDataBuffer", bare=True, outs=(0,), needs_init=False)
+def create_data_buffer(data, size):
+    """An aclDataBuffer handle describing ``size`` bytes at ``data`` (0, 0 is allowed)."""
+    data, size = as_int(data, "data"), as_int(size, "size")
+    if size < 0 or (data == 0) != (size == 0) and data == 0:
+        raise Fail(100000, f"a data buffer needs a non-null address for size {size}")
+    return _runtime().create_data_buffer(data, size).handle
+
+
+def _buffer(handle) -> DataBuffer:
+    return _runtime().lookup(as_int(handle, "data_buffer"), DataBuffer, "data buffer")
+
+
+@api("aclDestroyDataBuffer", needs_init=False)
+def destroy_data_buffer(data_buffer):
+    """Destroy the descriptor (the memory it points at is not freed)."""
+    buf = _buffer(data_buffer)
+    buf.alive = False
+    _runtime().drop_handle(buf.handle, "data buffer")
+
+
+@api("aclUpdateDataBuffer", needs_init=False)
+def update_data_buffer(data_buffer, data, size):
+    buf = _buffer(data_buffer)
+    data, size = as_int(data, "data"), as_int(size, "size")
+    if size < 0:
+        raise Fail(100000, f"size must not be negative (got {size})")
+    buf.addr, buf.size = data, size
+
+
+@api("aclGetDataBufferAddr", bare=True, outs=(0,), needs_init=False)
+def get_data_buffer_addr(data_buffer):
+    return _buffer(data_buffer).addr
+
+
+@api("aclGetDataBufferSize", bare=True, outs=(0,), needs_init=False)
+def get_data_buffer_size(data_buffer):
+    """Deprecated in CANN in favour of get_data_buffer_size_v2; same value here."""
+    return _buffer(data_buffer).size
+
+
+@api("aclGetDataBufferSizeV2", bare=True, outs=(0,), needs_init=False)
+def get_data_buffer_size_v2(data_buffer):
+    return _buffer(data_buffer).size
+
+
+@api("aclrtGetSocName", bare=True, outs=("",), needs_init=False)
+def get_soc_name():
+    """The simulated chip's name, e.g. 'Ascend310'."""
+    return _runtime().profile.soc_name
+
+
+@api("aclrtGetVersion", outs=(0, 0, 0), needs_init=False)
+def get_version():
+    """(major, minor, patch, ret): acllab's own version (it does not pretend to be CANN)."""
+    major, minor, patch = (int(x) for x in __version__.split(".")[:3])
+    return major, minor, patch

@@ -1,0 +1,99 @@
+"""How a facade function reports errors: the real code, plus a readable explanation.
+
+Each pyACL function is written as if it always succeeds and simply returns its out-values.
+The :func:`api` decorator adds what pyACL does around it: the ``ret`` code last in the tuple
+(or alone), default out-values on failure, the explanation kept for
+``acl.get_recent_err_msg()``, and an :class:`AclWarning` (or :class:`AclError` in strict mode).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import threading
+import warnings
+
+from ..engine import Deadlock
+from ..errors import AclError, AclWarning, Fail, code_name
+from ..session import current_runtime
+
+__all__ = ["api", "as_int", "as_uint", "rt"]
+
+rt = current_runtime
+_PREFIX = {"acllab.acl.rt": "acl.rt", "acllab.acl.util": "acl.util", "acllab.acl.mdl": "acl.mdl"}
+
+
+def as_int(value, name: str) -> int:
+    """Accept an int-like argument the way the C binding's parser does; else TypeError."""
+    if isinstance(value, bool):
+        return int(value)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
+
+
+def as_uint(value, name: str) -> int:
+    v = as_int(value, name)
+    if v < 0:
+        raise Fail(100000, f"{name} must not be negative (got {v})")
+    return v
+
+
+def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = True):
+    """Wrap a facade function: see the module docstring.
+
+    ``outs`` are the out-values returned on failure, before ``ret`` (``(0,)`` for
+    ``(ptr, ret)``). ``bare=True`` means the C function returns a value, not a code: on
+    failure the wrapper returns ``outs[0]`` and nothing else.
+    """
+
+    def deco(fn):
+        py_name = fn.__name__
+        where = _PREFIX.get(fn.__module__, "acl") + "." + py_name
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            runtime = rt()
+            start = runtime.host_ns
+            quiet = False
+            try:
+                if needs_init:
+                    runtime.require_init()
+                result = fn(*args, **kwargs)
+                code = 0
+            except Fail as exc:
+                code, message, quiet = exc.code, exc.message, exc.quiet
+            except Deadlock as exc:
+                code = 507046
+                message = ("the host would wait forever: the task it waits for "
+                           f"({exc.args[0].name}) can never finish (a blocking callback that "
+                           "no thread processes, or an event that is never recorded)")
+            runtime.api_log.append((py_name, start, runtime.host_ns, code))
+            if code == 0:
+                if bare:
+                    return result
+                if not outs:
+                    return 0
+                if len(outs) == 1:
+                    return result, 0
+                return (*result, 0)
+            _report(runtime, where, c_name, code, message, quiet)
+            if bare:
+                return outs[0]
+            return (*outs, code) if outs else code
+
+        wrapper.c_name = c_name
+        return wrapper
+
+    return deco
+
+
+def _report(runtime, where: str, c_name: str, code: int, message: str, quiet: bool) -> None:
+    text = f"{where} ({c_name}) returned {code} {code_name(code)}: {message}"
+    runtime.recent_error[threading.get_ident()] = text
+    if quiet:
+        return
+    if runtime.strict:
+        raise AclError(code, where, message)
+    warnings.warn(text, AclWarning, stacklevel=3)

@@ -1,0 +1,239 @@
+"""The virtual clock and the event heap.
+
+Time is an integer number of nanoseconds. The heap is keyed by ``(time, phase, sequence)``:
+at equal times every task end is processed before any task becomes ready, and ties inside a
+phase go by submission order, so the same program always gives the same timeline.
+
+A :class:`Task` is one unit of device (or host-lane) work. It becomes *ready* once it has been
+submitted and all its dependencies have ended, waits in FIFO order for its :class:`Resource`
+(an AI Core pool, a DMA engine, the host lane), *starts* (``on_start`` runs: inputs are read)
+and *ends* ``duration_ns`` later (``on_end`` runs: outputs are written).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Engine", "Resource", "Task", "Deadlock"]
+
+_END = 0
+_READY = 1
+
+
+class Deadlock(Exception):
+    """The host waits for a task that can never end (nothing left that could wake it)."""
+
+
+class Resource:
+    """A hardware resource with ``capacity`` units, granted first come, first served."""
+
+    __slots__ = ("name", "capacity", "in_use", "queue")
+
+    def __init__(self, name: str, capacity: int = 1):
+        self.name = name
+        self.capacity = capacity
+        self.in_use = 0
+        self.queue: deque[Task] = deque()
+
+    def __repr__(self) -> str:
+        return f"<Resource {self.name}: {self.in_use}/{self.capacity} busy, {len(self.queue)} queued>"
+
+
+class Task:
+    """One unit of work on the virtual timeline; also its trace record."""
+
+    __slots__ = (
+        "id", "name", "kind", "stream", "device", "resource", "units", "duration_ns",
+        "submit_ns", "ready_ns", "start_ns", "end_ns", "nbytes", "flops", "reads", "writes",
+        "deps", "on_start", "on_end", "dependents", "pending", "info", "api", "cancelled",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        *,
+        duration_ns: int | Callable[[Task], int | None] = 0,
+        resource: Resource | None = None,
+        units: int = 1,
+        stream: Any = None,
+        device: int = 0,
+        nbytes: int = 0,
+        flops: int = 0,
+        reads: tuple = (),
+        writes: tuple = (),
+        deps: tuple = (),
+        on_start: Callable[[Task], None] | None = None,
+        on_end: Callable[[Task], None] | None = None,
+        info: dict | None = None,
+        api: str = "",
+    ):
+        self.id = -1
+        self.name = name
+        self.kind = kind
+        self.stream = stream
+        self.device = device
+        self.resource = resource
+        self.units = units
+        self.duration_ns = duration_ns
+        self.submit_ns = -1
+        self.ready_ns = -1
+        self.start_ns = -1
+        self.end_ns = -1
+        self.nbytes = nbytes
+        self.flops = flops
+        self.reads = reads
+        self.writes = writes
+        self.deps = deps  # tuple of (Task, label) pairs, label in {"stream", "event", ...}
+        self.on_start = on_start
+        self.on_end = on_end
+        self.dependents: list[Task] = []
+        self.pending = 0
+        self.info = info
+        self.api = api
+        self.cancelled = False
+
+    @property
+    def done(self) -> bool:
+        """True once the task has ended (in the engine's processed past)."""
+        return self.end_ns >= 0
+
+    @property
+    def engine_name(self) -> str:
+        return self.resource.name if self.resource is not None else "stream"
+
+    def __repr__(self) -> str:
+        if self.end_ns >= 0:
+            state = f"{self.start_ns / 1000:.3f}-{self.end_ns / 1000:.3f} us"
+        elif self.start_ns >= 0:
+            state = f"running since {self.start_ns / 1000:.3f} us"
+        else:
+            state = "pending"
+        return f"<Task {self.id} {self.name} on {self.engine_name}: {state}>"
+
+
+class Engine:
+    """Discrete-event scheduler over integer nanoseconds (see module docstring)."""
+
+    __slots__ = ("now_ns", "_heap", "_seq", "tasks", "record")
+
+    def __init__(self, record: bool = True):
+        self.now_ns = 0
+        self._heap: list[tuple[int, int, int, Task]] = []
+        self._seq = 0
+        self.tasks: list[Task] = []
+        self.record = record
+
+    def submit(self, task: Task, at_ns: int) -> Task:
+        """Submit ``task`` at virtual time ``at_ns`` (not earlier than anything processed)."""
+        task.id = len(self.tasks) if self.record else self._seq
+        if self.record:
+            self.tasks.append(task)
+        task.submit_ns = at_ns
+        pending = 0
+        for dep, _label in task.deps:
+            if dep.end_ns < 0:
+                pending += 1
+                dep.dependents.append(task)
+        task.pending = pending
+        if pending == 0:
+            self._make_ready(task)
+        return task
+
+    def _make_ready(self, task: Task) -> None:
+        t = task.submit_ns
+        for dep, _label in task.deps:
+            if dep.end_ns > t:
+                t = dep.end_ns
+        self._seq += 1
+        heapq.heappush(self._heap, (t, _READY, self._seq, task))
+
+    def run_until(self, t_ns: int) -> None:
+        """Process every heap entry at or before ``t_ns``; the clock ends at ``t_ns``."""
+        heap = self._heap
+        while heap and heap[0][0] <= t_ns:
+            self._step()
+        if t_ns > self.now_ns:
+            self.now_ns = t_ns
+
+    def run_until_done(self, task: Task) -> int:
+        """Process events until ``task`` has ended; return its end time.
+
+        Raises :class:`Deadlock` when the heap runs dry first.
+        """
+        heap = self._heap
+        while task.end_ns < 0:
+            if not heap:
+                raise Deadlock(task)
+            self._step()
+        return task.end_ns
+
+    def run_all(self) -> int:
+        """Process everything that can happen; return the time of the last processed entry."""
+        while self._heap:
+            self._step()
+        return self.now_ns
+
+    @property
+    def idle(self) -> bool:
+        return not self._heap
+
+    def next_time(self) -> int | None:
+        """Virtual time of the next heap entry, or None."""
+        return self._heap[0][0] if self._heap else None
+
+    def _step(self) -> None:
+        t, phase, _seq, task = heapq.heappop(self._heap)
+        self.now_ns = t
+        if phase == _END:
+            task.end_ns = t
+            if task.on_end is not None and not task.cancelled:
+                task.on_end(task)
+            res = task.resource
+            if res is not None:
+                res.in_use -= task.units
+                self._grant(res, t)
+            for nxt in task.dependents:
+                nxt.pending -= 1
+                if nxt.pending == 0:
+                    self._make_ready(nxt)
+            task.dependents = []
+        else:
+            task.ready_ns = t
+            res = task.resource
+            if res is None:
+                self._start(task, t)
+            else:
+                res.queue.append(task)
+                self._grant(res, t)
+
+    def _grant(self, res: Resource, t: int) -> None:
+        q = res.queue
+        while q and res.in_use + q[0].units <= res.capacity:
+            task = q.popleft()
+            res.in_use += task.units
+            self._start(task, t)
+
+    def _start(self, task: Task, t: int) -> None:
+        task.start_ns = t
+        if task.cancelled:
+            task.duration_ns = 0
+        elif task.on_start is not None:
+            task.on_start(task)
+        d = task.duration_ns
+        if not isinstance(d, int):
+            d = d(task)
+            if d is None:        # ends when someone calls finish()
+                return
+            d = task.duration_ns = int(d)
+        self._seq += 1
+        heapq.heappush(self._heap, (t + d, _END, self._seq, task))
+
+    def finish(self, task: Task, t_ns: int) -> None:
+        """End a started task whose duration was open (a blocking host callback) at ``t_ns``."""
+        task.duration_ns = t_ns - task.start_ns
+        self._seq += 1
+        heapq.heappush(self._heap, (t_ns, _END, self._seq, task))

@@ -1,0 +1,197 @@
+"""Device profiles (named presets with their sources) and the cost formulas.
+
+Every formula is simple enough to explain in one lesson cell:
+
+* copy over the host link (pinned memory, one DMA engine per direction, full duplex):
+  ``t = latency + bytes / link_bandwidth`` (times ``1 + normal_page_penalty`` for a device
+  buffer in normal 4 KB pages);
+* copy from pageable host memory: each chunk is first copied by the host into the runtime's
+  pinned staging buffer at ``host_stage_bandwidth``, then sent by DMA; per chunk the two stages
+  are serial, so the pageable bandwidth is ``1 / (1/host_stage + 1/link)``;
+* device-to-device copy and memset: they read and write device memory,
+  ``t = latency + bytes / (memory_bandwidth / 2)`` for a copy, ``bytes / memory_bandwidth``
+  for a memset.
+
+All times are integer nanoseconds; every division rounds up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+__all__ = ["DeviceProfile", "PROFILES", "get_profile", "ceil_div", "transfer_ns", "GiB", "MiB",
+           "KiB", "HUGE_PAGE", "NORMAL_PAGE"]
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+HUGE_PAGE = 2 * MiB
+NORMAL_PAGE = 4 * KiB
+
+
+def ceil_div(a: int, b: int) -> int:
+    """Integer ceiling of a / b for non-negative a and positive b."""
+    return -(-a // b)
+
+
+def transfer_ns(nbytes: int, bandwidth_bps: int, penalty_permille: int = 0) -> int:
+    """Nanoseconds to move ``nbytes`` at ``bandwidth_bps`` bytes/s, plus a per-mille penalty."""
+    return ceil_div(nbytes * 1_000_000_000 * (1000 + penalty_permille), bandwidth_bps * 1000)
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """One simulated NPU model. Every field is overridable with ``profile.replace(...)``."""
+
+    name: str
+    soc_name: str
+    description: str
+    device_count: int
+    ai_cores: int
+    peak_fp16_flops: int          # FLOP/s
+    peak_int8_ops: int            # OP/s
+    memory_bytes: int
+    memory_kind: str              # "DDR" or "HBM" (which get_mem_info attributes apply)
+    memory_bandwidth_bps: int     # achievable device-memory bandwidth, bytes/s
+    h2d_bandwidth_bps: int        # pinned host -> device over PCIe, bytes/s
+    d2h_bandwidth_bps: int        # device -> pinned host over PCIe, bytes/s
+    host_stage_bandwidth_bps: int # host memcpy pageable -> pinned staging buffer, bytes/s
+    copy_latency_ns: int          # fixed cost of one DMA transfer
+    staging_chunk_bytes: int      # size of the runtime's pinned staging buffer
+    hugepage_pool_bytes: int      # device memory available as 2 MB huge pages
+    normal_page_penalty_permille: int  # DMA slowdown for a device buffer in 4 KB pages
+    max_streams: int
+    max_events: int
+    host_pinned_limit_bytes: int  # how much host memory may be page-locked
+    # host-side API costs (ns)
+    launch_ns: int                # one asynchronous launch (copy, memset, record ...)
+    sync_copy_overhead_ns: int    # submit + wake-up around a synchronous memcpy
+    record_host_ns: int
+    record_device_ns: int
+    wait_wakeup_ns: int           # a stream waking up after the event it waits on
+    sync_wakeup_ns: int           # the host waking up after synchronize_*
+    callback_ns: int              # host cost of running one callback report
+    api_ns: int                   # a cheap bookkeeping call (create, query, get ...)
+    malloc_driver_ns: int         # fresh device memory from the driver (first use)
+    malloc_driver_ns_per_mib: int
+    malloc_pool_ns: int           # a hit in the runtime's caching pool
+    pin_ns_per_page: int          # page-locking cost per 4 KB host page
+    sources: tuple[str, ...] = ()
+    open_device_ns: int = 50_000_000  # first set_device: driver and firmware start-up
+
+    def replace(self, **changes) -> DeviceProfile:
+        """A copy with some fields changed, e.g. ``ascend310.replace(h2d_bandwidth_bps=6e9)``."""
+        ints = {k: int(v) if isinstance(v, float) else v for k, v in changes.items()}
+        return dataclasses.replace(self, **ints)
+
+    @property
+    def pageable_bandwidth_bps(self) -> float:
+        """Effective pageable host -> device bandwidth of the staging path (large copies)."""
+        return 1.0 / (1.0 / self.host_stage_bandwidth_bps + 1.0 / self.h2d_bandwidth_bps)
+
+    def link_bandwidth_bps(self, direction: str) -> int:
+        return self.h2d_bandwidth_bps if direction == "h2d" else self.d2h_bandwidth_bps
+
+
+ASCEND310 = DeviceProfile(
+    name="ascend310",
+    soc_name="Ascend310",
+    description="Atlas 300I inference card (model 3000): four Ascend 310 chips on PCIe 3.0 x16",
+    device_count=4,
+    ai_cores=2,
+    peak_fp16_flops=8_000_000_000_000,
+    peak_int8_ops=16_000_000_000_000,
+    memory_bytes=8 * GiB,
+    memory_kind="DDR",
+    memory_bandwidth_bps=51_200_000_000,
+    h2d_bandwidth_bps=12_000_000_000,
+    d2h_bandwidth_bps=12_000_000_000,
+    host_stage_bandwidth_bps=9_800_000_000,
+    copy_latency_ns=12_000,
+    staging_chunk_bytes=2 * MiB,
+    hugepage_pool_bytes=4 * GiB,
+    normal_page_penalty_permille=100,
+    max_streams=1024,
+    max_events=1023,
+    host_pinned_limit_bytes=16 * GiB,
+    launch_ns=10_000,
+    sync_copy_overhead_ns=10_000,
+    record_host_ns=2_000,
+    record_device_ns=1_000,
+    wait_wakeup_ns=3_000,
+    sync_wakeup_ns=10_000,
+    callback_ns=100_000,
+    api_ns=1_000,
+    malloc_driver_ns=50_000,
+    malloc_driver_ns_per_mib=2_000,
+    malloc_pool_ns=1_000,
+    pin_ns_per_page=500,
+    sources=(
+        "Ascend 310: 2 Da Vinci AI cores, 8 TFLOPS fp16 / 16 TOPS int8 (Huawei Ascend 310 "
+        "product brief)",
+        "Atlas 300I model 3000: 4 x Ascend 310, 32 GB LPDDR4X at 204.8 GB/s in total, so "
+        "8 GiB and 51.2 GB/s per chip (Atlas 300I datasheet)",
+        "PCIe 3.0 x16 pinned copies about 12 GB/s; pageable/pinned about 0.45 (COST_MODEL.md)",
+        "limits 1024 streams and 1023 events per device for 310-class chips (ACL docs)",
+        "API costs: launch about 10 us, record 2 us host / 1 us device, wait wake-up 3 us, "
+        "synchronize wake-up 10 us, callback 100 us (COST_MODEL.md)",
+    ),
+)
+
+ASCEND910B = DeviceProfile(
+    name="ascend910b",
+    soc_name="Ascend910B2",
+    description="Atlas A2 training class: one Ascend 910B chip on PCIe 4.0 x16, 64 GiB HBM",
+    device_count=8,
+    ai_cores=24,
+    peak_fp16_flops=354_000_000_000_000,
+    peak_int8_ops=708_000_000_000_000,
+    memory_bytes=64 * GiB,
+    memory_kind="HBM",
+    memory_bandwidth_bps=1_150_000_000_000,
+    h2d_bandwidth_bps=23_500_000_000,
+    d2h_bandwidth_bps=23_500_000_000,
+    host_stage_bandwidth_bps=21_000_000_000,
+    copy_latency_ns=10_000,
+    staging_chunk_bytes=4 * MiB,
+    hugepage_pool_bytes=32 * GiB,
+    normal_page_penalty_permille=100,
+    max_streams=2048,
+    max_events=65535,
+    host_pinned_limit_bytes=64 * GiB,
+    launch_ns=10_000,
+    sync_copy_overhead_ns=10_000,
+    record_host_ns=2_000,
+    record_device_ns=1_000,
+    wait_wakeup_ns=3_000,
+    sync_wakeup_ns=10_000,
+    callback_ns=100_000,
+    api_ns=1_000,
+    malloc_driver_ns=50_000,
+    malloc_driver_ns_per_mib=1_000,
+    malloc_pool_ns=1_000,
+    pin_ns_per_page=500,
+    sources=(
+        "Ascend 910B: 24 cube cores (48 vector), about 354 TFLOPS fp16, 64 GiB HBM at about "
+        "1.15 TB/s achievable (COST_MODEL.md)",
+        "PCIe 4.0 x16 on a 910B4 card: registered host memory about 23 GB/s H2D, unregistered "
+        "about 10 GB/s at 4 MiB (COST_MODEL.md); pageable here 1/(1/21 + 1/23.5) = 11.1 GB/s",
+        "910B2 async launch 8.6 to 12.1 us measured (COST_MODEL.md)",
+        "limits 2048 streams and 65535 events per device",
+    ),
+)
+
+PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (ASCEND310, ASCEND910B)}
+
+
+def get_profile(name_or_profile: str | DeviceProfile) -> DeviceProfile:
+    """Look up a profile by name ('ascend310', 'ascend910b') or pass one through."""
+    if isinstance(name_or_profile, DeviceProfile):
+        return name_or_profile
+    try:
+        return PROFILES[str(name_or_profile).lower()]
+    except KeyError:
+        raise ValueError(
+            f"unknown device profile {name_or_profile!r}; choose one of {sorted(PROFILES)}"
+        ) from None

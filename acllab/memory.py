@@ -1,0 +1,432 @@
+"""One address space for device memory, pinned host memory and registered pageable buffers.
+
+Pointers are plain ints, as in pyACL. Every access is resolved to a :class:`Region` and
+bounds-checked, so a wrong or dangling address becomes an ACL error code, never a segfault.
+
+Device memory follows ACL's rules (ACL_REFERENCE.md section 5, Memory):
+
+* a request rounds up to a multiple of 32 bytes plus 32 (``malloc_align32``: no extra 32);
+  starts are page aligned, hence 64-byte aligned;
+* HUGE_FIRST takes 2 MB huge pages for requests over 1 MB (falling back to normal pages when
+  the huge-page pool is used up), normal 4 KB pages otherwise; HUGE_ONLY always takes 2 MB
+  granules and fails with 207001 when they run out; NORMAL_ONLY takes normal pages;
+* every allocation holds whole pages from the driver; ``free`` returns the block to the
+  runtime's caching pool, not to the driver, so the driver's view (what npu-smi shows) does not
+  drop after free, and a new request of the same size reuses the block cheaply. Cached blocks go
+  back to the driver when a request would otherwise fail, and at reset_device;
+* contents are not zeroed: fresh memory holds the bytes DE AD BE EF repeated
+  (float32 -1.18e29, int32 -272716322), so "forgot to memset" is visible.
+
+Differs from hardware: the huge-page pool is a fixed partition of device memory (configurable
+per profile); real drivers size it at boot. Device addresses are deterministic, not real.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+
+from .constants import (
+    ACL_MEM_MALLOC_HUGE_FIRST,
+    ACL_MEM_MALLOC_HUGE_FIRST_P2P,
+    ACL_MEM_MALLOC_HUGE_ONLY,
+    ACL_MEM_MALLOC_HUGE_ONLY_P2P,
+    ACL_MEM_MALLOC_NORMAL_ONLY,
+    ACL_MEM_MALLOC_NORMAL_ONLY_P2P,
+    MALLOC_POLICY_NAMES,
+)
+from .errors import Fail
+from .hardware import HUGE_PAGE, MiB, NORMAL_PAGE, DeviceProfile, ceil_div
+
+__all__ = [
+    "Region", "AddressSpace", "DeviceHeap", "HostMemory", "UNINIT_PATTERN", "round_device_size",
+    "DEVICE_BASE", "PINNED_BASE", "PAGEABLE_BASE",
+]
+
+UNINIT_PATTERN = bytes([0xDE, 0xAD, 0xBE, 0xEF])
+_PATTERN_U32 = int.from_bytes(UNINIT_PATTERN, "little")
+
+DEVICE_BASE = 0x12C0_0000_0000
+DEVICE_SPAN = 0x100_0000_0000       # 1 TiB of addresses per device
+PINNED_BASE = 0x7F00_0000_0000
+PAGEABLE_BASE = 0x5500_0000_0000
+_GUARD = 64 * 1024                  # unmapped gap between host regions
+
+
+def round_device_size(size: int, align32: bool = False) -> int:
+    """ACL's size rounding: up to a multiple of 32, plus 32 (malloc_align32: no extra)."""
+    rounded = ceil_div(size, 32) * 32
+    return rounded if align32 else rounded + 32
+
+
+def _fill_pattern(arr: np.ndarray) -> None:
+    n4 = arr.size // 4
+    if n4:
+        arr[: n4 * 4].view(np.uint32)[:] = _PATTERN_U32
+    for i in range(n4 * 4, arr.size):
+        arr[i] = UNINIT_PATTERN[i % 4]
+
+
+class Region:
+    """A contiguous range of addresses with one owner: a device block or a host buffer."""
+
+    __slots__ = (
+        "start", "size", "requested", "kind", "device", "page", "reserved", "policy", "live",
+        "generation", "label", "_data", "_obj", "_real_addr", "dangling",
+    )
+
+    def __init__(self, start: int, size: int, kind: str, *, device: int = -1, page: str = "",
+                 reserved: int = 0, policy: int = -1, requested: int = 0, label: str = ""):
+        self.start = start
+        self.size = size
+        self.requested = requested or size
+        self.kind = kind              # "device", "pinned" or "pageable"
+        self.device = device
+        self.page = page              # "huge" or "normal" for device blocks
+        self.reserved = reserved
+        self.policy = policy
+        self.live = True
+        self.generation = 0
+        self.label = label
+        self._data: np.ndarray | None = None
+        self._obj = None              # pageable: the Python object that owns the buffer
+        self._real_addr = 0
+        self.dangling = False
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    @property
+    def is_host(self) -> bool:
+        return self.kind != "device"
+
+    @property
+    def data(self) -> np.ndarray:
+        """The bytes behind the region as a writable uint8 array (allocated on first touch)."""
+        if self._data is not None:
+            return self._data
+        if self.kind == "pageable":
+            if self.dangling:
+                raise Fail(100000, f"host address 0x{self.start:x} is dangling: its object is gone")
+            buf = (ctypes.c_ubyte * self.size).from_address(self._real_addr)
+            return np.ctypeslib.as_array(buf)
+        arr = np.empty(self.size, dtype=np.uint8)
+        _fill_pattern(arr)
+        self._data = arr
+        return arr
+
+    @property
+    def materialised(self) -> bool:
+        return self._data is not None or self.kind == "pageable"
+
+    def describe(self) -> str:
+        if self.kind == "device":
+            return (f"device {self.device} block 0x{self.start:x} ({self.requested} B requested, "
+                    f"{self.size} B usable, {self.page} pages)")
+        if self.kind == "pinned":
+            return f"pinned host buffer 0x{self.start:x} ({self.size} B)"
+        return f"pageable host buffer 0x{self.start:x} ({self.size} B, {self.label})"
+
+    def __repr__(self) -> str:
+        state = "live" if self.live else ("dangling" if self.dangling else "freed")
+        return f"<Region {self.describe()}, {state}>"
+
+
+class AddressSpace:
+    """Sorted map from address ranges to regions (live ones and remembered dead ones)."""
+
+    MAX_TOMBSTONES = 4096
+
+    def __init__(self):
+        self._starts: list[int] = []
+        self._regions: list[Region] = []
+        self._dead: list[Region] = []
+
+    def add(self, region: Region) -> None:
+        i = bisect.bisect_left(self._starts, region.start)
+        self._starts.insert(i, region.start)
+        self._regions.insert(i, region)
+
+    def remove(self, region: Region, keep_tombstone: bool = True) -> None:
+        i = bisect.bisect_left(self._starts, region.start)
+        if i < len(self._regions) and self._regions[i] is region:
+            del self._starts[i]
+            del self._regions[i]
+        if keep_tombstone:
+            self._dead.append(region)
+            if len(self._dead) > self.MAX_TOMBSTONES:
+                del self._dead[: len(self._dead) - self.MAX_TOMBSTONES]
+
+    def find(self, addr: int) -> Region | None:
+        """The region whose range holds ``addr`` (live or cached in the pool), or None."""
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0:
+            r = self._regions[i]
+            if addr < r.start + r.size:
+                return r
+        return None
+
+    def find_dead(self, addr: int) -> Region | None:
+        for r in reversed(self._dead):
+            if r.start <= addr < r.start + r.size:
+                return r
+        return None
+
+    def __iter__(self) -> Iterator[Region]:
+        return iter(list(self._regions))
+
+    def __len__(self) -> int:
+        return len(self._regions)
+
+
+class DeviceHeap:
+    """Device memory of one device: driver pages, huge-page pool, the runtime's caching pool."""
+
+    def __init__(self, device: int, profile: DeviceProfile, space: AddressSpace,
+                 hugepage_pool_bytes: int | None = None):
+        self.device = device
+        self.profile = profile
+        self.space = space
+        self.huge_total = profile.hugepage_pool_bytes if hugepage_pool_bytes is None \
+            else int(hugepage_pool_bytes)
+        self.huge_total = min(self.huge_total, profile.memory_bytes) // HUGE_PAGE * HUGE_PAGE
+        self.normal_total = profile.memory_bytes - self.huge_total
+        self.huge_held = 0            # bytes of huge pages the driver has handed out
+        self.normal_held = 0
+        self.pool: dict[tuple[str, int], list[Region]] = {}
+        self.live: dict[int, Region] = {}
+        self._next = DEVICE_BASE + device * DEVICE_SPAN
+        self.reserved_bytes = 0       # held outside malloc (e.g. by loaded models)
+
+    # -- views ---------------------------------------------------------------------------
+    @property
+    def total_bytes(self) -> int:
+        return self.huge_total + self.normal_total
+
+    @property
+    def driver_held_bytes(self) -> int:
+        """What the driver has handed out (npu-smi's view): live + cached + reserved."""
+        return self.huge_held + self.normal_held + self.reserved_bytes
+
+    @property
+    def runtime_used_bytes(self) -> int:
+        """What live allocations use, counted as malloc rounds them."""
+        return sum(r.size for r in self.live.values())
+
+    @property
+    def cached_bytes(self) -> int:
+        return sum(r.reserved for blocks in self.pool.values() for r in blocks)
+
+    def mem_info(self, which: str) -> tuple[int, int]:
+        """(free, total) bytes for 'all', 'huge' or 'normal' pages (driver's view)."""
+        if which == "huge":
+            return self.huge_total - self.huge_held, self.huge_total
+        if which == "normal":
+            return self.normal_total - self.normal_held - self.reserved_bytes, self.normal_total
+        return self.total_bytes - self.driver_held_bytes, self.total_bytes
+
+    # -- allocation ----------------------------------------------------------------------
+    def malloc(self, size: int, policy: int, align32: bool = False) -> tuple[Region, int, bool]:
+        """Allocate; return (region, host cost in ns, pool hit). Raises Fail on error."""
+        if policy not in MALLOC_POLICY_NAMES:
+            raise Fail(100000, f"policy {policy} is not an aclrtMemMallocPolicy "
+                               "(0 HUGE_FIRST, 1 HUGE_ONLY, 2 NORMAL_ONLY, 3-5 the P2P variants)")
+        usable = round_device_size(size, align32)
+        base = policy % 3 if policy >= ACL_MEM_MALLOC_HUGE_FIRST_P2P else policy
+        if base == ACL_MEM_MALLOC_HUGE_ONLY or (
+                base == ACL_MEM_MALLOC_HUGE_FIRST and size > 1 * MiB):
+            choices = ["huge"] if base == ACL_MEM_MALLOC_HUGE_ONLY else ["huge", "normal"]
+        else:
+            choices = ["normal"]
+        for page in choices:
+            granule = HUGE_PAGE if page == "huge" else NORMAL_PAGE
+            reserved = ceil_div(usable, granule) * granule
+            blocks = self.pool.get((page, reserved))
+            if blocks:
+                region = blocks.pop()
+                region.live = True
+                region.generation += 1
+                region.size = usable
+                region.requested = size
+                region.policy = policy
+                self.live[region.start] = region
+                return region, self.profile.malloc_pool_ns, True
+            if not self._fits(page, reserved):
+                self.release_cache(page)
+            if self._fits(page, reserved):
+                region = self._carve(page, reserved, usable, size, policy)
+                cost = self.profile.malloc_driver_ns + \
+                    self.profile.malloc_driver_ns_per_mib * ceil_div(reserved, MiB)
+                return region, cost, False
+        free_h, _ = self.mem_info("huge")
+        free_n, _ = self.mem_info("normal")
+        raise Fail(207001, f"cannot allocate {size} B with {MALLOC_POLICY_NAMES[policy]} on device "
+                           f"{self.device}: {free_h // MiB} MB of huge pages and "
+                           f"{free_n // MiB} MB of normal pages are free")
+
+    def _fits(self, page: str, reserved: int) -> bool:
+        if page == "huge":
+            return self.huge_held + reserved <= self.huge_total
+        return self.normal_held + self.reserved_bytes + reserved <= self.normal_total
+
+    def _carve(self, page: str, reserved: int, usable: int, size: int, policy: int) -> Region:
+        align = HUGE_PAGE if page == "huge" else NORMAL_PAGE
+        start = ceil_div(self._next, align) * align
+        self._next = start + reserved + NORMAL_PAGE  # a guard page between blocks
+        if page == "huge":
+            self.huge_held += reserved
+        else:
+            self.normal_held += reserved
+        region = Region(start, usable, "device", device=self.device, page=page,
+                        reserved=reserved, policy=policy, requested=size)
+        self.space.add(region)
+        self.live[start] = region
+        return region
+
+    def free(self, region: Region) -> None:
+        """Return a live block to the caching pool (the driver keeps its pages)."""
+        del self.live[region.start]
+        region.live = False
+        self.pool.setdefault((region.page, region.reserved), []).append(region)
+
+    def release_cache(self, page: str | None = None) -> int:
+        """Give cached blocks back to the driver; return the bytes released."""
+        released = 0
+        for key in list(self.pool):
+            if page is not None and key[0] != page:
+                continue
+            for region in self.pool.pop(key):
+                released += region.reserved
+                self._return_pages(region)
+        return released
+
+    def _return_pages(self, region: Region) -> None:
+        if region.page == "huge":
+            self.huge_held -= region.reserved
+        else:
+            self.normal_held -= region.reserved
+        region.live = False
+        region._data = None
+        self.space.remove(region)
+
+    def release_all(self) -> list[Region]:
+        """reset_device: every block goes back to the driver; return the live ones (leaks)."""
+        leaked = list(self.live.values())
+        for region in leaked:
+            self._return_pages(region)
+        self.live.clear()
+        self.release_cache()
+        self.reserved_bytes = 0
+        return leaked
+
+
+class HostMemory:
+    """Pinned host buffers (malloc_host) and registered pageable Python buffers."""
+
+    def __init__(self, space: AddressSpace, pinned_limit_bytes: int):
+        self.space = space
+        self.pinned_limit = pinned_limit_bytes
+        self.pinned: dict[int, Region] = {}
+        self.pinned_bytes = 0
+        self._next_pinned = PINNED_BASE
+        self._next_pageable = PAGEABLE_BASE
+        self._registered: dict[int, Region] = {}   # id(obj) -> region
+        self._by_real: list[tuple[int, int, Region]] = []
+
+    def malloc_host(self, size: int) -> Region:
+        if self.pinned_bytes + size > self.pinned_limit:
+            raise Fail(207001, f"cannot page-lock {size} B: {self.pinned_bytes} of "
+                               f"{self.pinned_limit} B of host memory are already pinned")
+        start = ceil_div(self._next_pinned, NORMAL_PAGE) * NORMAL_PAGE
+        self._next_pinned = start + ceil_div(size, NORMAL_PAGE) * NORMAL_PAGE + _GUARD
+        region = Region(start, size, "pinned")
+        self.space.add(region)
+        self.pinned[start] = region
+        self.pinned_bytes += size
+        return region
+
+    def free_host(self, region: Region) -> None:
+        del self.pinned[region.start]
+        self.pinned_bytes -= region.size
+        region.live = False
+        region.dangling = True
+        self.space.remove(region)
+
+    def release_all(self) -> list[Region]:
+        leaked = list(self.pinned.values())
+        for r in leaked:
+            self.free_host(r)
+        return leaked
+
+    # -- pageable buffers ---------------------------------------------------------------
+    def register(self, owner, owner_addr: int, owner_nbytes: int, view_addr: int,
+                 label: str) -> int:
+        """Give a Python buffer a host address, without copying; return the view's address.
+
+        ``owner`` is the object that owns the memory (a bytes object or the base ndarray);
+        ``view_addr`` is the real address of the part the caller asked about. A view of an
+        already registered buffer gets an address inside that buffer's region.
+        """
+        self.sweep()
+        for lo, hi, region in self._by_real:
+            if lo <= view_addr < hi or (lo == hi == view_addr):
+                return region.start + (view_addr - lo)
+        start = self._next_pageable
+        self._next_pageable = start + ceil_div(max(owner_nbytes, 1), NORMAL_PAGE) * NORMAL_PAGE \
+            + _GUARD
+        region = Region(start, owner_nbytes, "pageable", label=label)
+        region._obj = owner
+        region._real_addr = owner_addr
+        self.space.add(region)
+        self._registered[id(region)] = region
+        self._by_real.append((owner_addr, owner_addr + owner_nbytes, region))
+        return start + (view_addr - owner_addr)
+
+    def sweep(self) -> None:
+        """Forget buffers whose object nobody but acllab still holds (they would be freed)."""
+        dead = [r for r in self._registered.values() if _only_ours(r._obj)]
+        for r in dead:
+            self._drop(r)
+
+    def check_alive(self, region: Region) -> bool:
+        if region.dangling:
+            return False
+        if _only_ours(region._obj):
+            self._drop(region)
+            return False
+        return True
+
+    def _drop(self, region: Region) -> None:
+        del self._registered[id(region)]
+        self._by_real = [e for e in self._by_real if e[2] is not region]
+        region._obj = None
+        region.live = False
+        region.dangling = True
+        self.space.remove(region)
+
+    @property
+    def registered_count(self) -> int:
+        return len(self._registered)
+
+
+def _refs(obj) -> int:
+    return sys.getrefcount(obj)
+
+
+def _calibrate() -> int:
+    holder = Region(0, 1, "pageable")
+    holder._obj = bytes(bytearray(16))   # a fresh object only the holder references
+    return _refs(holder._obj)
+
+
+_BASELINE_REFS = _calibrate()
+
+
+def _only_ours(obj) -> bool:
+    """True when nothing but acllab's region holds ``obj`` (so Python would have freed it)."""
+    return obj is None or _refs(obj) <= _BASELINE_REFS

@@ -1,0 +1,398 @@
+"""The runtime: devices, contexts, handle tables, the host clock and the engine.
+
+The facade (``acllab.acl``) validates arguments and calls the methods here. A method that
+fails raises :class:`~acllab.errors.Fail` with the real ACL code before it changes anything, so
+a failed call leaves the runtime consistent.
+
+The host is a single virtual timeline (``host_ns``). Each API call costs host time; an
+asynchronous call submits tasks at the current host time; a blocking call advances the host
+until the simulated completion. After every call the engine has processed everything up to the
+host's time, so data visible to the host is exactly what the device has finished writing.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+import warnings
+
+from .constants import ACL_CALLBACK_BLOCK
+from .engine import Deadlock, Engine, Resource, Task
+from .errors import AclWarning, Fail
+from .hardware import DeviceProfile, get_profile
+from .memory import AddressSpace, DeviceHeap, HostMemory, Region
+from .streams import Callback, Context, DataBuffer, Event, Stream
+
+__all__ = ["Runtime", "Device"]
+
+_HANDLE_BASE = {
+    "context": 0x0C00_0000_1000,
+    "stream": 0x0500_0000_1000,
+    "event": 0x0E00_0000_1000,
+    "buffer": 0x0D00_0000_1000,
+    "dataset": 0x0D50_0000_1000,
+    "desc": 0x0DE0_0000_1000,
+}
+_HANDLE_STEP = 0x40
+
+
+class Device:
+    """One simulated NPU: its profile, memory and hardware resources."""
+
+    def __init__(self, index: int, profile: DeviceProfile, space: AddressSpace,
+                 hugepage_pool_bytes: int | None):
+        self.id = index
+        self.profile = profile
+        self.heap = DeviceHeap(index, profile, space, hugepage_pool_bytes)
+        self.aicore = Resource(f"AI Core (device {index})", profile.ai_cores)
+        self.h2d = Resource(f"H2D DMA (device {index})")
+        self.d2h = Resource(f"D2H DMA (device {index})")
+        self.d2d = Resource(f"D2D DMA (device {index})")
+        self.host = Resource(f"Host staging (device {index})")
+        self.callback_lane = Resource(f"Host callbacks (device {index})")
+        self.refcount = 0
+        self.default_context: Context | None = None
+        self.contexts: dict[int, Context] = {}
+        self.events: dict[int, Event] = {}
+        self.stream_count = 0           # live streams, default streams included
+        self.next_stream_index = 0
+
+    @property
+    def resources(self) -> tuple[Resource, ...]:
+        return (self.aicore, self.h2d, self.d2h, self.d2d, self.host, self.callback_lane)
+
+    @property
+    def open(self) -> bool:
+        return self.default_context is not None or bool(self.contexts)
+
+    def __repr__(self) -> str:
+        state = f"set {self.refcount}x" if self.refcount else "not set"
+        return (f"<Device {self.id} ({self.profile.soc_name}): {state}, "
+                f"{self.heap.runtime_used_bytes} B allocated, {self.stream_count} streams, "
+                f"{len(self.events)} events>")
+
+
+class Runtime:
+    """Everything a pyACL program can touch, in one deterministic object."""
+
+    def __init__(self, profile: str | DeviceProfile = "ascend310", *,
+                 device_count: int | None = None, hugepage_pool_bytes: int | None = None,
+                 strict: bool = False, record: bool = True):
+        self.profile = get_profile(profile)
+        self.strict = strict
+        self.engine = Engine(record=record)
+        self.space = AddressSpace()
+        n = self.profile.device_count if device_count is None else int(device_count)
+        self.devices = [Device(i, self.profile, self.space, hugepage_pool_bytes)
+                        for i in range(n)]
+        self.host = HostMemory(self.space, self.profile.host_pinned_limit_bytes)
+        self.host_ns = 0
+        self.initialized = False
+        self.finalized = False
+        self.config_path: str | None = None
+        self.handles: dict[int, object] = {}
+        self.dead_handles: dict[int, str] = {}
+        self._handle_counts = dict.fromkeys(_HANDLE_BASE, 0)
+        self._current: dict[int, Context] = {}
+        self.main_thread = threading.get_ident()
+        self.leaks: list[str] = []
+        self.api_log: list[tuple[str, int, int, int]] = []  # (api, start_ns, end_ns, ret)
+        self.recent_error: dict[int, str] = {}
+        self._due_reports: list[Callback] = []     # auto-delivered, to run now
+        self._manual_reports: list[Callback] = []  # waiting for process_report
+        self.callback_errors: list[str] = []
+
+    # -- handles ---------------------------------------------------------------------------
+    def new_handle(self, kind: str, obj) -> int:
+        self._handle_counts[kind] += 1
+        h = _HANDLE_BASE[kind] + _HANDLE_STEP * self._handle_counts[kind]
+        self.handles[h] = obj
+        return h
+
+    def drop_handle(self, handle: int, kind: str) -> None:
+        self.handles.pop(handle, None)
+        self.dead_handles[handle] = kind
+
+    def lookup(self, handle: int, cls: type, what: str):
+        """The live object behind ``handle`` or Fail(107017) with a reason."""
+        obj = self.handles.get(handle)
+        if isinstance(obj, cls) and obj.alive:
+            return obj
+        if handle == 0:
+            raise Fail(100000, f"the {what} handle is null (0)")
+        if handle in self.dead_handles:
+            raise Fail(107017, f"{what} handle 0x{handle:x} was already destroyed "
+                               f"(it was a {self.dead_handles[handle]})")
+        if obj is not None:
+            raise Fail(107017, f"handle 0x{handle:x} is a {type(obj).__name__}, not a {what}")
+        raise Fail(107017, f"0x{handle:x} is not a {what} handle this runtime created")
+
+    # -- init / threads / contexts ---------------------------------------------------------
+    def require_init(self) -> None:
+        if not self.initialized:
+            if self.finalized:
+                raise Fail(100001, "acl.finalize() was called; call acl.init() again first")
+            raise Fail(100001, "call acl.init() before any other pyACL call")
+
+    def current_context(self, required: bool = True) -> Context | None:
+        ctx = self._current.get(threading.get_ident())
+        if ctx is not None and not ctx.alive:
+            ctx = None
+        if ctx is None and required:
+            raise Fail(107002, "this thread has no current context: call "
+                               "acl.rt.set_device(device_id) (or set_context) first")
+        return ctx
+
+    def set_current(self, ctx: Context | None) -> None:
+        tid = threading.get_ident()
+        if ctx is None:
+            self._current.pop(tid, None)
+        else:
+            self._current[tid] = ctx
+
+    def device(self, device_id: int) -> Device:
+        if not 0 <= device_id < len(self.devices):
+            raise Fail(107001, f"device id {device_id} is invalid: this host has "
+                               f"{len(self.devices)} devices (0 to {len(self.devices) - 1})")
+        return self.devices[device_id]
+
+    def create_context(self, dev: Device, is_default: bool) -> Context:
+        ctx = Context(0, dev, is_default)
+        ctx.handle = self.new_handle("context", ctx)
+        ctx.default_stream = self.create_stream(ctx, is_default=True)
+        if is_default:
+            dev.default_context = ctx
+        else:
+            dev.contexts[ctx.handle] = ctx
+        return ctx
+
+    def destroy_context(self, ctx: Context) -> list[str]:
+        """Destroy a context and everything in it; return the names of leaked objects."""
+        leaked = []
+        self.sync_context(ctx)
+        for s in list(ctx.streams.values()):
+            leaked.append(f"stream 0x{s.handle:x} ({s.name}) of context 0x{ctx.handle:x}")
+            self.destroy_stream(s)
+        self.destroy_stream(ctx.default_stream)
+        for ev in list(ctx.device.events.values()):
+            if ev.context is ctx:
+                leaked.append(f"event 0x{ev.handle:x} of context 0x{ctx.handle:x}")
+                self.destroy_event(ev)
+        ctx.alive = False
+        self.drop_handle(ctx.handle, "context")
+        if ctx.is_default:
+            ctx.device.default_context = None
+        else:
+            ctx.device.contexts.pop(ctx.handle, None)
+        for tid, cur in list(self._current.items()):
+            if cur is ctx:
+                del self._current[tid]
+        return leaked
+
+    def release_device(self, dev: Device) -> list[str]:
+        """Tear a device down completely (refcount reached zero, or forced)."""
+        leaked = []
+        for ctx in list(dev.contexts.values()):
+            leaked.append(f"context 0x{ctx.handle:x} on device {dev.id}")
+            leaked += self.destroy_context(ctx)
+        if dev.default_context is not None:
+            leaked += self.destroy_context(dev.default_context)
+        for region in dev.heap.release_all():
+            leaked.append(f"{region.describe()} never freed")
+        dev.refcount = 0
+        return leaked
+
+    # -- streams and events ----------------------------------------------------------------
+    def create_stream(self, ctx: Context, is_default: bool = False) -> Stream:
+        dev = ctx.device
+        if dev.stream_count >= dev.profile.max_streams:
+            raise Fail(207008, f"device {dev.id} already has {dev.stream_count} streams, the "
+                               f"limit of {dev.profile.name} is {dev.profile.max_streams}")
+        stream = Stream(0, ctx, dev.next_stream_index, is_default)
+        stream.handle = self.new_handle("stream", stream)
+        dev.next_stream_index += 1
+        dev.stream_count += 1
+        if not is_default:
+            ctx.streams[stream.handle] = stream
+        return stream
+
+    def destroy_stream(self, stream: Stream) -> None:
+        stream.alive = False
+        stream.context.streams.pop(stream.handle, None)
+        stream.device.stream_count -= 1
+        self.drop_handle(stream.handle, "stream")
+
+    def create_event(self, ctx: Context, flags: int, style: str) -> Event:
+        dev = ctx.device
+        if len(dev.events) >= dev.profile.max_events:
+            raise Fail(207007, f"device {dev.id} already has {len(dev.events)} events, the "
+                               f"limit of {dev.profile.name} is {dev.profile.max_events}")
+        ev = Event(0, ctx, flags, style)
+        ev.handle = self.new_handle("event", ev)
+        dev.events[ev.handle] = ev
+        return ev
+
+    def destroy_event(self, ev: Event) -> None:
+        ev.alive = False
+        ev.device.events.pop(ev.handle, None)
+        self.drop_handle(ev.handle, "event")
+
+    def stream_for(self, handle: int) -> Stream:
+        """Resolve a stream argument (0 = the current context's default stream)."""
+        ctx = self.current_context()
+        if handle == 0:
+            return ctx.default_stream
+        stream = self.lookup(handle, Stream, "stream")
+        if stream.context is not ctx:
+            raise Fail(107003, f"{stream.name} (0x{handle:x}) belongs to context "
+                               f"0x{stream.context.handle:x}, but the current context is "
+                               f"0x{ctx.handle:x}")
+        return stream
+
+    # -- the host clock --------------------------------------------------------------------
+    def spend(self, ns: int) -> None:
+        """The host spends ``ns``; the device catches up to the host's new time."""
+        self.host_ns += ns
+        self.process(self.host_ns)
+
+    def submit(self, task: Task, stream: Stream | None) -> Task:
+        """Submit a task at the current host time, after the stream's previous task."""
+        if stream is not None:
+            if stream.last is not None:
+                task.deps = ((stream.last, "stream"),) + tuple(task.deps)
+            stream.last = task
+            stream.submitted += 1
+            task.stream = stream
+        self.engine.submit(task, self.host_ns)
+        return task
+
+    def process(self, limit_ns: int, target: Task | None = None) -> bool:
+        """Advance the device to ``limit_ns`` (or until ``target`` ends, if sooner).
+
+        Auto-delivered callback reports run in time order in between. Returns True when
+        ``target`` is done (or None was given).
+        """
+        eng = self.engine
+        while True:
+            if self._due_reports:
+                self._run_report(self._due_reports.pop(0))
+                continue
+            if target is not None and target.end_ns >= 0:
+                break
+            nxt = eng.next_time()
+            if nxt is None or nxt > limit_ns:
+                break
+            eng._step()
+        if target is None:
+            if eng.now_ns < limit_ns:
+                eng.now_ns = limit_ns
+            return True
+        return target.end_ns >= 0
+
+    def wait_for(self, task: Task, timeout_ns: int | None = None) -> bool:
+        """Block the host until ``task`` ends (plus the wake-up), or until the timeout.
+
+        Returns False on timeout. Raises Deadlock when nothing could ever finish it.
+        """
+        if task.end_ns >= 0:
+            return True
+        limit = self.host_ns + timeout_ns if timeout_ns is not None else 1 << 62
+        if self.process(limit, task):
+            self.host_ns = max(self.host_ns, task.end_ns + self.profile.sync_wakeup_ns)
+            self.process(self.host_ns)
+            return True
+        if timeout_ns is not None and self.engine.next_time() is not None:
+            self.host_ns = limit
+            self.process(self.host_ns)
+            return False
+        if timeout_ns is not None:   # nothing can happen any more: time simply runs out
+            self.host_ns = limit
+            return False
+        raise Deadlock(task)
+
+    def sync_context(self, ctx: Context) -> None:
+        for s in [ctx.default_stream, *ctx.streams.values()]:
+            if s is not None and s.last is not None and s.last.end_ns < 0:
+                try:
+                    self.wait_for(s.last)
+                except Deadlock:
+                    pass
+
+    # -- callbacks -------------------------------------------------------------------------
+    def launch_callback(self, fn, user_data, block_type: int, stream: Stream) -> None:
+        block = block_type == ACL_CALLBACK_BLOCK
+        task = Task("HostCallback", "callback", stream=stream, device=stream.device.id,
+                    duration_ns=(lambda t: None) if block else 0, info={},
+                    api="launch_callback")
+        cb = Callback(fn, user_data, block, stream, task)
+        task.info["callback"] = cb
+
+        def reached(t: Task, cb=cb) -> None:
+            cb.reached_ns = t.start_ns
+            manual = stream.report_thread == self.main_thread
+            (self._manual_reports if manual else self._due_reports).append(cb)
+
+        task.on_start = reached
+        self.submit(task, stream)
+
+    def _run_report(self, cb: Callback, manual: bool = False) -> None:
+        """Run one callback report at its virtual time (on the report thread's timeline)."""
+        dev = cb.stream.device
+        start = max(cb.reached_ns, self.host_ns) if manual else cb.reached_ns
+        saved = self.host_ns
+        self.host_ns = start
+        try:
+            cb.fn(cb.user_data)
+        except Exception:   # a learner's bug must not break the runtime
+            msg = traceback.format_exc(limit=3)
+            self.callback_errors.append(msg)
+            warnings.warn(f"a host callback raised an exception:\n{msg}", AclWarning,
+                          stacklevel=2)
+        end = max(self.host_ns, start) + self.profile.callback_ns
+        self.host_ns = end if manual else saved
+        cb.done = True
+        report = Task("CallbackReport", "callback", resource=dev.callback_lane,
+                      duration_ns=end - start, stream=cb.stream, device=dev.id,
+                      info={"for_task": cb.task.id}, api="process_report")
+        self.engine.submit(report, start)
+        if cb.block:
+            self.engine.finish(cb.task, end)
+
+    def process_report(self, timeout_ns: int) -> bool:
+        """Run one report for this thread's streams, waiting up to ``timeout_ns``."""
+        limit = self.host_ns + timeout_ns if timeout_ns >= 0 else 1 << 62
+        while not self._manual_reports:
+            nxt = self.engine.next_time()
+            if self._due_reports:
+                self.process(self.host_ns)
+                continue
+            if nxt is None or nxt > limit:
+                self.host_ns = limit if timeout_ns >= 0 else self.host_ns
+                self.process(self.host_ns)
+                return False
+            self.engine._step()
+        cb = self._manual_reports.pop(0)
+        self._run_report(cb, manual=True)
+        self.process(self.host_ns)
+        return True
+
+    # -- data buffers ----------------------------------------------------------------------
+    def create_data_buffer(self, addr: int, size: int) -> DataBuffer:
+        buf = DataBuffer(0, addr, size)
+        buf.handle = self.new_handle("buffer", buf)
+        return buf
+
+    # -- whole-runtime views ---------------------------------------------------------------
+    @property
+    def tasks(self) -> list[Task]:
+        return self.engine.tasks
+
+    def region(self, addr: int) -> Region | None:
+        return self.space.find(addr)
+
+    def __repr__(self) -> str:
+        state = "initialised" if self.initialized else ("finalized" if self.finalized else
+                                                        "not initialised")
+        return (f"<Runtime {self.profile.name}: {state}, host at {self.host_ns / 1000:.1f} us, "
+                f"{len(self.devices)} devices, {len(self.engine.tasks)} tasks>")
+

@@ -1,0 +1,54 @@
+"""The live runtime behind ``from acllab import acl``: get it, configure it, reset it."""
+
+from __future__ import annotations
+
+import os
+
+from .hardware import DeviceProfile
+from .runtime import Runtime
+
+__all__ = ["current_runtime", "configure", "reset"]
+
+_runtime: Runtime | None = None
+_settings: dict = {}
+
+
+def current_runtime() -> Runtime:
+    """The runtime that ``acllab.acl`` calls act on (created on first use)."""
+    global _runtime
+    if _runtime is None:
+        _runtime = _new()
+    return _runtime
+
+
+def _new() -> Runtime:
+    opts = dict(_settings)
+    opts.setdefault("profile", os.environ.get("ACLLAB_PROFILE", "ascend310"))
+    if "strict" not in opts and os.environ.get("ACLLAB_STRICT", "") not in ("", "0"):
+        opts["strict"] = True
+    return Runtime(**opts)
+
+
+def configure(profile: str | DeviceProfile | None = None, *, device_count: int | None = None,
+              hugepage_pool_bytes: int | None = None, strict: bool | None = None,
+              record: bool | None = None) -> Runtime:
+    """Choose the simulated hardware and start a fresh runtime with it.
+
+    ``profile`` is 'ascend310' (default) or 'ascend910b', or a DeviceProfile (e.g.
+    ``acllab.hardware.PROFILES['ascend310'].replace(h2d_bandwidth_bps=6e9)``).
+    ``strict=True`` raises :class:`acllab.AclError` for every non-zero return code.
+    Settings persist across :func:`reset`.
+    """
+    for key, value in (("profile", profile), ("device_count", device_count),
+                       ("hugepage_pool_bytes", hugepage_pool_bytes), ("strict", strict),
+                       ("record", record)):
+        if value is not None:
+            _settings[key] = value
+    return reset()
+
+
+def reset() -> Runtime:
+    """Throw the current runtime away and start a fresh one (nothing carries over)."""
+    global _runtime
+    _runtime = _new()
+    return _runtime

@@ -1,0 +1,151 @@
+"""Copy and memset tasks: each task's data effect and its timing, side by side.
+
+A task reads its inputs when it starts and writes its outputs when it ends. So a host that
+reads a pinned buffer before synchronising sees the old bytes, and after synchronising the new
+ones, exactly as on hardware.
+
+Copy paths (COST_MODEL.md):
+
+* pinned host <-> device: one task on the H2D or D2H DMA engine,
+  ``latency + bytes / link_bandwidth``;
+* pageable host <-> device: the runtime's staging path, chunk by chunk: a host memcpy into (or
+  out of) the pinned staging buffer on the host lane, then the DMA; one staging buffer, so the
+  chunks run serially: ``latency + bytes / host_stage_bandwidth + bytes / link_bandwidth``;
+* device -> device: the device's D2D DMA engine reads and writes device memory,
+  ``latency + bytes / (memory_bandwidth / 2)``;
+* host -> host: a host memcpy at ``host_stage_bandwidth`` on the host lane.
+
+A device buffer in normal 4 KB pages makes DMA pay ``normal_page_penalty_permille`` more time
+(IOTLB misses); 2 MB huge pages avoid it.
+"""
+
+from __future__ import annotations
+
+from .engine import Task
+from .errors import Fail
+from .hardware import ceil_div, transfer_ns
+from .memory import Region
+
+__all__ = ["copy_tasks", "memset_task", "DIRECTION_LABEL"]
+
+DIRECTION_LABEL = {"h2d": "HostToDevice", "d2h": "DeviceToHost", "d2d": "DeviceToDevice",
+                   "h2h": "HostToHost"}
+
+
+def _move(dst: Region, doff: int, src: Region, soff: int, n: int):
+    """on_start / on_end closures that copy src[soff:soff+n] to dst[doff:doff+n]."""
+    box: list = [None]
+
+    def on_start(task: Task) -> None:
+        try:
+            box[0] = src.data[soff:soff + n].copy()
+        except Fail as exc:   # the source object vanished: the copy reads nothing
+            task.info["fault"] = exc.message
+
+    def on_end(task: Task) -> None:
+        if box[0] is None or dst.dangling:
+            return
+        try:
+            dst.data[doff:doff + n] = box[0]
+        except Fail as exc:
+            task.info["fault"] = exc.message
+        box[0] = None
+
+    return on_start, on_end
+
+
+def _penalty(device, *regions: Region) -> int:
+    for r in regions:
+        if r.kind == "device" and r.page == "normal":
+            return device.profile.normal_page_penalty_permille
+    return 0
+
+
+def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, direction: str,
+               stream, api: str, first_deps: tuple = ()) -> list[Task]:
+    """Build (not submit) the chain of tasks for one copy; the last one completes it."""
+    prof = device.profile
+    dst_addr, src_addr = dst.start + doff, src.start + soff
+    label = DIRECTION_LABEL[direction]
+
+    def info():
+        return {"src": src_addr, "dst": dst_addr, "direction": direction,
+                "src_region": src, "dst_region": dst,
+                "src_gen": src.generation, "dst_gen": dst.generation}
+
+    if direction == "h2h":
+        on_start, on_end = _move(dst, doff, src, soff, n)
+        return [Task(f"Memcpy{label}", "memcpy", resource=device.host,
+                     duration_ns=transfer_ns(n, prof.host_stage_bandwidth_bps), stream=stream,
+                     device=device.id, nbytes=n, reads=((src_addr, n),), writes=((dst_addr, n),),
+                     deps=first_deps, on_start=on_start, on_end=on_end, info=info(), api=api)]
+    staged = (direction == "h2d" and src.kind == "pageable") or \
+             (direction == "d2h" and dst.kind == "pageable")
+    if direction == "d2d":
+        engine, bw = device.d2d, prof.memory_bandwidth_bps // 2
+    elif direction == "h2d":
+        engine, bw = device.h2d, prof.h2d_bandwidth_bps
+    else:
+        engine, bw = device.d2h, prof.d2h_bandwidth_bps
+    penalty = _penalty(device, dst, src)
+    if not staged:
+        on_start, on_end = _move(dst, doff, src, soff, n)
+        dur = prof.copy_latency_ns + transfer_ns(n, bw, penalty)
+        return [Task(f"Memcpy{label}", "memcpy", resource=engine, duration_ns=dur,
+                     stream=stream, device=device.id, nbytes=n, reads=((src_addr, n),),
+                     writes=((dst_addr, n),), deps=first_deps, on_start=on_start, on_end=on_end,
+                     info=info(), api=api)]
+    # pageable: chunk by chunk through the staging buffer
+    chunk = prof.staging_chunk_bytes
+    tasks: list[Task] = []
+    deps = first_deps
+    count = max(1, ceil_div(n, chunk))
+    for i in range(count):
+        lo = i * chunk
+        m = min(chunk, n - lo)
+        on_start, on_end = _move(dst, doff + lo, src, soff + lo, m)
+        stage = transfer_ns(m, prof.host_stage_bandwidth_bps)
+        dma = transfer_ns(m, bw, penalty) + (prof.copy_latency_ns if i == 0 else 0)
+        common = dict(stream=stream, device=device.id, nbytes=m, api=api)
+        meta = info() | {"chunk": i, "chunks": count, "staged": True}
+        if direction == "h2d":
+            # host memcpy pageable -> staging (reads the source), then DMA staging -> device
+            first = Task(f"Staging {i + 1}/{count}", "staging", resource=device.host,
+                         duration_ns=stage, reads=((src_addr + lo, m),), deps=deps,
+                         on_start=on_start, info=meta, **common)
+            second = Task(f"Memcpy{label} {i + 1}/{count}", "memcpy", resource=engine,
+                          duration_ns=dma, writes=((dst_addr + lo, m),),
+                          deps=((first, "staging"),), on_end=on_end, info=dict(meta), **common)
+        else:
+            first = Task(f"Memcpy{label} {i + 1}/{count}", "memcpy", resource=engine,
+                         duration_ns=dma, reads=((src_addr + lo, m),), deps=deps,
+                         on_start=on_start, info=meta, **common)
+            second = Task(f"Staging {i + 1}/{count}", "staging", resource=device.host,
+                          duration_ns=stage, writes=((dst_addr + lo, m),),
+                          deps=((first, "staging"),), on_end=on_end, info=dict(meta), **common)
+        tasks += [first, second]
+        deps = ((second, "staging"),)
+    return tasks
+
+
+def memset_task(device, dst: Region, doff: int, value: int, n: int, stream, api: str,
+                deps: tuple = ()) -> Task:
+    """A memset on the device's D2D engine: writes ``n`` bytes of ``value`` when it ends."""
+    prof = device.profile
+    addr = dst.start + doff
+
+    def on_end(task: Task) -> None:
+        if not dst.dangling:
+            dst.data[doff:doff + n] = value
+
+    if dst.kind == "device":
+        dur = prof.copy_latency_ns + transfer_ns(n, prof.memory_bandwidth_bps,
+                                                 _penalty(device, dst))
+        engine = device.d2d
+    else:
+        dur = transfer_ns(n, prof.host_stage_bandwidth_bps)
+        engine = device.host
+    return Task("Memset", "memset", resource=engine, duration_ns=dur, stream=stream,
+                device=device.id, nbytes=n, writes=((addr, n),), deps=deps, on_end=on_end,
+                info={"dst": addr, "dst_region": dst, "dst_gen": dst.generation, "value": value},
+                api=api)
