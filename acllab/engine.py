@@ -49,6 +49,7 @@ class Task:
         "id", "name", "kind", "stream", "device", "resource", "units", "duration_ns",
         "submit_ns", "ready_ns", "start_ns", "end_ns", "nbytes", "flops", "reads", "writes",
         "deps", "on_start", "on_end", "dependents", "pending", "info", "api", "cancelled",
+        "floor_ns",
     )
 
     def __init__(
@@ -87,14 +88,17 @@ class Task:
         self.flops = flops
         self.reads = reads
         self.writes = writes
-        self.deps = deps  # tuple of (Task, label) pairs, label in {"stream", "event", ...}
+        # (Task, label) pairs when built; the engine turns them into (task id, label) pairs at
+        # submission, so the trace holds plain data (label: "stream", "event", "staging" ...)
+        self.deps = deps
         self.on_start = on_start
         self.on_end = on_end
-        self.dependents: list[Task] = []
+        self.dependents: list[Task] | None = None
         self.pending = 0
         self.info = info
         self.api = api
         self.cancelled = False
+        self.floor_ns = 0        # the latest end time among dependencies that have ended
 
     @property
     def done(self) -> bool:
@@ -134,22 +138,25 @@ class Engine:
             self.tasks.append(task)
         task.submit_ns = at_ns
         pending = 0
-        for dep, _label in task.deps:
+        floor = at_ns
+        ids = []
+        for dep, label in task.deps:
+            ids.append((dep.id, label))
             if dep.end_ns < 0:
                 pending += 1
-                dep.dependents.append(task)
+                if dep.dependents is None:
+                    dep.dependents = [task]
+                else:
+                    dep.dependents.append(task)
+            elif dep.end_ns > floor:
+                floor = dep.end_ns
+        task.deps = tuple(ids) if self.record else ()
+        task.floor_ns = floor
         task.pending = pending
         if pending == 0:
-            self._make_ready(task)
+            self._seq += 1
+            heapq.heappush(self._heap, (floor, _READY, self._seq, task))
         return task
-
-    def _make_ready(self, task: Task) -> None:
-        t = task.submit_ns
-        for dep, _label in task.deps:
-            if dep.end_ns > t:
-                t = dep.end_ns
-        self._seq += 1
-        heapq.heappush(self._heap, (t, _READY, self._seq, task))
 
     def run_until(self, t_ns: int) -> None:
         """Process every heap entry at or before ``t_ns``; the clock ends at ``t_ns``."""
@@ -190,17 +197,25 @@ class Engine:
         self.now_ns = t
         if phase == _END:
             task.end_ns = t
-            if task.on_end is not None and not task.cancelled:
-                task.on_end(task)
+            if task.on_end is not None:
+                if not task.cancelled:
+                    task.on_end(task)
+                task.on_end = None       # drop the closure: the trace keeps only data
+            task.on_start = None
             res = task.resource
             if res is not None:
                 res.in_use -= task.units
                 self._grant(res, t)
-            for nxt in task.dependents:
-                nxt.pending -= 1
-                if nxt.pending == 0:
-                    self._make_ready(nxt)
-            task.dependents = []
+            dependents = task.dependents
+            if dependents is not None:
+                task.dependents = None
+                for nxt in dependents:
+                    if t > nxt.floor_ns:
+                        nxt.floor_ns = t
+                    nxt.pending -= 1
+                    if nxt.pending == 0:
+                        self._seq += 1
+                        heapq.heappush(self._heap, (nxt.floor_ns, _READY, self._seq, nxt))
         else:
             task.ready_ns = t
             res = task.resource

@@ -13,6 +13,7 @@ host's time, so data visible to the host is exactly what the device has finished
 from __future__ import annotations
 
 import threading
+from threading import get_ident
 import traceback
 import warnings
 
@@ -135,10 +136,11 @@ class Runtime:
             raise Fail(100001, "call acl.init() before any other pyACL call")
 
     def current_context(self, required: bool = True) -> Context | None:
-        ctx = self._current.get(threading.get_ident())
-        if ctx is not None and not ctx.alive:
-            ctx = None
-        if ctx is None and required:
+        ctx = self._current.get(get_ident())
+        if ctx is not None and ctx.alive:
+            return ctx
+        ctx = None
+        if required:
             raise Fail(107002, "this thread has no current context: call "
                                "acl.rt.set_device(device_id) (or set_context) first")
         return ctx
@@ -157,6 +159,10 @@ class Runtime:
         return self.devices[device_id]
 
     def create_context(self, dev: Device, is_default: bool) -> Context:
+        if dev.stream_count >= dev.profile.max_streams:
+            raise Fail(207008, f"device {dev.id} already has {dev.stream_count} streams, the "
+                               f"limit of {dev.profile.name}; a new context needs one for its "
+                               "default stream")
         ctx = Context(0, dev, is_default)
         ctx.handle = self.new_handle("context", ctx)
         ctx.default_stream = self.create_stream(ctx, is_default=True)
@@ -242,7 +248,9 @@ class Runtime:
         ctx = self.current_context()
         if handle == 0:
             return ctx.default_stream
-        stream = self.lookup(handle, Stream, "stream")
+        stream = self.handles.get(handle)
+        if type(stream) is not Stream or not stream.alive:
+            stream = self.lookup(handle, Stream, "stream")
         if stream.context is not ctx:
             raise Fail(107003, f"{stream.name} (0x{handle:x}) belongs to context "
                                f"0x{stream.context.handle:x}, but the current context is "
@@ -255,15 +263,25 @@ class Runtime:
         self.host_ns += ns
         self.process(self.host_ns)
 
+    def launch(self, ns: int) -> None:
+        """The host spends ``ns`` on a call that submits work next (submit() catches up)."""
+        self.host_ns += ns
+
     def submit(self, task: Task, stream: Stream | None) -> Task:
-        """Submit a task at the current host time, after the stream's previous task."""
+        """Submit a task at the current host time, after the stream's previous task.
+
+        Call ``launch(ns)`` (not ``spend``) for the host cost just before: the engine catches
+        up once, here, after the submission.
+        """
         if stream is not None:
-            if stream.last is not None:
-                task.deps = ((stream.last, "stream"),) + tuple(task.deps)
+            last = stream.last
+            if last is not None:
+                task.deps = ((last, "stream"), *task.deps) if task.deps else ((last, "stream"),)
             stream.last = task
             stream.submitted += 1
             task.stream = stream
         self.engine.submit(task, self.host_ns)
+        self.process(self.host_ns)
         return task
 
     def process(self, limit_ns: int, target: Task | None = None) -> bool:
@@ -273,6 +291,15 @@ class Runtime:
         ``target`` is done (or None was given).
         """
         eng = self.engine
+        if target is None and not self._due_reports:   # the common case, kept fast
+            heap = eng._heap
+            step = eng._step
+            while heap and heap[0][0] <= limit_ns and not self._due_reports:
+                step()
+            if not self._due_reports:
+                if eng.now_ns < limit_ns:
+                    eng.now_ns = limit_ns
+                return True
         while True:
             if self._due_reports:
                 self._run_report(self._due_reports.pop(0))

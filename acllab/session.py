@@ -7,7 +7,7 @@ import os
 from .hardware import DeviceProfile
 from .runtime import Runtime
 
-__all__ = ["current_runtime", "configure", "reset"]
+__all__ = ["current_runtime", "configure", "reset", "restore_defaults"]
 
 _runtime: Runtime | None = None
 _settings: dict = {}
@@ -52,3 +52,9 @@ def reset() -> Runtime:
     global _runtime
     _runtime = _new()
     return _runtime
+
+
+def restore_defaults() -> Runtime:
+    """Forget every configure() setting and start a fresh default runtime."""
+    _settings.clear()
+    return reset()

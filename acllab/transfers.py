@@ -70,7 +70,7 @@ def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, d
 
     def info():
         return {"src": src_addr, "dst": dst_addr, "direction": direction,
-                "src_region": src, "dst_region": dst,
+                "src_base": src.start, "dst_base": dst.start,
                 "src_gen": src.generation, "dst_gen": dst.generation}
 
     if direction == "h2h":
@@ -147,5 +147,6 @@ def memset_task(device, dst: Region, doff: int, value: int, n: int, stream, api:
         engine = device.host
     return Task("Memset", "memset", resource=engine, duration_ns=dur, stream=stream,
                 device=device.id, nbytes=n, writes=((addr, n),), deps=deps, on_end=on_end,
-                info={"dst": addr, "dst_region": dst, "dst_gen": dst.generation, "value": value},
+                info={"dst": addr, "dst_base": dst.start, "dst_gen": dst.generation,
+                      "value": value},
                 api=api)

@@ -25,6 +25,8 @@ _PREFIX = {"acllab.acl.rt": "acl.rt", "acllab.acl.util": "acl.util", "acllab.acl
 
 def as_int(value, name: str) -> int:
     """Accept an int-like argument the way the C binding's parser does; else TypeError."""
+    if type(value) is int:
+        return value
     if isinstance(value, bool):
         return int(value)
     try:
@@ -58,7 +60,7 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
             start = runtime.host_ns
             quiet = False
             try:
-                if needs_init:
+                if needs_init and not runtime.initialized:
                     runtime.require_init()
                 result = fn(*args, **kwargs)
                 code = 0

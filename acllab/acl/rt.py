@@ -373,9 +373,10 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
     r = rt()
     plan = _plan_copy(r, dst, dest_max, src, count, kind, is_async=True)
     s = r.stream_for(as_int(stream, "stream"))
-    r.spend(r.profile.launch_ns)
     if plan is None:
+        r.spend(r.profile.launch_ns)
         return
+    r.launch(r.profile.launch_ns)
     dev, dreg, doff, sreg, soff, n, direction = plan
     tasks = copy_tasks(dev, dreg, doff, sreg, soff, n, direction, s, "memcpy_async")
     for t in tasks:
@@ -538,7 +539,7 @@ def stream_wait_event(stream, event):
                                "(acl.rt.record_event) before a stream waits on it")
         r.spend(r.profile.record_host_ns)
         return   # ex-style events: waiting on a never-recorded event is a no-op
-    r.spend(r.profile.record_host_ns)
+    r.launch(r.profile.record_host_ns)
     rec = ev.record
     pred = s.last
     wake = r.profile.wait_wakeup_ns
@@ -605,7 +606,7 @@ def record_event(event, stream):
     if ev.device is not s.device:
         raise Fail(107000, f"event 0x{ev.handle:x} lives on device {ev.device.id} but "
                            f"{s.name} is on device {s.device.id}")
-    r.spend(r.profile.record_host_ns)
+    r.launch(r.profile.record_host_ns)
     ev.records += 1
     task = Task("EventRecord", "event_record", duration_ns=r.profile.record_device_ns,
                 device=s.device.id, info={"event": ev.handle, "record": ev.records},

@@ -1,0 +1,133 @@
+"""The ``acllab`` command.
+
+    acllab profile [--out FILE] [--device ascend910b] SCRIPT.py [ARGS...]
+        run an unmodified pyACL script on the simulated device (its ``import acl`` resolves to
+        acllab), print a summary, and write the trace as Chrome Trace Event JSON (Perfetto)
+    acllab smi [--device NAME] [--devices N]
+        an ``npu-smi info``-like view of the simulated devices
+    acllab devices
+        the device profiles, their figures and sources
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+from pathlib import Path
+
+__all__ = ["main", "run_script"]
+
+
+def _install_acl_alias() -> dict:
+    """Make ``import acl`` (and acl.rt, acl.util) resolve to acllab's facade."""
+    from . import acl
+
+    saved = {name: sys.modules.get(name) for name in ("acl", "acl.rt", "acl.util")}
+    sys.modules["acl"] = acl
+    sys.modules["acl.rt"] = acl.rt
+    sys.modules["acl.util"] = acl.util
+    return saved
+
+
+def _restore(saved: dict) -> None:
+    for name, module in saved.items():
+        if module is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = module
+
+
+def run_script(path: str, args: list[str]) -> int:
+    """Run ``path`` as ``__main__`` with ``import acl`` bound to acllab; return its exit code."""
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    saved_modules = _install_acl_alias()
+    sys.argv = [path, *args]
+    sys.path.insert(0, str(Path(path).resolve().parent))
+    code = 0
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception:
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        _restore(saved_modules)
+    return code
+
+
+def _cmd_profile(ns: argparse.Namespace) -> int:
+    from . import session, trace
+
+    if not os.path.isfile(ns.script):
+        print(f"acllab profile: no such script: {ns.script}", file=sys.stderr)
+        return 2
+    session.configure(ns.device) if ns.device else session.reset()
+    code = run_script(ns.script, ns.args)
+    runtime = session.current_runtime()
+    out = ns.out or f"{Path(ns.script).stem}.trace.json"
+    print()
+    print(f"== acllab profile: {ns.script} (exit code {code}) ==")
+    print(trace.summary(runtime))
+    trace.write_chrome_trace(runtime, out)
+    print(f"trace written to {out} (open it in https://ui.perfetto.dev or chrome://tracing)")
+    return code
+
+
+def _cmd_smi(ns: argparse.Namespace) -> int:
+    from . import session, smi
+
+    runtime = session.configure(ns.device, device_count=ns.devices)
+    print(smi.smi_text(runtime, all_devices=True))
+    return 0
+
+
+def _cmd_devices(ns: argparse.Namespace) -> int:
+    from .hardware import PROFILES
+
+    for p in PROFILES.values():
+        print(f"{p.name}: {p.soc_name}, {p.description}")
+        print(f"  {p.device_count} devices, {p.ai_cores} AI cores, "
+              f"{p.peak_fp16_flops / 1e12:g} TFLOPS fp16, {p.peak_int8_ops / 1e12:g} TOPS int8")
+        print(f"  {p.memory_bytes / 2**30:g} GiB {p.memory_kind} at "
+              f"{p.memory_bandwidth_bps / 1e9:g} GB/s; host link {p.h2d_bandwidth_bps / 1e9:g} GB/s "
+              f"pinned, {p.pageable_bandwidth_bps / 1e9:.1f} GB/s pageable")
+        print(f"  limits: {p.max_streams} streams, {p.max_events} events per device")
+        for src in p.sources:
+            print(f"  source: {src}")
+        print()
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="acllab", description="acllab: a simulated Ascend "
+                                     "NPU runtime with the pyACL API, for learning.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("profile", help="run a pyACL script on the simulated device, "
+                                       "print a summary and write its trace")
+    p.add_argument("--out", help="trace file (default: SCRIPT.trace.json)")
+    p.add_argument("--device", help="device profile: ascend310 (default) or ascend910b")
+    p.add_argument("script")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_cmd_profile)
+    s = sub.add_parser("smi", help="an npu-smi info view of the simulated devices")
+    s.add_argument("--device", help="device profile: ascend310 (default) or ascend910b")
+    s.add_argument("--devices", type=int, help="number of devices")
+    s.set_defaults(func=_cmd_smi)
+    d = sub.add_parser("devices", help="list the device profiles and their sources")
+    d.set_defaults(func=_cmd_devices)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``acllab`` command."""
+    ns = _parser().parse_args(argv)
+    return ns.func(ns)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,339 @@
+"""An atc-like offline compiler: graph + flags -> :class:`CompiledModel` (and an .om file).
+
+Python form::
+
+    compile_model("zoo:resnet50", input_shape="data:-1,3,224,224",
+                  dynamic_batch_size="1,2,4,8,16,32", soc_version="Ascend310")
+
+Command-line form (``acllab atc``), with the real tool's flag names::
+
+    atc --model=zoo:resnet50 --framework=5 --output=resnet50_b32 \\
+        --input_shape="data:32,3,224,224" --soc_version=Ascend310 --log=info
+
+Flag rules, as atc enforces them: ``--dynamic_batch_size`` and ``--dynamic_image_size`` are
+mutually exclusive and need ``--input_shape``; each takes 2 to 100 gears; the dynamic dims
+must be -1 in ``--input_shape`` (N for batch, H and W for image size) and no other dim may be
+-1. Errors are :class:`AtcError` whose text follows atc's layout
+(``E10001: Value [...] for parameter [--...] is invalid. Reason: ...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from math import prod
+from pathlib import Path
+
+from ..hardware import PROFILES, DeviceProfile, get_profile
+from .compiled import DYNAMIC_INPUT_NAME, CompiledModel, MemoryPlan, TensorDesc, gear_key
+from .cost import OpPlan, plan_tile, tiling_efficiency
+from .graph import DTYPES, Graph, GraphError, TensorSpec, load_graph
+from .passes import fuse, plan_memory
+
+__all__ = ["AtcError", "compile_model", "atc_main", "parse_input_shape", "parse_gears",
+           "soc_to_profile", "MIN_GEARS", "MAX_GEARS"]
+
+MIN_GEARS, MAX_GEARS = 2, 100
+
+
+class AtcError(ValueError):
+    """atc refused the model or its flags; ``code`` is atc's message id (e.g. 'E10001')."""
+
+    def __init__(self, message: str, code: str = "E10001"):
+        self.code = code
+        self.message = message
+        super().__init__(f"{code}: {message}")
+
+
+def _bad(param: str, value, reason: str) -> AtcError:
+    return AtcError(f"Value [{value}] for parameter [{param}] is invalid. Reason: {reason}")
+
+
+def soc_to_profile(soc_version: str | None, profile: DeviceProfile | str | None
+                   ) -> tuple[str, DeviceProfile]:
+    """(soc_version, profile) from either flag: 'Ascend310' <-> the 'ascend310' profile."""
+    if profile is not None:
+        try:
+            prof = get_profile(profile)
+        except ValueError as exc:
+            raise _bad("--profile", profile, str(exc)) from None
+        if soc_version is not None and soc_version.lower() != prof.soc_name.lower():
+            raise _bad("--soc_version", soc_version, f"profile {prof.name} is "
+                       f"{prof.soc_name}")
+        return prof.soc_name, prof
+    soc = soc_version or "Ascend310"
+    for prof in PROFILES.values():
+        if soc.lower() in (prof.soc_name.lower(), prof.name.lower()):
+            return prof.soc_name, prof
+    known = ", ".join(p.soc_name for p in PROFILES.values())
+    raise _bad("--soc_version", soc, f"unsupported SoC; supported: {known}")
+
+
+def parse_input_shape(text: str | dict, graph: Graph) -> dict[str, tuple[int, ...]]:
+    """'data:32,3,224,224;other:1,4' -> {'data': (32, 3, 224, 224), ...}, checked."""
+    if isinstance(text, dict):
+        items = [(str(k), list(v)) for k, v in text.items()]
+    else:
+        items = []
+        for part in str(text).strip().strip('"').split(";"):
+            name, sep, dims = part.strip().rpartition(":")
+            if not sep or not name:
+                raise _bad("--input_shape", text, 'use "name:n,c,h,w" (several joined by ;)')
+            try:
+                items.append((name, [int(d) for d in dims.split(",")]))
+            except ValueError:
+                raise _bad("--input_shape", text, f"dims of {name!r} must be integers") from None
+    specs = {t.name: t for t in graph.inputs}
+    shapes = {}
+    for name, dims in items:
+        if name not in specs:
+            raise _bad("--input_shape", text, f"the model has no input {name!r}; its inputs "
+                       f"are {sorted(specs)}")
+        if len(dims) != len(specs[name].shape):
+            raise _bad("--input_shape", text, f"{name!r} has {len(specs[name].shape)} dims, "
+                       f"got {len(dims)}")
+        if any(not isinstance(d, int) or (d < 1 and d != -1) for d in dims):
+            raise _bad("--input_shape", text, "every dim must be a positive integer or -1")
+        if name in shapes:
+            raise _bad("--input_shape", text, f"{name!r} is given twice")
+        shapes[name] = tuple(dims)
+    return shapes
+
+
+def parse_gears(text: str | list, kind: str) -> list:
+    """'1,2,4,8' -> [1, 2, 4, 8] (kind 'batch') or '224,224;448,448' -> [(224, 224), ...]."""
+    flag = "--dynamic_batch_size" if kind == "batch" else "--dynamic_image_size"
+    try:
+        if isinstance(text, (list, tuple)):
+            raw = [tuple(int(x) for x in g) if kind == "hw" else int(g) for g in text]
+        elif kind == "batch":
+            raw = [int(x) for x in str(text).strip().strip('"').split(",") if x.strip()]
+        else:
+            raw = []
+            for part in str(text).strip().strip('"').split(";"):
+                if part.strip():
+                    h, w = part.split(",")
+                    raw.append((int(h), int(w)))
+    except (ValueError, TypeError):
+        shape = "b1,b2,..." if kind == "batch" else "h1,w1;h2,w2;..."
+        raise _bad(flag, text, f'use "{shape}" with positive integers') from None
+    if not MIN_GEARS <= len(raw) <= MAX_GEARS:
+        raise _bad(flag, text, f"the number of profiles must be in [{MIN_GEARS}, {MAX_GEARS}], "
+                   f"got {len(raw)}")
+    for g in raw:
+        if (min(g) if isinstance(g, tuple) else g) < 1:
+            raise _bad(flag, text, f"profile {g} must be positive (-1 belongs in --input_shape)")
+    if len(set(raw)) != len(raw):
+        raise _bad(flag, text, "profiles must not repeat")
+    return raw
+
+
+def _dynamic_dims(spec: TensorSpec, kind: str) -> tuple[int, ...]:
+    if kind == "batch":
+        return (0,)
+    return (1, 2) if spec.format == "NHWC" else (2, 3)
+
+
+def _check_dynamic(shapes: dict, graph: Graph, kind: str, text) -> None:
+    """-1 must sit exactly in the dims the dynamic flag varies, in at least one input."""
+    flag = {"batch": "--dynamic_batch_size", "hw": "--dynamic_image_size",
+            "static": "--input_shape"}[kind]
+    dynamic_inputs = 0
+    for spec in graph.inputs:
+        dims = shapes[spec.name]
+        marked = tuple(i for i, d in enumerate(dims) if d == -1)
+        if not marked:
+            continue
+        if kind == "static":
+            raise _bad("--input_shape", text, "-1 needs --dynamic_batch_size or "
+                       "--dynamic_image_size (acllab does not build unknown-shape models)")
+        if kind == "hw" and len(dims) != 4:
+            raise _bad(flag, text, f"input {spec.name!r} is not 4-D")
+        if marked != _dynamic_dims(spec, kind):
+            where = "the first (N) dim" if kind == "batch" else "the H and W dims"
+            raise _bad("--input_shape", text, f"with {flag}, only {where} may be -1; "
+                       f"{spec.name!r} is {list(dims)}")
+        dynamic_inputs += 1
+    if kind != "static" and not dynamic_inputs:
+        where = "N" if kind == "batch" else "H and W"
+        raise _bad("--input_shape", text, f"{flag} needs -1 in {where} of --input_shape")
+
+
+def _at(shapes: dict, graph: Graph, kind: str, gear) -> dict[str, tuple[int, ...]]:
+    out = {}
+    for spec in graph.inputs:
+        dims = list(shapes[spec.name])
+        for i, value in zip(_dynamic_dims(spec, kind) if -1 in dims else (),
+                            (gear,) if kind == "batch" else gear, strict=False):
+            dims[i] = value
+        out[spec.name] = tuple(dims)
+    return out
+
+
+def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None = None,
+                  dynamic_batch_size: str | list | None = None,
+                  dynamic_image_size: str | list | None = None, fusion: bool = True,
+                  soc_version: str | None = None, profile: DeviceProfile | str | None = None,
+                  input_format: str | None = None) -> CompiledModel:
+    """Compile a graph ('zoo:NAME', a JSON path or dict, a Graph) as atc would."""
+    soc, prof = soc_to_profile(soc_version, profile)
+    try:
+        graph = load_graph(model)
+    except GraphError as exc:
+        raise _bad("--model", model if isinstance(model, str) else "<graph>", str(exc)) from None
+    if input_format is not None:
+        if input_format not in ("NCHW", "NHWC", "ND"):
+            raise _bad("--input_format", input_format, "choose NCHW, NHWC or ND")
+        graph.inputs = [TensorSpec(t.name, t.shape, t.dtype, input_format) for t in graph.inputs]
+    if dynamic_batch_size is not None and dynamic_image_size is not None:
+        raise _bad("--dynamic_batch_size", dynamic_batch_size, "--dynamic_batch_size and "
+                   "--dynamic_image_size are mutually exclusive")
+    kind = "batch" if dynamic_batch_size is not None else (
+        "hw" if dynamic_image_size is not None else "static")
+    if kind != "static" and input_shape is None:
+        flag = "--dynamic_batch_size" if kind == "batch" else "--dynamic_image_size"
+        raise _bad(flag, dynamic_batch_size or dynamic_image_size,
+                   "it must be used together with --input_shape")
+    shapes = {t.name: t.shape for t in graph.inputs}
+    if input_shape is not None:
+        shapes.update(parse_input_shape(input_shape, graph))
+    elif any(-1 in s for s in shapes.values()):
+        name = next(n for n, s in shapes.items() if -1 in s)
+        raise _bad(name, -1, "maybe you should set input_shape to specify its shape")
+    _check_dynamic(shapes, graph, kind, input_shape)
+    gears = parse_gears(dynamic_batch_size if kind == "batch" else dynamic_image_size, kind) \
+        if kind != "static" else []
+    graph.inputs = [TensorSpec(t.name, tuple(shapes[t.name]), t.dtype, t.format)
+                    for t in graph.inputs]
+    points = [(gear_key(batch=g) if kind == "batch" else gear_key(hw=g), _at(shapes, graph,
+               kind, g)) for g in gears] or [("static", dict(shapes))]
+    largest = max(points, key=lambda p: sum(prod(s) for s in p[1].values()))
+    try:
+        ann = graph.annotate(largest[1])
+        source_ops = len(graph.ops)
+        compiled_graph, records = fuse(graph, ann) if fusion else (graph, [])
+        anns = {key: compiled_graph.annotate(s) for key, s in points}
+    except GraphError as exc:
+        raise _bad("--input_shape", input_shape, str(exc)) from None
+    plans = {key: _plan(a, compiled_graph, prof, kind != "static") for key, a in anns.items()}
+    big = anns[largest[0]]
+    workspace, peak, blocks = plan_memory(compiled_graph, big)
+    inputs = _descs(compiled_graph.inputs, anns, big, "input")
+    outputs = _descs(compiled_graph.outputs, anns, big, "output")
+    if kind != "static":
+        n = 1 if kind == "batch" else 2
+        inputs.append(TensorDesc(DYNAMIC_INPUT_NAME, (n,), (n,), "int64", "ND", 8 * n))
+    weight_bytes = sum(_align(prod(s) * DTYPES[d].itemsize) for s, d in big.params.values())
+    memory = MemoryPlan(workspace, weight_bytes, peak, sum(b.size for b in blocks),
+                        sum(t.size for t in inputs), sum(t.size for t in outputs),
+                        tuple(blocks))
+    options = {"input_shape": input_shape if not isinstance(input_shape, dict) else
+               ";".join(f"{k}:{','.join(map(str, v))}" for k, v in input_shape.items()),
+               "dynamic_batch_size": dynamic_batch_size, "dynamic_image_size":
+               dynamic_image_size, "fusion": bool(fusion), "soc_version": soc}
+    options = {k: (v if v is None or isinstance(v, (bool, str)) else str(v))
+               for k, v in options.items()}
+    return CompiledModel(graph.name, compiled_graph, soc, prof.name, kind, gears, inputs,
+                         outputs, memory, plans, records, options, source_ops)
+
+
+def _align(n: int, to: int = 512) -> int:
+    return -(-n // to) * to
+
+
+def _plan(ann, graph: Graph, prof: DeviceProfile, generic: bool) -> list[OpPlan]:
+    plans = []
+    for c in ann.costs:
+        cube = c.unit == "cube" and c.gemm is not None
+        plans.append(OpPlan(
+            c.name, c.type, c.unit, graph.dtype, c.flops, c.read_bytes + c.write_bytes,
+            c.weight_bytes, c.gemm, plan_tile(c.gemm, graph.dtype, prof.ai_cores) if cube
+            else None, round(tiling_efficiency(c.gemm, graph.dtype, prof.ai_cores), 6)
+            if cube else 1.0, generic))
+    return plans
+
+
+def _descs(specs: list[TensorSpec], anns: dict, big, kind: str) -> list[TensorDesc]:
+    out = []
+    for spec in specs:
+        seen = [a.shapes[spec.name] for a in anns.values()]
+        dims = tuple(d if all(s[i] == d for s in seen) else -1
+                     for i, d in enumerate(big.shapes[spec.name]))
+        fmt = spec.format if kind == "input" else "ND"
+        out.append(TensorDesc(spec.name, dims, big.shapes[spec.name], big.dtypes[spec.name],
+                              fmt, big.tensor_bytes(spec.name)))
+    return out
+
+
+# ---- the command-line form ----------------------------------------------------------------
+_SUCCESS = "ATC run success, welcome to the next use."
+_FAILED = "ATC run failed, Please check the detail log, Try 'atc --help' for more information"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):            # argparse would exit; atc reports instead
+        raise AtcError(f"Value [{' '.join(sys.argv[1:2])}] for parameter [argv] is invalid. "
+                       f"Reason: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="atc", description="acllab's atc: compile a graph into an offline "
+                "model (.om). Flags mirror CANN's atc.")
+    p.add_argument("--model", required=True, help="zoo:NAME or a graph JSON file")
+    p.add_argument("--framework", type=int, choices=(0, 1, 3, 5),
+                   help="source framework (0 Caffe, 1 MindSpore, 3 TensorFlow, 5 ONNX); "
+                   "recorded only: acllab graphs are framework-neutral")
+    p.add_argument("--output", required=True, help="output path; .om is appended")
+    p.add_argument("--soc_version", required=True, help="target SoC, e.g. Ascend310")
+    p.add_argument("--input_shape", help='e.g. "data:32,3,224,224" or "data:-1,3,224,224"')
+    p.add_argument("--input_format", choices=("NCHW", "NHWC", "ND"))
+    p.add_argument("--dynamic_batch_size", help='batch gears, e.g. "1,2,4,8"')
+    p.add_argument("--dynamic_image_size", help='image-size gears, e.g. "224,224;448,448"')
+    p.add_argument("--fusion_switch_file", help='JSON; {"Switch": {"GraphFusion": {"ALL": '
+                   '"off"}, "UBFusion": {"ALL": "off"}}} turns fusion off')
+    p.add_argument("--log", default="null", choices=("debug", "info", "warning", "error",
+                                                     "null"), help="info prints the report")
+    p.add_argument("--report", action="store_true", help="print the compile report (acllab)")
+    return p
+
+
+def _fusion_switch(path: str) -> bool:
+    """False if the switch file turns every graph or UB fusion pass off."""
+    try:
+        cfg = json.loads(Path(path).read_text(encoding="utf-8"))
+        switch = cfg["Switch"]
+        off = [str(switch.get(k, {}).get("ALL", "on")).lower() == "off"
+               for k in ("GraphFusion", "UBFusion")]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise _bad("--fusion_switch_file", path, f"cannot use it: {exc}") from None
+    return not any(off)
+
+
+def atc_main(argv: list[str] | None = None, out=None, err=None) -> int:
+    """``atc`` on the command line: compile, write OUTPUT.om, print the verdict (0 = success)."""
+    from . import omfile
+
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        args = _parser().parse_args(argv)
+        fusion = _fusion_switch(args.fusion_switch_file) if args.fusion_switch_file else True
+        model = compile_model(args.model, input_shape=args.input_shape,
+                              dynamic_batch_size=args.dynamic_batch_size,
+                              dynamic_image_size=args.dynamic_image_size, fusion=fusion,
+                              soc_version=args.soc_version, input_format=args.input_format)
+        model.options["framework"] = args.framework
+        path = args.output if args.output.endswith(".om") else args.output + ".om"
+        try:
+            omfile.save(model, path)
+        except OSError as exc:
+            raise _bad("--output", args.output, f"cannot write {path}: "
+                       f"{exc.strerror or exc}") from None
+    except AtcError as exc:
+        print(_FAILED, file=err)
+        print(str(exc), file=err)
+        return 1
+    if args.report or args.log in ("info", "debug"):
+        model.report(verbose=args.log == "debug", file=out)
+    print(f"{_SUCCESS} ({path})", file=out)
+    return 0

@@ -1,0 +1,175 @@
+"""How long a compiled model's execute takes on a device profile: a per-op roofline.
+
+For every op the compiler planned (see :class:`OpPlan`)::
+
+    t = dispatch_gap + max(flops / (peak * eff), bytes / memory_bandwidth)
+
+* ``peak`` is ``profile.peak_int8_ops`` for an int8 model, ``profile.peak_fp16_flops``
+  otherwise (atc's default precision mode runs fp32 graphs in fp16); element-wise ops run on the
+  vector unit at :data:`VECTOR_PEAK_FRACTION` of the fp16 peak.
+* ``eff`` is the tiling efficiency the compiler chose (:func:`tiling_efficiency`): from about
+  0.3 for a tiny GEMM to 0.9 for a large aligned one, times the alignment waste of the cube's
+  fractal tiles.
+* A gear (dynamic batch / image size) model uses generic tiling: every kernel reaches only
+  :data:`GENERIC_TILING_FACTOR` of the efficiency a shape-specific tiling reaches, on the cube
+  and on the activation traffic alike (weights were laid out at compile time and stream as
+  before), and each op pays :data:`SHAPE_DISPATCH_NS` to read the gear's shape. Batch 1 is
+  dominated by dispatch gaps and by streaming the weights, so its relative penalty is smaller
+  than at batch 32: that falls out of the formula, nothing is special-cased.
+* Buffers in normal (4 KB) pages: the memory term grows by
+  ``KERNEL_PAGE_PENALTY_SCALE * profile.normal_page_penalty_permille``.
+
+Calibration (default profile ``ascend310``, zoo ResNet-50 int8, huge pages; see
+``tests/test_model_cost.py``, which recomputes every figure): fixed batch 32 gives about
+26.9 ms per batch (S1: about 1190 img/s), the dynamic-batch model at batch 32 about 958 img/s
+(S2), dynamic vs fixed at batch 1 about 14% slower (S3), normal vs huge pages about +10% on K.
+
+Differs from hardware: one number per op; no caches, no overlap between consecutive ops, no
+contention with other streams (the runtime's AI Core resource handles that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..hardware import DeviceProfile, ceil_div, get_profile
+
+__all__ = [
+    "EFF_MIN", "EFF_MAX", "ROWS_HALF", "GENERIC_TILING_FACTOR", "DISPATCH_GAP_NS",
+    "SHAPE_DISPATCH_NS", "VECTOR_PEAK_FRACTION", "KERNEL_PAGE_PENALTY_SCALE", "FRACTAL",
+    "OpPlan", "OpTime", "tiling_efficiency", "plan_tile", "op_time", "execute_ns", "breakdown",
+]
+
+# ---- every calibrated constant, with its reasoning --------------------------------------
+#: Cube efficiency of a tiny GEMM (a few fractal tiles; set-up and pipeline fill dominate).
+EFF_MIN = 0.30
+#: Cube efficiency of a large, aligned GEMM (the brief's "about 0.9").
+EFF_MAX = 0.90
+#: GEMM rows per AI Core at which efficiency is halfway between EFF_MIN and EFF_MAX. With 64,
+#: ResNet-50's last stage at batch 1 (49 rows over 2 cores) runs at about 0.3 after alignment,
+#: its early stages at batch 32 (50,000 rows per core) at 0.9.
+ROWS_HALF = 64
+#: Generic tiling (gear models): fraction of the shape-specific efficiency reached, on the cube
+#: and on activation traffic. 0.80 gives about -20% throughput at batch 32 (S2) and about
+#: +14% time at batch 1 (S3), where dispatch gaps and weight streaming do not change.
+GENERIC_TILING_FACTOR = 0.80
+#: Device-side gap between two ops of a model (task dispatch, argument fetch, sync). 12 us over
+#: ResNet-50's 57 kernels is about 0.7 ms: 2.5% of a batch-32 run, a third of a batch-1 run.
+DISPATCH_GAP_NS = 12_000
+#: Extra per-op cost in a gear model: the kernel reads the current gear's shape and selects
+#: its tiling at run time.
+SHAPE_DISPATCH_NS = 1_000
+#: Vector-unit throughput as a fraction of the cube's fp16 peak (element-wise ops, pools,
+#: softmax). These ops are memory-bound in practice, so the figure matters little.
+VECTOR_PEAK_FRACTION = 1 / 32
+#: Kernel memory phases in normal pages pay this multiple of the profile's DMA page penalty:
+#: a DMA streams each 4 KB page once, while a kernel's tile loads (im2col windows, strided
+#: 5-D tiles) touch many pages per tile and miss the TLB more often. COST_MODEL.md cites up to
+#: 20% lost to IOTLB misses; 2 x 10% = 20% on memory-bound phases moves ResNet-50's K by about
+#: 10% (half its time is memory-bound at batch 32).
+KERNEL_PAGE_PENALTY_SCALE = 2
+#: Cube fractal (M, K, N) per precision: matrices are padded to multiples of these.
+FRACTAL = {"int8": (16, 32, 16), "fp16": (16, 16, 16), "fp32": (16, 16, 16)}
+
+
+@dataclass(frozen=True)
+class OpPlan:
+    """What the compiler decided for one op at one shape: its work, tile and efficiency."""
+
+    name: str
+    type: str
+    unit: str                      # "cube", "vector" or "none"
+    precision: str                 # cube precision: int8 | fp16 | fp32
+    flops: int
+    act_bytes: int                 # activations read and written
+    weight_bytes: int
+    gemm: tuple[int, int, int] | None
+    tile: tuple[int, int, int] | None
+    eff: float                     # tiling efficiency of the cube (1.0 for other units)
+    generic: bool                  # generic (gear) tiling
+
+    def to_dict(self) -> dict:
+        """A JSON-ready description."""
+        d = asdict(self)
+        d["gemm"] = list(self.gemm) if self.gemm else None
+        d["tile"] = list(self.tile) if self.tile else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> OpPlan:
+        """The inverse of :meth:`to_dict`."""
+        return cls(str(d["name"]), str(d["type"]), str(d["unit"]), str(d["precision"]),
+                   int(d["flops"]), int(d["act_bytes"]), int(d["weight_bytes"]),
+                   tuple(int(x) for x in d["gemm"]) if d["gemm"] else None,
+                   tuple(int(x) for x in d["tile"]) if d["tile"] else None,
+                   float(d["eff"]), bool(d["generic"]))
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One op's time on a profile, split into its parts (ns)."""
+
+    name: str
+    type: str
+    dispatch_ns: int
+    compute_ns: int
+    memory_ns: int
+    total_ns: int
+
+    @property
+    def bound(self) -> str:
+        """'compute' or 'memory': which roofline term set the time."""
+        return "compute" if self.compute_ns >= self.memory_ns else "memory"
+
+
+def tiling_efficiency(gemm: tuple[int, int, int], precision: str, cores: int) -> float:
+    """Shape-specific cube efficiency of an (M, K, N) GEMM split over ``cores`` AI Cores."""
+    m, k, n = gemm
+    fm, fk, fn = FRACTAL.get(precision, FRACTAL["fp16"])
+    align = (m * k * n) / (ceil_div(m, fm) * fm * ceil_div(k, fk) * fk * ceil_div(n, fn) * fn)
+    rows = m / max(1, cores)
+    return align * (EFF_MIN + (EFF_MAX - EFF_MIN) * rows / (rows + ROWS_HALF))
+
+
+def plan_tile(gemm: tuple[int, int, int], precision: str, cores: int) -> tuple[int, int, int]:
+    """The (M, K, N) tile one AI Core works on at a time (shown by the compile report)."""
+    m, k, n = gemm
+    fm, fk, fn = FRACTAL.get(precision, FRACTAL["fp16"])
+    rows = ceil_div(m, max(1, cores))
+    return (min(ceil_div(rows, fm) * fm, 256), min(ceil_div(k, fk) * fk, 512),
+            min(ceil_div(n, fn) * fn, 256))
+
+
+def op_time(plan: OpPlan, profile: DeviceProfile, huge_pages: bool = True) -> OpTime:
+    """The roofline time of one planned op on ``profile``."""
+    if plan.unit == "none":
+        return OpTime(plan.name, plan.type, 0, 0, 0, 0)
+    generic = GENERIC_TILING_FACTOR if plan.generic else 1.0
+    if plan.unit == "cube":
+        peak = profile.peak_int8_ops if plan.precision == "int8" else profile.peak_fp16_flops
+        rate = peak * plan.eff * generic
+    else:
+        rate = profile.peak_fp16_flops * VECTOR_PEAK_FRACTION * generic
+    compute = ceil_div(plan.flops * 1_000_000_000, max(1, int(rate)))
+    penalty = 0 if huge_pages else KERNEL_PAGE_PENALTY_SCALE * profile.normal_page_penalty_permille
+    moved = plan.act_bytes / generic + plan.weight_bytes
+    memory = ceil_div(int(moved * 1_000_000_000) * (1000 + penalty),
+                      profile.memory_bandwidth_bps * 1000)
+    dispatch = DISPATCH_GAP_NS + (SHAPE_DISPATCH_NS if plan.generic else 0)
+    return OpTime(plan.name, plan.type, dispatch, compute, memory,
+                  dispatch + max(compute, memory))
+
+
+def breakdown(compiled, batch: int | None = None, profile: DeviceProfile | str | None = None,
+              *, hw: tuple[int, int] | None = None, huge_pages: bool = True) -> list[OpTime]:
+    """Per-op times of one execute of ``compiled`` at a gear (batch, or (h, w))."""
+    plans = compiled.plan_for(batch=batch, hw=hw)
+    prof = get_profile(profile if profile is not None else compiled.profile_name)
+    return [op_time(p, prof, huge_pages) for p in plans]
+
+
+def execute_ns(compiled, batch: int | None = None, profile: DeviceProfile | str | None = None,
+               *, hw: tuple[int, int] | None = None, huge_pages: bool = True) -> int:
+    """Nanoseconds one execute of ``compiled`` takes at a gear (default: the largest)."""
+    return sum(t.total_ns for t in breakdown(compiled, batch, profile, hw=hw,
+                                             huge_pages=huge_pages))
