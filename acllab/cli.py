@@ -1,8 +1,9 @@
 """The ``acllab`` command.
 
-    acllab profile [--out FILE] [--device ascend910b] SCRIPT.py [ARGS...]
+    acllab profile [--out FILE] [--device ascend910b] [--sanitize] SCRIPT.py [ARGS...]
         run an unmodified pyACL script on the simulated device (its ``import acl`` resolves to
-        acllab), print a summary, and write the trace as Chrome Trace Event JSON (Perfetto)
+        acllab), print a summary, and write the trace as Chrome Trace Event JSON (Perfetto);
+        with --sanitize, also print the sanitizer's findings and exit 1 if there are any
     acllab smi [--device NAME] [--devices N]
         an ``npu-smi info``-like view of the simulated devices
     acllab devices
@@ -75,6 +76,14 @@ def _cmd_profile(ns: argparse.Namespace) -> int:
     print(trace.summary(runtime))
     trace.write_chrome_trace(runtime, out)
     print(f"trace written to {out} (open it in https://ui.perfetto.dev or chrome://tracing)")
+    if ns.sanitize:
+        from . import sanitizer
+
+        findings = sanitizer.analyze(runtime)
+        print()
+        print(sanitizer.report(runtime))
+        if findings and code == 0:
+            code = 1
     return code
 
 
@@ -111,6 +120,8 @@ def _parser() -> argparse.ArgumentParser:
                                        "print a summary and write its trace")
     p.add_argument("--out", help="trace file (default: SCRIPT.trace.json)")
     p.add_argument("--device", help="device profile: ascend310 (default) or ascend910b")
+    p.add_argument("--sanitize", action="store_true",
+                   help="report races, use after free, event misuse and leaks; exit 1 if any")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     p.set_defaults(func=_cmd_profile)

@@ -102,6 +102,9 @@ class Runtime:
         self._due_reports: list[Callback] = []     # auto-delivered, to run now
         self._manual_reports: list[Callback] = []  # waiting for process_report
         self.callback_errors: list[str] = []
+        # what the host did besides submitting tasks, for the sanitizer:
+        # (kind, host_ns, tasks submitted so far, *payload)
+        self.host_ops: list[tuple] = []
 
     # -- handles ---------------------------------------------------------------------------
     def new_handle(self, kind: str, obj) -> int:
@@ -257,6 +260,11 @@ class Runtime:
                                f"0x{ctx.handle:x}")
         return stream
 
+    def log(self, kind: str, *payload) -> None:
+        """Note a host-side action (a join, a free, a host access) for the sanitizer."""
+        if self.engine.record:
+            self.host_ops.append((kind, self.host_ns, len(self.engine.tasks), *payload))
+
     # -- the host clock --------------------------------------------------------------------
     def spend(self, ns: int) -> None:
         """The host spends ``ns``; the device catches up to the host's new time."""
@@ -322,11 +330,13 @@ class Runtime:
         Returns False on timeout. Raises Deadlock when nothing could ever finish it.
         """
         if task.end_ns >= 0:
+            self.log("join", task.id)
             return True
         limit = self.host_ns + timeout_ns if timeout_ns is not None else 1 << 62
         if self.process(limit, task):
             self.host_ns = max(self.host_ns, task.end_ns + self.profile.sync_wakeup_ns)
             self.process(self.host_ns)
+            self.log("join", task.id)
             return True
         if timeout_ns is not None and self.engine.next_time() is not None:
             self.host_ns = limit

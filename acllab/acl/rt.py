@@ -243,6 +243,7 @@ def free(dev_ptr):
         raise Fail(207002, f"0x{addr:x} points {addr - region.start} B into an allocation; "
                            f"free takes the start address 0x{region.start:x}")
     r.spend(r.profile.malloc_pool_ns)
+    r.log("free", region.start, region.generation, region.size)
     r.devices[region.device].heap.free(region)
 
 
@@ -266,6 +267,7 @@ def free_host(host_ptr):
     if region.kind != "pinned" or addr != region.start:
         raise Fail(107000, f"0x{addr:x} is not the start of a buffer from acl.rt.malloc_host")
     r.spend(r.profile.api_ns)
+    r.log("free_host", region.start, region.generation, region.size)
     r.host.free_host(region)
 
 
@@ -524,6 +526,8 @@ def stream_query(stream):
     s = r.stream_for(as_int(stream, "stream"))
     r.spend(r.profile.api_ns)
     done = s.last is None or s.last.end_ns >= 0
+    if done and s.last is not None:
+        r.log("join", s.last.id)
     return C.ACL_STREAM_STATUS_COMPLETE if done else C.ACL_STREAM_STATUS_NOT_READY
 
 
@@ -535,6 +539,7 @@ def stream_wait_event(stream, event):
     ev = r.lookup(as_int(event, "event"), Event, "event")
     if ev.record is None:
         if ev.style == "old":
+            r.log("wait_unrecorded", ev.handle, s.handle)
             raise Fail(107000, f"event 0x{ev.handle:x} was never recorded: record it "
                                "(acl.rt.record_event) before a stream waits on it")
         r.spend(r.profile.record_host_ns)
@@ -608,8 +613,10 @@ def record_event(event, stream):
                            f"{s.name} is on device {s.device.id}")
     r.launch(r.profile.record_host_ns)
     ev.records += 1
+    previous = ev.record.id if ev.record is not None else -1
     task = Task("EventRecord", "event_record", duration_ns=r.profile.record_device_ns,
-                device=s.device.id, info={"event": ev.handle, "record": ev.records},
+                device=s.device.id, info={"event": ev.handle, "record": ev.records,
+                                          "previous_record": previous},
                 api="record_event")
     r.submit(task, s)
     ev.record = task
@@ -636,7 +643,10 @@ def reset_event(event, stream):
 def _event_done(ev: Event) -> bool:
     if ev.record is None:
         return ev.style == "ex"
-    return ev.record.end_ns >= 0
+    if ev.record.end_ns >= 0:
+        rt().log("join", ev.record.id)
+        return True
+    return False
 
 
 @api("aclrtQueryEvent", outs=(C.ACL_EVENT_STATUS_NOT_READY,))

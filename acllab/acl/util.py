@@ -77,13 +77,14 @@ def numpy_contiguous_to_ptr(array):
     return _register_array(arr, f"ndarray {arr.dtype}{list(arr.shape)}"), arr
 
 
-def _host_view(ptr: int, size: int, what: str) -> np.ndarray:
+def _host_view(ptr: int, size: int, what: str, mode: str) -> np.ndarray:
     from .rt import _span
     r = rt()
     region, off = _span(r, ptr, size, what)
     if region.kind == "device":
         raise Fail(107000, f"0x{ptr:x} is device memory, which the host cannot read: copy "
                            "it to host memory with acl.rt.memcpy first")
+    r.log("host_access", region.start, region.generation, ptr, size, mode)
     return region.data[off:off + size]
 
 
@@ -95,7 +96,7 @@ def ptr_to_bytes(ptr, size):
         raise Fail(100000, f"size must not be negative (got {size})")
     if size == 0:
         return b""
-    return _host_view(ptr, size, "ptr").tobytes()
+    return _host_view(ptr, size, "ptr", "r").tobytes()
 
 
 @api("ptr_to_numpy", bare=True, outs=(None,), needs_init=False)
@@ -116,4 +117,4 @@ def ptr_to_numpy(ptr, shape, npy_type):
     n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if n == 0:
         return np.zeros(shape, dtype=dtype)
-    return _host_view(ptr, n, "ptr").view(dtype).reshape(shape)
+    return _host_view(ptr, n, "ptr", "rw").view(dtype).reshape(shape)

@@ -273,8 +273,16 @@ _FAILED = "ATC run failed, Please check the detail log, Try 'atc --help' for mor
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):            # argparse would exit; atc reports instead
-        raise AtcError(f"Value [{' '.join(sys.argv[1:2])}] for parameter [argv] is invalid. "
-                       f"Reason: {message}")
+        head, _, rest = message.partition(": ")
+        if head == "the following arguments are required":
+            raise _bad(rest, "", "the parameter is required")
+        if head == "unrecognized arguments":
+            raise _bad("command line", rest, "unknown parameter (see atc --help)")
+        if head.startswith("argument "):
+            param = head[len("argument "):].split("/")[0]
+            value = rest.split("invalid choice: ", 1)[-1].split(" (", 1)[0].strip("'")
+            raise _bad(param, value, rest)
+        raise _bad("command line", "", message)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -316,7 +324,10 @@ def atc_main(argv: list[str] | None = None, out=None, err=None) -> int:
 
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        args = _parser().parse_args(argv)
+        try:
+            args = _parser().parse_args(argv)
+        except SystemExit as exc:               # --help
+            return exc.code if isinstance(exc.code, int) else 0
         fusion = _fusion_switch(args.fusion_switch_file) if args.fusion_switch_file else True
         model = compile_model(args.model, input_shape=args.input_shape,
                               dynamic_batch_size=args.dynamic_batch_size,

@@ -20,9 +20,10 @@ For every op the compiler planned (see :class:`OpPlan`)::
   ``KERNEL_PAGE_PENALTY_SCALE * profile.normal_page_penalty_permille``.
 
 Calibration (default profile ``ascend310``, zoo ResNet-50 int8, huge pages; see
-``tests/test_model_cost.py``, which recomputes every figure): fixed batch 32 gives about
-26.9 ms per batch (S1: about 1190 img/s), the dynamic-batch model at batch 32 about 958 img/s
-(S2), dynamic vs fixed at batch 1 about 14% slower (S3), normal vs huge pages about +10% on K.
+``tests/test_model_cost.py``, which recomputes every figure): fixed batch 32 takes about
+26.7 ms per batch (S1: about 1197 img/s), the dynamic-batch model (gears 1..32) at batch 32
+about 939 img/s (S2), dynamic vs fixed at batch 1 about 14% slower (S3), and normal pages
+make K about 10% longer than huge pages. Fixed batch 1 takes about 1.8 ms.
 
 Differs from hardware: one number per op; no caches, no overlap between consecutive ops, no
 contention with other streams (the runtime's AI Core resource handles that).
@@ -45,20 +46,22 @@ __all__ = [
 EFF_MIN = 0.30
 #: Cube efficiency of a large, aligned GEMM (the brief's "about 0.9").
 EFF_MAX = 0.90
-#: GEMM rows per AI Core at which efficiency is halfway between EFF_MIN and EFF_MAX. With 64,
-#: ResNet-50's last stage at batch 1 (49 rows over 2 cores) runs at about 0.3 after alignment,
-#: its early stages at batch 32 (50,000 rows per core) at 0.9.
-ROWS_HALF = 64
+#: GEMM rows per AI Core at which efficiency is halfway between EFF_MIN and EFF_MAX. With 48,
+#: ResNet-50's last stage at batch 1 (49 rows over 2 cores, padded to 64) runs at about 0.4,
+#: its fully connected layer (1 row) at 0.02, its early stages at batch 32 (50,000 rows per
+#: core) at 0.9.
+ROWS_HALF = 48
 #: Generic tiling (gear models): fraction of the shape-specific efficiency reached, on the cube
-#: and on activation traffic. 0.80 gives about -20% throughput at batch 32 (S2) and about
-#: +14% time at batch 1 (S3), where dispatch gaps and weight streaming do not change.
-GENERIC_TILING_FACTOR = 0.80
-#: Device-side gap between two ops of a model (task dispatch, argument fetch, sync). 12 us over
-#: ResNet-50's 57 kernels is about 0.7 ms: 2.5% of a batch-32 run, a third of a batch-1 run.
-DISPATCH_GAP_NS = 12_000
+#: and on activation traffic. 0.78 gives about -22% throughput at batch 32 (S2; and S4, two
+#: fixed models vs one dynamic, about 1.28x) and about +14% time at batch 1 (S3), where
+#: dispatch gaps and weight streaming, which generic tiling does not slow, weigh more.
+GENERIC_TILING_FACTOR = 0.78
+#: Device-side gap between two ops of a model (task dispatch, argument fetch, sync). 11 us over
+#: ResNet-50's 57 kernels is about 0.63 ms: 2.3% of a batch-32 run, a third of a batch-1 run.
+DISPATCH_GAP_NS = 11_000
 #: Extra per-op cost in a gear model: the kernel reads the current gear's shape and selects
 #: its tiling at run time.
-SHAPE_DISPATCH_NS = 1_000
+SHAPE_DISPATCH_NS = 500
 #: Vector-unit throughput as a fraction of the cube's fp16 peak (element-wise ops, pools,
 #: softmax). These ops are memory-bound in practice, so the figure matters little.
 VECTOR_PEAK_FRACTION = 1 / 32

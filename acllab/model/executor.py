@@ -114,9 +114,12 @@ def run_graph(graph, feeds: dict[str, np.ndarray], weights: dict[str, np.ndarray
             raise ExecutionError(f"input {spec.name!r} has shape {list(x.shape)}, "
                                  f"the graph expects {list(spec.shape)}")
         env[spec.name] = x
+    by_op: dict[str, dict[str, np.ndarray]] = {}
+    for key, value in weights.items():
+        op_name, _, param = key.rpartition(".")
+        by_op.setdefault(op_name, {})[param] = value
     for op in graph.ops:
-        mine = {k.split(".", 1)[1]: v for k, v in weights.items()
-                if k.split(".", 1)[0] == op.name}
+        mine = by_op.get(op.name, {})
         if op.type in ("Conv2D", "FullyConnected", "BatchNorm") and not mine:
             raise ExecutionError(f"op {op.name!r} has no weights: {graph.name!r} is a "
                                  "cost-only model")

@@ -1,0 +1,295 @@
+"""The sanitizer: races, use after free, event misuse, leaks and uninitialised reads.
+
+It works on what the runtime recorded (the trace and the host's own actions) and builds the
+happens-before order of host calls, streams and events with vector clocks:
+
+* tasks on one stream are ordered; a ``stream_wait_event`` orders the waiting stream after the
+  record it waited for;
+* the host learns that a task is done when it synchronises (stream, event, device, a blocking
+  copy) or when a query reports completion; every task it submits afterwards comes after it.
+
+Two accesses to the same bytes, at least one a write, with no order between them, are a race,
+even if the timing of this run happened to hide it. Findings are data (:class:`Finding`) and
+print as short explanations with a suggested fix.
+
+Differs from real tools: history is kept for the last ``HISTORY`` accesses per buffer, so a
+race with a much older access can be missed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["Finding", "analyze", "report", "KINDS"]
+
+HISTORY = 256
+
+KINDS = {
+    "host-read-before-sync": "the host read memory that a device copy had not finished writing",
+    "host-write-while-read": "the host changed memory that a device copy may still read",
+    "race": "two streams touch the same memory with no event between them",
+    "use-after-free": "memory was freed while a queued task still used it",
+    "pageable-async": "an async copy used pageable host memory and silently became synchronous",
+    "stale-event-wait": "a stream waited again on an old record of an event",
+    "event-reset-while-waited": "an event was reset while a wait on it was pending",
+    "wait-never-recorded": "a stream waited on an event that was never recorded",
+    "leak": "a resource was still alive at reset_device or finalize",
+    "uninitialised-read": "device memory was read before anything wrote it",
+    "model-two-streams": "one model ran asynchronously on two streams at once",
+}
+
+
+@dataclass
+class Finding:
+    """One problem the sanitizer found, with what it involves and how to fix it."""
+
+    kind: str
+    message: str
+    fix: str
+    tasks: list[int] = field(default_factory=list)
+    streams: list[str] = field(default_factory=list)
+    buffers: list[int] = field(default_factory=list)
+    times_ns: list[int] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.message}\n    fix: {self.fix}"
+
+
+def _us(ns: int) -> str:
+    return f"{ns / 1000:.1f} us"
+
+
+def _sname(task) -> str:
+    return task.stream.name if task.stream is not None else "the host (blocking call)"
+
+
+def _tdesc(task) -> str:
+    when = f"{_us(task.start_ns)}-{_us(task.end_ns)}" if task.end_ns >= 0 else "never ran"
+    return f"task {task.id} {task.name} on {_sname(task)} ({when})"
+
+
+class _State:
+    def __init__(self, runtime):
+        self.rt = runtime
+        self.tasks = runtime.engine.tasks
+        self.vc: list[dict] = []
+        self.own: list[tuple] = []
+        self.counter: dict = {}
+        self.host: dict = {}
+        self.history: dict[tuple, list] = {}
+        self.init: dict[tuple, list] = {}
+        self.findings: list[Finding] = []
+        self.seen: set = set()
+        self.repeats: dict = {}
+        self.by_key: dict = {}
+
+    def add(self, key, finding: Finding) -> None:
+        if key not in self.seen:
+            self.seen.add(key)
+            self.by_key[key] = finding
+            self.findings.append(finding)
+
+    def before(self, a: int, vc: dict) -> bool:
+        key, cnt = self.own[a]
+        return vc.get(key, 0) >= cnt
+
+
+def _accesses(task):
+    info = task.info or {}
+    out = []
+    for addr, n in task.reads:
+        if "src_base" in info:
+            out.append((info["src_base"], info["src_gen"], addr, addr + n, "r"))
+    for addr, n in task.writes:
+        if "dst_base" in info:
+            out.append((info["dst_base"], info["dst_gen"], addr, addr + n, "w"))
+    return out
+
+
+def _visit_task(st: _State, t) -> None:
+    vc = dict(st.host)
+    for dep_id, _label in t.deps:
+        for k, v in st.vc[dep_id].items():
+            if vc.get(k, 0) < v:
+                vc[k] = v
+    key = t.stream.handle if t.stream is not None else ("host", t.device)
+    cnt = st.counter.get(key, 0) + 1
+    st.counter[key] = cnt
+    vc[key] = cnt
+    st.vc.append(vc)
+    st.own.append((key, cnt))
+    if t.cancelled:
+        return
+    info = t.info or {}
+    if info.get("pageable_async"):
+        st.add(("pageable", t.stream.handle if t.stream else 0), Finding(
+            "pageable-async",
+            f"{_tdesc(t)} is a memcpy_async with pageable host memory: the call blocked the "
+            "host until the copy finished, so nothing overlapped with it.",
+            "allocate the host buffer with acl.rt.malloc_host (pinned memory)",
+            [t.id], [_sname(t)], [info.get("src", 0), info.get("dst", 0)], [t.submit_ns]))
+    for base, gen, lo, hi, mode in _accesses(t):
+        region = st.rt.space.find(base) or st.rt.space.find_dead(base)
+        if mode == "r" and region is not None and region.kind == "device":
+            _check_init(st, t, base, gen, lo, hi)
+        elif mode == "w":
+            st.init.setdefault((base, gen), []).append((lo, hi))
+        hist = st.history.setdefault((base, gen), [])
+        for (oid, omode, olo, ohi) in hist:
+            if olo < hi and lo < ohi and "w" in (mode + omode) and not st.before(oid, vc):
+                other = st.tasks[oid]
+                if st.own[oid][0] == key:
+                    continue
+                pair = ("race", base, gen, *sorted((str(st.own[oid][0]), str(key))))
+                if pair in st.seen:
+                    st.repeats[pair] = st.repeats.get(pair, 1) + 1
+                    continue
+                st.add(pair, Finding(
+                    "race",
+                    f"{_tdesc(other)} {'writes' if omode == 'w' else 'reads'} bytes "
+                    f"0x{max(lo, olo):x}-0x{min(hi, ohi):x} that {_tdesc(t)} "
+                    f"{'writes' if mode == 'w' else 'reads'}, and no event orders them.",
+                    f"record an event on {_sname(other)} after task {oid} and make "
+                    f"{_sname(t)} wait for it (stream_wait_event) before task {t.id}, or use "
+                    "a separate buffer for each stream",
+                    [oid, t.id], [_sname(other), _sname(t)], [base],
+                    [other.start_ns, t.start_ns]))
+        hist.append((t.id, mode, lo, hi))
+        if len(hist) > HISTORY:
+            del hist[0]
+    if t.kind == "event_wait":
+        _check_stale_wait(st, t)
+    if t.kind == "event_reset" and info.get("previous_record", -1) >= 0:
+        _check_reset_while_waited(st, t)
+
+
+def _check_init(st: _State, t, base, gen, lo, hi) -> None:
+    covered = lo
+    for wlo, whi in sorted(st.init.get((base, gen), ())):
+        if wlo <= covered < whi:
+            covered = whi
+        if covered >= hi:
+            return
+    st.add(("uninit", base, gen), Finding(
+        "uninitialised-read",
+        f"{_tdesc(t)} reads device memory 0x{lo:x}-0x{hi:x} that nothing wrote since "
+        f"acl.rt.malloc: it holds whatever was there (acllab fills it with DE AD BE EF).",
+        "copy data into the buffer or clear it with acl.rt.memset before reading it",
+        [t.id], [_sname(t)], [base], [t.start_ns]))
+
+
+def _check_stale_wait(st: _State, w) -> None:
+    rec_id = w.info.get("record_task", -1)
+    if rec_id < 0:
+        return
+    rec = st.tasks[rec_id]
+    marker = ("waited", st.own[w.id][0], rec_id)
+    if marker in st.seen:
+        later = [x for x in st.tasks[rec_id + 1: w.id] if x.stream is rec.stream]
+        if later:
+            st.add(("stale", w.id), Finding(
+                "stale-event-wait",
+                f"{_tdesc(w)} waits on event 0x{w.info['event']:x} whose latest record is still "
+                f"task {rec_id} on {_sname(rec)}, which this stream already waited for; the "
+                f"{len(later)} tasks {_sname(rec)} queued since then are not waited for.",
+                "record the event again after the producer's new work, before each wait "
+                "(record inside the loop, not once before it)",
+                [rec_id, w.id], [_sname(rec), _sname(w)], [], [rec.end_ns, w.submit_ns]))
+    st.seen.add(marker)
+
+
+def _check_reset_while_waited(st: _State, z) -> None:
+    prev = z.info["previous_record"]
+    pending = [w for w in st.tasks[prev + 1: z.id] if w.kind == "event_wait"
+               and (w.info or {}).get("record_task") == prev and w.start_ns > z.submit_ns]
+    if pending:
+        w = pending[0]
+        st.add(("reset", z.id), Finding(
+            "event-reset-while-waited",
+            f"event 0x{z.info['event']:x} was reset (task {z.id} on {_sname(z)}, at "
+            f"{_us(z.submit_ns)}) while {_tdesc(w)} still waited on its previous record.",
+            "reset an event only after every wait on it has been satisfied (synchronize the "
+            "waiting stream first), or record it again instead of resetting it",
+            [prev, w.id, z.id], [_sname(w), _sname(z)], [], [z.submit_ns, w.start_ns]))
+
+
+def _visit_op(st: _State, op) -> None:
+    kind, host_ns = op[0], op[1]
+    if kind == "join":
+        for k, v in st.vc[op[3]].items():
+            if st.host.get(k, 0) < v:
+                st.host[k] = v
+    elif kind in ("free", "free_host"):
+        base, gen = op[3], op[4]
+        for oid, _mode, lo, _hi in st.history.get((base, gen), ()):
+            if not st.before(oid, st.host):
+                t = st.tasks[oid]
+                fn = "acl.rt.free" if kind == "free" else "acl.rt.free_host"
+                st.add(("uaf", base, gen), Finding(
+                    "use-after-free",
+                    f"{fn}(0x{base:x}) at {_us(host_ns)} released memory that {_tdesc(t)} "
+                    "still uses: the host never synchronised with it.",
+                    f"synchronize {_sname(t)} (or an event recorded after task {oid}) before "
+                    "freeing the buffer",
+                    [oid], [_sname(t)], [base], [host_ns, t.end_ns]))
+                break
+    elif kind == "host_access":
+        base, gen, lo, n, mode = op[3], op[4], op[5], op[6], op[7]
+        hi = lo + n
+        for oid, tmode, tlo, thi in st.history.get((base, gen), ()):
+            if not (tlo < hi and lo < thi) or st.before(oid, st.host):
+                continue
+            t = st.tasks[oid]
+            if tmode == "w":
+                st.add(("hostread", oid), Finding(
+                    "host-read-before-sync",
+                    f"the host read 0x{lo:x}-0x{hi:x} at {_us(host_ns)} but {_tdesc(t)} writes "
+                    "it and the host never synchronised with that task: it may see old bytes.",
+                    f"call acl.rt.synchronize_stream on {_sname(t)} before reading the result",
+                    [oid], [_sname(t)], [base], [host_ns, t.end_ns]))
+            elif "w" in mode:
+                st.add(("hostwrite", oid), Finding(
+                    "host-write-while-read",
+                    f"the host took a writable view of 0x{lo:x}-0x{hi:x} at {_us(host_ns)} while "
+                    f"{_tdesc(t)} may still read it.",
+                    f"synchronize {_sname(t)} before changing the buffer, or use two buffers",
+                    [oid], [_sname(t)], [base], [host_ns, t.start_ns]))
+    elif kind == "wait_unrecorded":
+        st.add(("unrec", op[3]), Finding(
+            "wait-never-recorded",
+            f"a stream waited at {_us(host_ns)} on event 0x{op[3]:x}, which was never "
+            "recorded: for old-style events the wait fails (107000), so nothing is ordered.",
+            "record the event on the producer stream before the consumer waits on it",
+            [], [], [], [host_ns]))
+
+
+def analyze(runtime) -> list[Finding]:
+    """Every finding for what ``runtime`` has run so far, in the order they happened."""
+    st = _State(runtime)
+    ops = runtime.host_ops
+    i = 0
+    for t in st.tasks:
+        while i < len(ops) and ops[i][2] <= t.id:
+            _visit_op(st, ops[i])
+            i += 1
+        _visit_task(st, t)
+    for op in ops[i:]:
+        _visit_op(st, op)
+    for pair, count in st.repeats.items():
+        st.by_key[pair].message += f" The same kind of race happened {count} times in all."
+    for leak in runtime.leaks:
+        st.findings.append(Finding(
+            "leak", f"leaked: {leak}",
+            "release it yourself before the teardown: destroy events, then streams, then "
+            "contexts, free memory, then reset_device and finalize"))
+    return st.findings
+
+
+def report(runtime) -> str:
+    """The findings as text, or a line saying there are none."""
+    findings = analyze(runtime)
+    if not findings:
+        return "acllab sanitizer: no problems found"
+    lines = [f"acllab sanitizer: {len(findings)} problem{'s' if len(findings) > 1 else ''}"]
+    lines += [str(f) for f in findings]
+    return "\n".join(lines)
