@@ -256,8 +256,8 @@ class DeviceHeap:
                 region.policy = policy
                 self.live[region.start] = region
                 return region, self.profile.malloc_pool_ns, True
-            if not self._fits(page, reserved):
-                self.release_cache(page)
+            if not self._fits(page, reserved) and self._fits(page, reserved - self._cached(page)):
+                self.release_cache(page)   # only when giving the cache back makes it fit
             if self._fits(page, reserved):
                 region = self._carve(page, reserved, usable, size, policy)
                 cost = self.profile.malloc_driver_ns + \
@@ -268,6 +268,10 @@ class DeviceHeap:
         raise Fail(207001, f"cannot allocate {size} B with {MALLOC_POLICY_NAMES[policy]} on device "
                            f"{self.device}: {free_h // MiB} MB of huge pages and "
                            f"{free_n // MiB} MB of normal pages are free")
+
+    def _cached(self, page: str) -> int:
+        return sum(r.reserved for (p, _), blocks in self.pool.items() if p == page
+                   for r in blocks)
 
     def _fits(self, page: str, reserved: int) -> bool:
         if page == "huge":
@@ -414,14 +418,14 @@ class HostMemory:
         return len(self._registered)
 
 
-def _refs(obj) -> int:
+def _probe(obj) -> int:
     return sys.getrefcount(obj)
 
 
 def _calibrate() -> int:
     holder = Region(0, 1, "pageable")
     holder._obj = bytes(bytearray(16))   # a fresh object only the holder references
-    return _refs(holder._obj)
+    return _probe(holder._obj)            # same call depth as the check in _only_ours
 
 
 _BASELINE_REFS = _calibrate()
@@ -429,4 +433,4 @@ _BASELINE_REFS = _calibrate()
 
 def _only_ours(obj) -> bool:
     """True when nothing but acllab's region holds ``obj`` (so Python would have freed it)."""
-    return obj is None or _refs(obj) <= _BASELINE_REFS
+    return obj is None or sys.getrefcount(obj) <= _BASELINE_REFS

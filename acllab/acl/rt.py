@@ -33,13 +33,13 @@ __all__ = [
 ]
 
 
-def _leak_warning(runtime, where: str, leaked: list[str]) -> None:
+def _leak_warning(runtime, where: str, leaked: list[str], stacklevel: int = 4) -> None:
     if not leaked:
         return
     runtime.leaks.extend(f"{where}: {item}" for item in leaked)
     shown = "; ".join(leaked[:5]) + (f"; and {len(leaked) - 5} more" if len(leaked) > 5 else "")
     warnings.warn(f"{where} released resources the program never released itself: {shown}",
-                  AclWarning, stacklevel=3)
+                  AclWarning, stacklevel=stacklevel)
 
 
 # ---------------------------------------------------------------------------------------
@@ -70,7 +70,7 @@ def _reset(device_id, force: bool):
     dev.refcount = 0 if force else dev.refcount - 1
     if dev.refcount == 0:
         where = f"acl.rt.reset_device{'_force' if force else ''}({dev.id})"
-        _leak_warning(r, where, r.release_device(dev))
+        _leak_warning(r, where, r.release_device(dev), stacklevel=5)
 
 
 @api("aclrtResetDevice")
