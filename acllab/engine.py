@@ -139,23 +139,27 @@ class Engine:
         task.submit_ns = at_ns
         pending = 0
         floor = at_ns
-        ids = []
-        for dep, label in task.deps:
-            ids.append((dep.id, label))
-            if dep.end_ns < 0:
-                pending += 1
-                if dep.dependents is None:
-                    dep.dependents = [task]
-                else:
-                    dep.dependents.append(task)
-            elif dep.end_ns > floor:
-                floor = dep.end_ns
-        task.deps = tuple(ids) if self.record else ()
+        deps = task.deps
+        if deps:
+            for dep, _label in deps:
+                if dep.end_ns < 0:
+                    pending += 1
+                    if dep.dependents is None:
+                        dep.dependents = [task]
+                    else:
+                        dep.dependents.append(task)
+                elif dep.end_ns > floor:
+                    floor = dep.end_ns
+            task.deps = tuple([(d.id, label) for d, label in deps]) if self.record else ()
         task.floor_ns = floor
         task.pending = pending
         if pending == 0:
-            self._seq += 1
-            heapq.heappush(self._heap, (floor, _READY, self._seq, task))
+            heap = self._heap
+            if floor == self.now_ns and (not heap or heap[0][0] > floor):
+                self._ready(task, floor)   # nothing else is due first: skip the heap
+            else:
+                self._seq += 1
+                heapq.heappush(heap, (floor, _READY, self._seq, task))
         return task
 
     def run_until(self, t_ns: int) -> None:
@@ -217,13 +221,19 @@ class Engine:
                         self._seq += 1
                         heapq.heappush(self._heap, (nxt.floor_ns, _READY, self._seq, nxt))
         else:
-            task.ready_ns = t
-            res = task.resource
-            if res is None:
-                self._start(task, t)
-            else:
-                res.queue.append(task)
-                self._grant(res, t)
+            self._ready(task, t)
+
+    def _ready(self, task: Task, t: int) -> None:
+        task.ready_ns = t
+        res = task.resource
+        if res is None:
+            self._start(task, t)
+        elif not res.queue and res.in_use + task.units <= res.capacity:
+            res.in_use += task.units
+            self._start(task, t)
+        else:
+            res.queue.append(task)
+            self._grant(res, t)
 
     def _grant(self, res: Resource, t: int) -> None:
         q = res.queue

@@ -246,9 +246,10 @@ class Runtime:
         ev.device.events.pop(ev.handle, None)
         self.drop_handle(ev.handle, "event")
 
-    def stream_for(self, handle: int) -> Stream:
+    def stream_for(self, handle: int, ctx: Context | None = None) -> Stream:
         """Resolve a stream argument (0 = the current context's default stream)."""
-        ctx = self.current_context()
+        if ctx is None:
+            ctx = self.current_context()
         if handle == 0:
             return ctx.default_stream
         stream = self.handles.get(handle)
@@ -288,8 +289,9 @@ class Runtime:
             stream.last = task
             stream.submitted += 1
             task.stream = stream
+        self.process(self.host_ns)        # the device catches up to the host first ...
         self.engine.submit(task, self.host_ns)
-        self.process(self.host_ns)
+        self.process(self.host_ns)        # ... then starts what can start now
         return task
 
     def process(self, limit_ns: int, target: Task | None = None) -> bool:

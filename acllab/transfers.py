@@ -30,6 +30,7 @@ __all__ = ["copy_tasks", "memset_task", "DIRECTION_LABEL"]
 
 DIRECTION_LABEL = {"h2d": "HostToDevice", "d2h": "DeviceToHost", "d2d": "DeviceToDevice",
                    "h2h": "HostToHost"}
+_NAMES = {k: f"Memcpy{v}" for k, v in DIRECTION_LABEL.items()}
 
 
 def _move(dst: Region, doff: int, src: Region, soff: int, n: int):
@@ -67,6 +68,7 @@ def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, d
     prof = device.profile
     dst_addr, src_addr = dst.start + doff, src.start + soff
     label = DIRECTION_LABEL[direction]
+    name = _NAMES[direction]
 
     def info():
         return {"src": src_addr, "dst": dst_addr, "direction": direction,
@@ -75,7 +77,7 @@ def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, d
 
     if direction == "h2h":
         on_start, on_end = _move(dst, doff, src, soff, n)
-        return [Task(f"Memcpy{label}", "memcpy", resource=device.host,
+        return [Task(name, "memcpy", resource=device.host,
                      duration_ns=transfer_ns(n, prof.host_stage_bandwidth_bps), stream=stream,
                      device=device.id, nbytes=n, reads=((src_addr, n),), writes=((dst_addr, n),),
                      deps=first_deps, on_start=on_start, on_end=on_end, info=info(), api=api)]
@@ -91,7 +93,7 @@ def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, d
     if not staged:
         on_start, on_end = _move(dst, doff, src, soff, n)
         dur = prof.copy_latency_ns + transfer_ns(n, bw, penalty)
-        return [Task(f"Memcpy{label}", "memcpy", resource=engine, duration_ns=dur,
+        return [Task(name, "memcpy", resource=engine, duration_ns=dur,
                      stream=stream, device=device.id, nbytes=n, reads=((src_addr, n),),
                      writes=((dst_addr, n),), deps=first_deps, on_start=on_start, on_end=on_end,
                      info=info(), api=api)]
