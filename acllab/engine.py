@@ -122,7 +122,7 @@ class Task:
 class Engine:
     """Discrete-event scheduler over integer nanoseconds (see module docstring)."""
 
-    __slots__ = ("now_ns", "_heap", "_seq", "tasks", "record")
+    __slots__ = ("now_ns", "_heap", "_seq", "tasks", "record", "submitted")
 
     def __init__(self, record: bool = True):
         self.now_ns = 0
@@ -130,10 +130,12 @@ class Engine:
         self._seq = 0
         self.tasks: list[Task] = []
         self.record = record
+        self.submitted = 0
 
     def submit(self, task: Task, at_ns: int) -> Task:
         """Submit ``task`` at virtual time ``at_ns`` (not earlier than anything processed)."""
-        task.id = len(self.tasks) if self.record else self._seq
+        task.id = self.submitted
+        self.submitted += 1
         if self.record:
             self.tasks.append(task)
         task.submit_ns = at_ns

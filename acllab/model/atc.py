@@ -232,8 +232,10 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
                ";".join(f"{k}:{','.join(map(str, v))}" for k, v in input_shape.items()),
                "dynamic_batch_size": dynamic_batch_size, "dynamic_image_size":
                dynamic_image_size, "fusion": bool(fusion), "soc_version": soc}
-    options = {k: (v if v is None or isinstance(v, (bool, str)) else str(v))
-               for k, v in options.items()}
+    if isinstance(dynamic_batch_size, (list, tuple)):
+        options["dynamic_batch_size"] = ",".join(map(str, gears))
+    if isinstance(dynamic_image_size, (list, tuple)):
+        options["dynamic_image_size"] = ";".join(f"{h},{w}" for h, w in gears)
     return CompiledModel(graph.name, compiled_graph, soc, prof.name, kind, gears, inputs,
                          outputs, memory, plans, records, options, source_ops)
 

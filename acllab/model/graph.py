@@ -206,9 +206,11 @@ class Graph:
         """The dtype a parameter is stored in (real weights keep their own)."""
         key = f"{op.name}.{param}"
         if key in self.weights:
-            return {"f": "fp32" if self.weights[key].itemsize == 4 else "fp16",
-                    "i": "int8" if self.weights[key].itemsize == 1 else "int32"}[
-                        self.weights[key].dtype.kind]
+            spelled = self.weights[key].dtype.newbyteorder("<").str
+            for d in DTYPES.values():
+                if d.numpy == spelled or (d.itemsize == 1 and d.numpy[1:] == spelled[1:]):
+                    return d.name
+            raise GraphError(f"weight {key!r} has an unsupported dtype {self.weights[key].dtype}")
         if op.type == "BatchNorm":
             return "fp32"
         if param == "bias":

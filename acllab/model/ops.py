@@ -88,6 +88,11 @@ def _conv(op, shapes):
         params["bias"] = (cout,)
     m, k = n * ho * wo, c // groups * kh * kw
     out = (n, cout, ho, wo)
+    post = a.get("post", [])
+    if not isinstance(post, list) or any(p not in ("Add", "Relu") for p in post) or \
+            post.count("Add") != len(shapes) - 1:
+        raise ShapeError(f"Conv2D {op.name!r}: fused tail {post!r} does not fit "
+                         f"{len(shapes)} input(s)")
     if len(shapes) > 1:            # a fused residual Add reads a second tensor of the out shape
         if tuple(shapes[1]) != out:
             raise ShapeError(f"Conv2D {op.name!r}: residual {list(shapes[1])} != {list(out)}")

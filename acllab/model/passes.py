@@ -73,7 +73,7 @@ def fuse(graph: Graph, ann: Annotated) -> tuple[Graph, list[FusionRecord]]:
     """Fuse Conv2D+BatchNorm(+Add)(+Relu) and drop Flatten kernels; return graph and records."""
     users = graph.consumers()
     outputs = {t.name for t in graph.outputs}
-    by_output = {t: op for op in graph.ops for t in op.outputs}
+    costs = {c.name: c for c in ann.costs}
     weights = {k: v.copy() for k, v in graph.weights.items()}
     gone: set[str] = set()
     place: dict[str, Op] = {}       # name of the last absorbed op -> the fused op
@@ -114,7 +114,6 @@ def fuse(graph: Graph, ann: Annotated) -> tuple[Graph, list[FusionRecord]]:
                    op.fused + [o.name for o in chain[1:]])
         gone.update(o.name for o in chain)
         place[chain[-1].name] = fused
-        costs = {c.name: c for c in ann.costs}
         inner = [o.outputs[0] for o in chain[:-1]]
         saved = sum(2 * ann.tensor_bytes(t) for t in inner)
         records.append(FusionRecord(
@@ -132,11 +131,11 @@ def fuse(graph: Graph, ann: Annotated) -> tuple[Graph, list[FusionRecord]]:
                                             _REASONS["Flatten"]))
             new_ops.append(Op(op.type, op.name, list(op.inputs), list(op.outputs),
                               dict(op.attrs), list(op.fused)))
-    # Fused ops sit where their last member was; check every input exists by then.
+    # A fused op sits where its last member was, so its residual input already exists there;
+    # Graph() re-validates the order.
     fused_graph = Graph(graph.name, list(graph.inputs), list(graph.outputs), new_ops,
                         graph.dtype, graph.act_dtype, graph.weight_dtype, weights,
                         graph.description)
-    del by_output
     return fused_graph, records
 
 
