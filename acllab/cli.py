@@ -4,6 +4,8 @@
         run an unmodified pyACL script on the simulated device (its ``import acl`` resolves to
         acllab), print a summary, and write the trace as Chrome Trace Event JSON (Perfetto);
         with --sanitize, also print the sanitizer's findings and exit 1 if there are any
+    acllab atc --model zoo:resnet50 --output resnet50 --input_shape "data:32,3,224,224" ...
+        compile a graph into an .om file, with atc's flags (run ``acllab atc --help``)
     acllab smi [--device NAME] [--devices N]
         an ``npu-smi info``-like view of the simulated devices
     acllab devices
@@ -26,10 +28,11 @@ def _install_acl_alias() -> dict:
     """Make ``import acl`` (and acl.rt, acl.util) resolve to acllab's facade."""
     from . import acl
 
-    saved = {name: sys.modules.get(name) for name in ("acl", "acl.rt", "acl.util")}
+    saved = {name: sys.modules.get(name) for name in ("acl", "acl.rt", "acl.util", "acl.mdl")}
     sys.modules["acl"] = acl
     sys.modules["acl.rt"] = acl.rt
     sys.modules["acl.util"] = acl.util
+    sys.modules["acl.mdl"] = acl.mdl
     return saved
 
 
@@ -129,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--device", help="device profile: ascend310 (default) or ascend910b")
     s.add_argument("--devices", type=int, help="number of devices")
     s.set_defaults(func=_cmd_smi)
+    sub.add_parser("atc", help="compile a model graph into an .om file (atc's flags)")
     d = sub.add_parser("devices", help="list the device profiles and their sources")
     d.set_defaults(func=_cmd_devices)
     return parser
@@ -136,6 +140,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``acllab`` command."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "atc":          # atc has its own flags, parsed as atc does
+        from .model import atc_main
+
+        return atc_main(argv[1:])
     ns = _parser().parse_args(argv)
     return ns.func(ns)
 

@@ -105,6 +105,8 @@ class Runtime:
         # what the host did besides submitting tasks, for the sanitizer:
         # (kind, host_ns, tasks submitted so far, *payload)
         self.host_ops: list[tuple] = []
+        self.models: dict[int, object] = {}        # model id -> LoadedModel
+        self.model_count = 0
 
     # -- handles ---------------------------------------------------------------------------
     def new_handle(self, kind: str, obj) -> int:
@@ -198,9 +200,26 @@ class Runtime:
                 del self._current[tid]
         return leaked
 
+    def unload_model(self, m) -> None:
+        """Wait for a loaded model's executions, then give its memory back to the pool."""
+        if m.last_task is not None and m.last_task.end_ns < 0:
+            try:
+                self.wait_for(m.last_task)
+            except Deadlock:
+                pass
+        for region in m.regions():
+            if region.live:
+                m.device.heap.free(region)
+                self.log("free", region.start, region.generation, region.size)
+        m.alive = False
+
     def release_device(self, dev: Device) -> list[str]:
         """Tear a device down completely (refcount reached zero, or forced)."""
         leaked = []
+        for m in list(self.models.values()):
+            if m.alive and m.device is dev:
+                leaked.append(f"model {m.id} ({m.compiled.name}) never unloaded")
+                self.unload_model(m)
         for ctx in list(dev.contexts.values()):
             leaked.append(f"context 0x{ctx.handle:x} on device {dev.id}")
             leaked += self.destroy_context(ctx)

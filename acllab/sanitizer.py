@@ -96,6 +96,8 @@ class _State:
 
 def _accesses(task):
     info = task.info or {}
+    if "mem" in info:
+        return info["mem"]
     out = []
     for addr, n in task.reads:
         if "src_base" in info:
@@ -143,6 +145,19 @@ def _visit_task(st: _State, t) -> None:
                 pair = ("race", base, gen, *sorted((str(st.own[oid][0]), str(key))))
                 if pair in st.seen:
                     st.repeats[pair] = st.repeats.get(pair, 1) + 1
+                    continue
+                if region is not None and region.label.startswith("model"):
+                    mid = info.get("model", "?")
+                    st.add(pair, Finding(
+                        "model-two-streams",
+                        f"model {mid} runs on {_sname(other)} (task {oid} {other.name}) and on "
+                        f"{_sname(t)} (task {t.id} {t.name}) with nothing ordering the two "
+                        "executions: they share the model's workspace and overwrite each "
+                        "other's activations.",
+                        "run one model on one stream at a time: order the executions with an "
+                        "event, or load the model twice (one model id per stream)",
+                        [oid, t.id], [_sname(other), _sname(t)], [base],
+                        [other.start_ns, t.start_ns]))
                     continue
                 st.add(pair, Finding(
                     "race",
@@ -254,6 +269,9 @@ def _visit_op(st: _State, op) -> None:
                     f"{_tdesc(t)} may still read it.",
                     f"synchronize {_sname(t)} before changing the buffer, or use two buffers",
                     [oid], [_sname(t)], [base], [host_ns, t.start_ns]))
+    elif kind == "device_write":      # the runtime wrote device memory for the host
+        base, gen, lo, n = op[3], op[4], op[5], op[6]
+        st.init.setdefault((base, gen), []).append((lo, lo + n))
     elif kind == "wait_unrecorded":
         st.add(("unrec", op[3]), Finding(
             "wait-never-recorded",
@@ -276,7 +294,7 @@ def analyze(runtime) -> list[Finding]:
     for op in ops[i:]:
         _visit_op(st, op)
     for pair, count in st.repeats.items():
-        st.by_key[pair].message += f" The same kind of race happened {count} times in all."
+        st.by_key[pair].message += f" (Seen {count} times in all.)"
     for leak in runtime.leaks:
         st.findings.append(Finding(
             "leak", f"leaked: {leak}",

@@ -16,14 +16,14 @@ from .. import constants
 from ..constants import *  # noqa: F403  (the real names, re-exported as pyACL users expect)
 from ..errors import Fail
 from ..streams import DataBuffer
-from . import rt, util
+from . import mdl, rt, util
 from ._api import api, as_int
 from ._api import rt as _runtime
 
 __all__ = ["init", "finalize", "get_recent_err_msg", "create_data_buffer",
            "destroy_data_buffer", "update_data_buffer", "get_data_buffer_addr",
            "get_data_buffer_size", "get_data_buffer_size_v2", "get_soc_name", "get_version",
-           "rt", "util", "constants"]
+           "rt", "util", "mdl", "constants"]
 
 
 @api("aclInit", needs_init=False)
@@ -70,10 +70,13 @@ def finalize():
                               "was not called")
             leaked += r.release_device(dev)
     leaked += [f"{reg.describe()} never freed" for reg in r.host.release_all()]
+    kinds = {DataBuffer: "data buffer", mdl.Dataset: "dataset", mdl.ModelDesc: "model description"}
     for h, obj in list(r.handles.items()):
-        if isinstance(obj, DataBuffer):
-            leaked.append(f"data buffer 0x{h:x} never destroyed")
-            r.drop_handle(h, "buffer")
+        kind = kinds.get(type(obj))
+        if kind is not None and obj.alive:
+            leaked.append(f"{kind} 0x{h:x} never destroyed")
+            obj.alive = False
+            r.drop_handle(h, kind)
     r.spend(r.profile.api_ns)
     r.initialized = False
     r.finalized = True

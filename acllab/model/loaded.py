@@ -1,0 +1,149 @@
+"""A model loaded on a device: its memory, and the tasks one execution becomes.
+
+Loading takes device memory for the workspace (activations) and the weights, as ``atc``
+planned them, from the device heap (so ``get_mem_info`` and ``smi`` show it). One execution is
+one task per compiled (fused) op on the device's AI Core, timed by the roofline in
+:mod:`acllab.model.cost`. The first op reads the inputs when it starts; the last op writes the
+outputs when it ends. A model with real weights computes its outputs with numpy; a cost-only
+model (ResNet-50) writes uniform probabilities.
+
+Differs from hardware: ops run one after another on all AI cores (no op-level parallelism
+inside one model), and a cost-only model's outputs carry no information.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..constants import ACL_MEM_MALLOC_HUGE_FIRST
+from ..engine import Task
+from ..errors import Fail
+from ..memory import Region
+from .compiled import CompiledModel
+from .cost import breakdown
+from .graph import DTYPES
+
+__all__ = ["LoadedModel", "execution_tasks", "LOAD_FIXED_NS"]
+
+LOAD_FIXED_NS = 5_000_000   # parsing, graph set-up and stream creation on model load
+
+
+class LoadedModel:
+    """One loaded model instance (what a model id names)."""
+
+    def __init__(self, model_id: int, compiled: CompiledModel, context, workspace: Region,
+                 weights: Region | None):
+        self.id = model_id
+        self.compiled = compiled
+        self.context = context
+        self.device = context.device
+        self.workspace = workspace
+        self.weights = weights
+        self.alive = True
+        self.current_gear = None          # set by set_dynamic_batch_size / set_dynamic_hw_size
+        self.last_task: Task | None = None
+        self.executions = 0
+
+    @property
+    def huge_pages(self) -> bool:
+        return self.workspace.page == "huge"
+
+    def regions(self) -> list[Region]:
+        return [r for r in (self.workspace, self.weights) if r is not None]
+
+    def __repr__(self) -> str:
+        c = self.compiled
+        state = "" if self.alive else ", unloaded"
+        return (f"<Model {self.id} {c.name} on device {self.device.id}: {len(c.graph.ops)} "
+                f"kernels, {c.memory.workspace_bytes} B workspace, {c.memory.weight_bytes} B "
+                f"weights{state}>")
+
+
+def load_on(device, compiled: CompiledModel) -> tuple[Region, Region | None, int]:
+    """Allocate the model's memory on ``device``; return (workspace, weights, host cost)."""
+    heap = device.heap
+    mem = compiled.memory
+    workspace, cost_w, _ = heap.malloc(max(mem.workspace_bytes, 32), ACL_MEM_MALLOC_HUGE_FIRST)
+    weights = None
+    cost_b = 0
+    if mem.weight_bytes:
+        try:
+            weights, cost_b, _ = heap.malloc(mem.weight_bytes, ACL_MEM_MALLOC_HUGE_FIRST)
+        except Fail:
+            heap.free(workspace)
+            raise
+    for r, what in ((workspace, "workspace"), (weights, "weights")):
+        if r is not None:
+            r.label = f"model {compiled.name} {what}"
+    upload = mem.weight_bytes * 1_000_000_000 // device.profile.h2d_bandwidth_bps
+    return workspace, weights, LOAD_FIXED_NS + cost_w + cost_b + upload
+
+
+def _np_dtype(name: str) -> np.dtype:
+    return np.dtype(DTYPES[name].numpy)
+
+
+def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
+                    outputs: list[tuple[Region, int, int]], gear, stream, api: str
+                    ) -> list[Task]:
+    """The tasks of one execution. ``inputs``/``outputs`` are (region, offset, size) per
+    buffer, in the model's order (the hidden dynamic input included)."""
+    c = model.compiled
+    dev = model.device
+    batch, hw = (None, gear) if c.dynamic == "hw" else (gear, None)
+    times = breakdown(c, batch, dev.profile, hw=hw, huge_pages=model.huge_pages)
+    ws = model.workspace
+    ws_access = (ws.start, ws.generation, ws.start, ws.start + ws.size, "w")
+    reads = tuple((r.start, r.generation, r.start + off, r.start + off + n, "r")
+                  for r, off, n in inputs)
+    writes = tuple((r.start, r.generation, r.start + off, r.start + off + n, "w")
+                   for r, off, n in outputs)
+    gear_shapes = c.input_shapes_at(batch, hw)
+    out_dims = c.output_dims_at(batch, hw)
+    box: dict = {}
+
+    def read_inputs(task: Task) -> None:
+        if not c.has_weights:
+            return
+        arrays = {}
+        for spec, (region, off, _n) in zip(c.graph.inputs, inputs, strict=False):
+            shape = gear_shapes[spec.name]
+            dt = _np_dtype(spec.dtype)
+            count = int(np.prod(shape)) * dt.itemsize
+            arrays[spec.name] = np.frombuffer(region.data[off:off + count].tobytes(),
+                                              dtype=dt).reshape(shape)
+        box["inputs"] = arrays
+
+    def write_outputs(task: Task) -> None:
+        if c.has_weights and "inputs" in box:
+            with np.errstate(all="ignore"):
+                results = c.forward(box.pop("inputs"), batch, hw)
+        else:
+            results = []
+            for desc, dims in zip(c.outputs, out_dims, strict=False):
+                classes = dims[-1] if dims else 1
+                results.append(np.full(dims, 1.0 / max(classes, 1), dtype=np.float32))
+        for (region, off, n), desc, arr in zip(outputs, c.outputs, results, strict=False):
+            if region.dangling:
+                continue
+            raw = np.ascontiguousarray(arr, dtype=_np_dtype(desc.dtype)).tobytes()[:n]
+            region.data[off:off + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+
+    tasks: list[Task] = []
+    plans = c.plan_for(batch, hw)
+    last = len(times) - 1
+    for i, op in enumerate(times):
+        mem = (ws_access,)
+        if i == 0:
+            mem = reads + mem
+        if i == last:
+            mem = mem + writes
+        info = {"model": model.id, "op_type": op.type, "bound": op.bound, "gear": gear,
+                "mem": mem}
+        tasks.append(Task(op.name, "model_op", resource=dev.aicore, units=dev.aicore.capacity,
+                          duration_ns=op.total_ns, stream=stream, device=dev.id,
+                          flops=int(plans[i].flops), info=info, api=api,
+                          deps=((tasks[-1], "model"),) if tasks else (),
+                          on_start=read_inputs if i == 0 else None,
+                          on_end=write_outputs if i == last else None))
+    return tasks
