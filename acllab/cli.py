@@ -6,6 +6,8 @@
         with --sanitize, also print the sanitizer's findings and exit 1 if there are any
     acllab atc --model zoo:resnet50 --output resnet50 --input_shape "data:32,3,224,224" ...
         compile a graph into an .om file, with atc's flags (run ``acllab atc --help``)
+    acllab seed [--batches N]
+        recompute the seed's figures S1-S9 (ResNet-50, batch 32) from fresh simulations
     acllab smi [--device NAME] [--devices N]
         an ``npu-smi info``-like view of the simulated devices
     acllab devices
@@ -98,6 +100,18 @@ def _cmd_smi(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_seed(ns: argparse.Namespace) -> int:
+    from . import scenarios
+
+    print(f"The seed's table, recomputed: ResNet-50 int8 on {ns.device or 'ascend310'}, batch "
+          f"32, service loops of {ns.batches} batches.")
+    rows = scenarios.seed_table(batches=ns.batches)
+    print(scenarios.format_table(rows))
+    bad = [r["id"] for r in rows if not r["ok"]]
+    print("every figure is inside its band" if not bad else f"outside the band: {bad}")
+    return 1 if bad else 0
+
+
 def _cmd_devices(ns: argparse.Namespace) -> int:
     from .hardware import PROFILES
 
@@ -106,7 +120,8 @@ def _cmd_devices(ns: argparse.Namespace) -> int:
         print(f"  {p.device_count} devices, {p.ai_cores} AI cores, "
               f"{p.peak_fp16_flops / 1e12:g} TFLOPS fp16, {p.peak_int8_ops / 1e12:g} TOPS int8")
         print(f"  {p.memory_bytes / 2**30:g} GiB {p.memory_kind} at "
-              f"{p.memory_bandwidth_bps / 1e9:g} GB/s; host link {p.h2d_bandwidth_bps / 1e9:g} GB/s "
+              f"{p.memory_bandwidth_bps / 1e9:g} GB/s; host link "
+              f"{p.h2d_bandwidth_bps / 1e9:g} GB/s "
               f"pinned, {p.pageable_bandwidth_bps / 1e9:.1f} GB/s pageable")
         print(f"  limits: {p.max_streams} streams, {p.max_events} events per device")
         for src in p.sources:
@@ -133,6 +148,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--devices", type=int, help="number of devices")
     s.set_defaults(func=_cmd_smi)
     sub.add_parser("atc", help="compile a model graph into an .om file (atc's flags)")
+    e = sub.add_parser("seed", help="recompute the seed's figures S1-S9 and check their bands")
+    e.add_argument("--batches", type=int, default=1000,
+                   help="batches per service loop (default 1000, as the seed)")
+    e.set_defaults(func=_cmd_seed, device=None)
     d = sub.add_parser("devices", help="list the device profiles and their sources")
     d.set_defaults(func=_cmd_devices)
     return parser

@@ -39,7 +39,8 @@ class Resource:
         self.queue: deque[Task] = deque()
 
     def __repr__(self) -> str:
-        return f"<Resource {self.name}: {self.in_use}/{self.capacity} busy, {len(self.queue)} queued>"
+        return (f"<Resource {self.name}: {self.in_use}/{self.capacity} busy, "
+                f"{len(self.queue)} queued>")
 
 
 class Task:

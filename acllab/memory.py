@@ -34,13 +34,10 @@ from .constants import (
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEM_MALLOC_HUGE_FIRST_P2P,
     ACL_MEM_MALLOC_HUGE_ONLY,
-    ACL_MEM_MALLOC_HUGE_ONLY_P2P,
-    ACL_MEM_MALLOC_NORMAL_ONLY,
-    ACL_MEM_MALLOC_NORMAL_ONLY_P2P,
     MALLOC_POLICY_NAMES,
 )
 from .errors import Fail
-from .hardware import HUGE_PAGE, MiB, NORMAL_PAGE, DeviceProfile, ceil_div
+from .hardware import HUGE_PAGE, NORMAL_PAGE, DeviceProfile, MiB, ceil_div
 
 __all__ = [
     "Region", "AddressSpace", "DeviceHeap", "HostMemory", "UNINIT_PATTERN", "round_device_size",

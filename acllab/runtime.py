@@ -13,9 +13,9 @@ host's time, so data visible to the host is exactly what the device has finished
 from __future__ import annotations
 
 import threading
-from threading import get_ident
 import traceback
 import warnings
+from threading import get_ident
 
 from .constants import ACL_CALLBACK_BLOCK
 from .engine import Deadlock, Engine, Resource, Task

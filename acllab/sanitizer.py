@@ -236,7 +236,7 @@ def _visit_op(st: _State, op) -> None:
                 st.host[k] = v
     elif kind in ("free", "free_host"):
         base, gen = op[3], op[4]
-        for oid, _mode, lo, _hi in st.history.get((base, gen), ()):
+        for oid, _mode, _lo, _hi in st.history.get((base, gen), ()):
             if not st.before(oid, st.host):
                 t = st.tasks[oid]
                 fn = "acl.rt.free" if kind == "free" else "acl.rt.free_host"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 from .hardware import DeviceProfile
 from .runtime import Runtime
 
-__all__ = ["current_runtime", "configure", "reset", "restore_defaults"]
+__all__ = ["current_runtime", "configure", "reset", "restore_defaults", "host_work",
+           "override"]
 
 _runtime: Runtime | None = None
 _settings: dict = {}
@@ -58,3 +60,36 @@ def restore_defaults() -> Runtime:
     """Forget every configure() setting and start a fresh default runtime."""
     _settings.clear()
     return reset()
+
+
+def host_work(duration_ns: int, label: str = "host work") -> None:
+    """Charge ``duration_ns`` of host CPU work (pre- or post-processing) to the virtual clock.
+
+    Python code between pyACL calls takes no virtual time; call this where a real program
+    would spend host time (decoding images, post-processing results). It shows in the trace
+    on the host's row as ``host: <label>``.
+    """
+    r = current_runtime()
+    ns = int(duration_ns)
+    if ns < 0:
+        raise ValueError(f"duration_ns must not be negative (got {ns})")
+    start = r.host_ns
+    r.spend(ns)
+    r.api_log.append((f"host: {label}", start, r.host_ns, 0))
+
+
+@contextmanager
+def override(**settings):
+    """Run a block in a fresh runtime with some settings changed, then restore the settings.
+
+    ``with acllab.session.override(hugepage_pool_bytes=0): ...`` (the runtime is reset on the
+    way in and on the way out).
+    """
+    saved = dict(_settings)
+    configure(**settings)
+    try:
+        yield current_runtime()
+    finally:
+        _settings.clear()
+        _settings.update(saved)
+        reset()

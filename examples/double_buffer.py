@@ -11,9 +11,8 @@ Two device buffers let the copy of batch i+1 overlap the copy-back of batch i.
 
 import sys
 
-import numpy as np
-
 import acl
+import numpy as np
 
 ACL_MEM_MALLOC_HUGE_FIRST = 0
 ACL_MEMCPY_HOST_TO_DEVICE = 1

@@ -11,8 +11,7 @@ import json
 import os
 import threading
 
-from .. import __version__
-from .. import constants
+from .. import __version__, constants
 from ..constants import *  # noqa: F403  (the real names, re-exported as pyACL users expect)
 from ..errors import Fail
 from ..streams import DataBuffer

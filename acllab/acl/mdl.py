@@ -374,9 +374,8 @@ def _set_gear(model_id, dataset, index, gear, kind: str):
         other = {"batch": "set_dynamic_batch_size", "hw": "set_dynamic_hw_size"}
         hint = f" (it is a dynamic-{c.dynamic} model: use {other[c.dynamic]})" \
             if c.dynamic in other else ""
-        raise Fail(100019, f"model {m.id} was not compiled with "
-                           f"{'--dynamic_batch_size' if kind == 'batch' else '--dynamic_image_size'}"
-                           + hint)
+        flag = "--dynamic_batch_size" if kind == "batch" else "--dynamic_image_size"
+        raise Fail(100019, f"model {m.id} was not compiled with {flag}{hint}")
     hidden = len(c.inputs) - 1
     if i != hidden:
         raise Fail(145011, f"index {i} is not the dynamic-shape input: use "

@@ -16,7 +16,7 @@ from ..engine import Deadlock, Task
 from ..errors import AclWarning, Fail
 from ..streams import Context, Event, Stream
 from ..transfers import copy_tasks, memset_task
-from ._api import api, as_int, as_uint, rt
+from ._api import api, as_int, rt
 
 __all__ = [
     "set_device", "reset_device", "reset_device_force", "get_device", "get_device_count",
@@ -707,13 +707,13 @@ def event_elapsed_time(start, end):
     evs = [r.lookup(as_int(h, name), Event, "event") for h, name in ((start, "start"),
                                                                        (end, "end"))]
     r.spend(r.profile.api_ns)
-    for ev, name in zip(evs, ("start", "end")):
+    for ev, name in zip(evs, ("start", "end"), strict=True):
         if ev.record is None:
             raise Fail(507000, f"the {name} event 0x{ev.handle:x} has not been recorded")
         if not ev.timed:
             raise Fail(107000, f"the {name} event 0x{ev.handle:x} was created without "
                                "ACL_EVENT_TIME_LINE, so its records carry no timestamp")
-    for ev, name in zip(evs, ("start", "end")):
+    for ev, name in zip(evs, ("start", "end"), strict=True):
         if ev.record.end_ns < 0:
             raise Fail(507006, f"the {name} event 0x{ev.handle:x} has not completed yet: "
                                "synchronize it first")

@@ -120,7 +120,7 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
                 results = c.forward(box.pop("inputs"), batch, hw)
         else:
             results = []
-            for desc, dims in zip(c.outputs, out_dims, strict=False):
+            for dims in out_dims:
                 classes = dims[-1] if dims else 1
                 results.append(np.full(dims, 1.0 / max(classes, 1), dtype=np.float32))
         for (region, off, n), desc, arr in zip(outputs, c.outputs, results, strict=False):
