@@ -13,9 +13,11 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .errors import AclError, AclWarning  # noqa: E402
+from .kernels import kernel  # noqa: E402
 from .session import configure, current_runtime, host_work, reset  # noqa: E402
 
-__all__ = ["acl", "AclError", "AclWarning", "configure", "current_runtime", "host_work", "reset",
+__all__ = ["acl", "AclError", "AclWarning", "configure", "current_runtime", "host_work", "kernel",
+           "reset",
            "__version__"]
 
 

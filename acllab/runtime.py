@@ -370,7 +370,7 @@ class Runtime:
 
     def sync_context(self, ctx: Context) -> None:
         for s in [ctx.default_stream, *ctx.streams.values()]:
-            if s is not None and s.last is not None and s.last.end_ns < 0:
+            if s is not None and s.last is not None:
                 try:
                     self.wait_for(s.last)
                 except Deadlock:
@@ -399,6 +399,7 @@ class Runtime:
         start = max(cb.reached_ns, self.host_ns) if manual else cb.reached_ns
         saved = self.host_ns
         self.host_ns = start
+        self.log("join", cb.task.id)     # the callback runs after the stream reached it
         try:
             cb.fn(cb.user_data)
         except Exception:   # a learner's bug must not break the runtime

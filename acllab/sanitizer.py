@@ -216,7 +216,7 @@ def _check_stale_wait(st: _State, w) -> None:
 def _check_reset_while_waited(st: _State, z) -> None:
     prev = z.info["previous_record"]
     pending = [w for w in st.tasks[prev + 1: z.id] if w.kind == "event_wait"
-               and (w.info or {}).get("record_task") == prev and w.start_ns > z.submit_ns]
+               and (w.info or {}).get("record_task") == prev and not st.before(w.id, st.vc[z.id])]
     if pending:
         w = pending[0]
         st.add(("reset", z.id), Finding(
@@ -273,12 +273,13 @@ def _visit_op(st: _State, op) -> None:
         base, gen, lo, n = op[3], op[4], op[5], op[6]
         st.init.setdefault((base, gen), []).append((lo, lo + n))
     elif kind == "wait_unrecorded":
-        st.add(("unrec", op[3]), Finding(
+        name = op[5] if len(op) > 5 else "a stream"
+        st.add(("unrec", op[3], op[4]), Finding(
             "wait-never-recorded",
-            f"a stream waited at {_us(host_ns)} on event 0x{op[3]:x}, which was never "
+            f"{name} waited at {_us(host_ns)} on event 0x{op[3]:x}, which was never "
             "recorded: for old-style events the wait fails (107000), so nothing is ordered.",
             "record the event on the producer stream before the consumer waits on it",
-            [], [], [], [host_ns]))
+            [], [name], [], [host_ns]))
 
 
 def analyze(runtime) -> list[Finding]:

@@ -52,6 +52,7 @@ class Stream:
         self.submitted = 0
         self.alive = True
         self.report_thread: int | None = None
+        self.fault: str | None = None   # an AI Core exception, reported at the next sync
 
     @property
     def name(self) -> str:

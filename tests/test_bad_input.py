@@ -213,6 +213,11 @@ def bare(id, call, code, default, prepare=None):
 
 
 K = 1024
+
+
+@acllab.kernel()
+def _noop(ctx):
+    """A kernel that does nothing (for launch_kernel's argument checks)."""
 CASES = [
     # ---- acl ------------------------------------------------------------------------------
     status("init: second call", lambda w: acl.init(), 100002),
@@ -438,6 +443,14 @@ CASES = [
         C.ACL_STREAM_STATUS_NOT_READY),
     out("stream_query: stream of another context",
         lambda w: acl.rt.stream_query(w.other_stream), 107003, C.ACL_STREAM_STATUS_NOT_READY),
+    status("launch_kernel: zero blocks", lambda w: acl.rt.launch_kernel(_noop, 0, (), w.stream),
+           100000),
+    status("launch_kernel: too many blocks",
+           lambda w: acl.rt.launch_kernel(_noop, 65536, (), w.stream), 100000),
+    status("launch_kernel: unknown stream",
+           lambda w: acl.rt.launch_kernel(_noop, 1, (), UNKNOWN_HANDLE), 107017),
+    status("launch_kernel: stream of another context",
+           lambda w: acl.rt.launch_kernel(_noop, 1, (), w.other_stream), 107003),
     status("stream_wait_event: unknown event",
            lambda w: acl.rt.stream_wait_event(w.stream, UNKNOWN_HANDLE), 107017),
     status("stream_wait_event: destroyed event",
@@ -656,6 +669,7 @@ RT_CALLS = {
     "synchronize_stream_with_timeout": (
         lambda: acl.rt.synchronize_stream_with_timeout(0, 10), ()),
     "stream_query": (lambda: acl.rt.stream_query(0), (C.ACL_STREAM_STATUS_NOT_READY,)),
+    "launch_kernel": (lambda: acl.rt.launch_kernel(_noop, 1, (), 0), ()),
     "stream_wait_event": (lambda: acl.rt.stream_wait_event(0, UNKNOWN_HANDLE), ()),
     "create_event": (lambda: acl.rt.create_event(), (0,)),
     "create_event_with_flag": (lambda: acl.rt.create_event_with_flag(1), (0,)),
@@ -871,6 +885,7 @@ TYPE_ERRORS = {
     "synchronize_stream_with_timeout(str)":
         lambda w: acl.rt.synchronize_stream_with_timeout(w.stream, "10"),
     "stream_query(str)": lambda w: acl.rt.stream_query(str(w.stream)),
+    "launch_kernel(str)": lambda w: acl.rt.launch_kernel(_noop, "1", (), w.stream),
     "stream_wait_event(str)": lambda w: acl.rt.stream_wait_event(w.stream, str(w.event)),
     "create_event_with_flag(str)": lambda w: acl.rt.create_event_with_flag("1"),
     "create_event_ex_with_flag(str)": lambda w: acl.rt.create_event_ex_with_flag("1"),

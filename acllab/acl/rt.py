@@ -11,6 +11,8 @@ import threading
 import time
 import warnings
 
+import numpy as np
+
 from .. import constants as C
 from ..engine import Deadlock, Task
 from ..errors import AclWarning, Fail
@@ -30,6 +32,7 @@ __all__ = [
     "record_event", "reset_event", "query_event", "query_event_status", "synchronize_event",
     "synchronize_event_with_timeout", "event_elapsed_time",
     "launch_callback", "subscribe_report", "unsubscribe_report", "process_report",
+    "launch_kernel",
 ]
 
 
@@ -113,8 +116,10 @@ def synchronize_device():
         if ctx is not None:
             streams += [ctx.default_stream, *ctx.streams.values()]
     for s in streams:
-        if s.last is not None and s.last.end_ns < 0:
-            r.wait_for(s.last)
+        if s.last is not None:
+            r.wait_for(s.last)      # also tells the host (and the sanitizer) it is done
+    for s in streams:
+        _raise_fault(s)
 
 
 @api("aclrtCreateContext", outs=(0,))
@@ -505,6 +510,14 @@ def _sync_stream(stream, timeout_ms):
                            "processes?)") from None
     if not ok:
         raise Fail(507046, f"{s.name} did not finish within {timeout_ms} ms")
+    _raise_fault(s)
+
+
+def _raise_fault(s: Stream) -> None:
+    """Report (once) an AI Core exception raised by a kernel on this stream."""
+    if s.fault is not None:
+        message, s.fault = s.fault, None
+        raise Fail(507015, message)
 
 
 @api("aclrtSynchronizeStream")
@@ -539,7 +552,7 @@ def stream_wait_event(stream, event):
     ev = r.lookup(as_int(event, "event"), Event, "event")
     if ev.record is None:
         if ev.style == "old":
-            r.log("wait_unrecorded", ev.handle, s.handle)
+            r.log("wait_unrecorded", ev.handle, s.handle, s.name)
             raise Fail(107000, f"event 0x{ev.handle:x} was never recorded: record it "
                                "(acl.rt.record_event) before a stream waits on it")
         r.spend(r.profile.record_host_ns)
@@ -794,3 +807,61 @@ def process_report(timeout_ms):
                            "process_report(-1) would wait forever")
     if not r.process_report(timeout_ns):
         raise Fail(100036, f"no callback report arrived within {timeout_ms} ms", quiet=True)
+
+
+# ---------------------------------------------------------------------------------------
+# kernels (an acllab extension shaped like aclrtLaunchKernel)
+# ---------------------------------------------------------------------------------------
+
+@api("aclrtLaunchKernel")
+def launch_kernel(kernel, block_dim, args, stream):
+    """Launch a ``@acllab.kernel`` function on ``block_dim`` blocks on a stream.
+
+    acllab extension (pyACL has no stable binding): the shape of
+    ``aclrtLaunchKernel(func, numBlocks, args, argsSize, stream)``, with ``args`` a tuple of
+    Python values (device pointers are ints). See :mod:`acllab.kernels`.
+    """
+    from ..kernels import BlockContext, Kernel, kernel_ns
+
+    if not isinstance(kernel, Kernel):
+        raise TypeError("kernel must be a function decorated with @acllab.kernel(...)")
+    if not isinstance(args, (tuple, list)):
+        raise TypeError("args must be a tuple of the kernel's arguments")
+    r = rt()
+    block_dim = as_int(block_dim, "block_dim")
+    if not 1 <= block_dim <= 65535:
+        raise Fail(100000, f"block_dim {block_dim} must be between 1 and 65535")
+    s = r.stream_for(as_int(stream, "stream"))
+    args = tuple(args)
+    flops, nbytes = kernel.cost(args)
+    dev = s.device
+    duration, used = kernel_ns(kernel, block_dim, flops, nbytes, dev.profile)
+    log: list = []
+
+    def run_blocks(task: Task) -> None:
+        try:
+            for b in range(block_dim):
+                kernel.fn(BlockContext(r, dev.id, b, block_dim, log), *args)
+        except Exception as exc:   # noqa: BLE001 (a kernel bug is an AI Core exception)
+            where = f"{type(exc).__name__}: {exc}"
+            task.info["fault"] = where
+            s.fault = f"kernel {kernel.name} (task {task.id}) failed: {where}"
+            log.clear()
+        mem = [(reg.start, reg.generation, addr, addr + (n if op == "r" else len(n)), op)
+               for op, reg, addr, n in log]
+        task.info["mem"] = tuple(mem)
+        task.reads = tuple((lo, hi - lo) for _b, _g, lo, hi, op in mem if op == "r")
+        task.writes = tuple((lo, hi - lo) for _b, _g, lo, hi, op in mem if op == "w")
+
+    def apply_stores(task: Task) -> None:
+        for op, reg, addr, raw in log:
+            if op == "w" and not reg.dangling:
+                off = addr - reg.start
+                reg.data[off:off + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+        log.clear()
+
+    r.launch(r.profile.launch_ns)
+    r.submit(Task(kernel.name, "kernel", resource=dev.aicore, units=used, duration_ns=duration,
+                  device=dev.id, nbytes=nbytes, flops=flops, on_start=run_blocks,
+                  on_end=apply_stores, info={"block_dim": block_dim, "cores": used},
+                  api="launch_kernel"), s)

@@ -1,0 +1,140 @@
+"""Kernels written in Python, launched like ``aclrtLaunchKernel`` (an acllab extension).
+
+pyACL has no stable kernel-launch binding, so acllab adds one in the same shape as
+``aclrtLaunchKernel(func, numBlocks, args, argsSize, stream)``::
+
+    import numpy as np
+    from acllab import acl, kernel
+
+    @kernel(flops=lambda x, y, z, n: n, bytes=lambda x, y, z, n: 12 * n)
+    def vadd(ctx, x, y, z, n):
+        lo, hi = ctx.tile(n)                      # this block's share of 0..n
+        a = ctx.load(x + 4 * lo, np.float32, hi - lo)
+        b = ctx.load(y + 4 * lo, np.float32, hi - lo)
+        ctx.store(z + 4 * lo, a + b)
+
+    acl.rt.launch_kernel(vadd, 8, (x_ptr, y_ptr, z_ptr, n), stream)
+
+Each block sees its index (``ctx.block_idx``, like Ascend C's GetBlockIdx) and the block count
+(``ctx.block_dim``). Loads read device memory when the kernel starts; stores land when it ends.
+The time comes from the declared flops and bytes on the roofline: blocks run on the device's AI
+cores in waves, ``waves = ceil(blocks / cores)``, each block taking
+``max(block_flops / (core_peak * efficiency), block_bytes / (memory_bw / cores_in_use))``, plus
+a dispatch gap. A kernel with fewer blocks than cores leaves cores free for another stream.
+
+A kernel that raises (an out-of-bounds load, a bug) is an AI Core exception: the stream
+reports 507015 at its next synchronisation, as on hardware.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from .hardware import ceil_div
+
+__all__ = ["kernel", "Kernel", "BlockContext", "KernelFault", "DISPATCH_GAP_NS", "kernel_ns"]
+
+DISPATCH_GAP_NS = 3_000    # the device-side gap between two kernels (task scheduling)
+
+
+class KernelFault(Exception):
+    """A kernel touched memory it may not (raised inside the kernel; becomes 507015)."""
+
+
+class Kernel:
+    """A registered kernel: the per-block function plus its cost declarations."""
+
+    def __init__(self, fn: Callable, flops, nbytes, efficiency: float, precision: str):
+        self.fn = fn
+        self.name = fn.__name__
+        self._flops = flops
+        self._bytes = nbytes
+        self.efficiency = efficiency
+        self.precision = precision
+
+    def cost(self, args: tuple) -> tuple[int, int]:
+        """(flops, bytes) of one launch with ``args``."""
+        f = self._flops(*args) if callable(self._flops) else self._flops
+        b = self._bytes(*args) if callable(self._bytes) else self._bytes
+        return int(f), int(b)
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self.name} ({self.precision}, efficiency {self.efficiency})>"
+
+
+def kernel(flops=0, bytes=0, efficiency: float = 0.6, precision: str = "fp16"):  # noqa: A002
+    """Register a Python function as a kernel. ``flops``/``bytes`` are numbers or functions of
+    the launch arguments; ``precision`` is 'fp16' or 'int8' (which peak applies)."""
+    if not 0 < efficiency <= 1:
+        raise ValueError("efficiency must be in (0, 1]")
+    if precision not in ("fp16", "int8"):
+        raise ValueError("precision must be 'fp16' or 'int8'")
+
+    def wrap(fn: Callable) -> Kernel:
+        return Kernel(fn, flops, bytes, efficiency, precision)
+
+    return wrap
+
+
+def kernel_ns(k: Kernel, block_dim: int, flops: int, nbytes: int, profile) -> tuple[int, int]:
+    """(duration in ns, AI cores used) of one launch on ``profile`` (see module docstring)."""
+    cores = profile.ai_cores
+    used = min(block_dim, cores)
+    waves = ceil_div(block_dim, cores)
+    peak = profile.peak_int8_ops if k.precision == "int8" else profile.peak_fp16_flops
+    core_peak = peak / cores
+    compute = flops / block_dim / (core_peak * k.efficiency)
+    memory = nbytes / block_dim / (profile.memory_bandwidth_bps / used)
+    per_block_ns = math.ceil(max(compute, memory) * 1e9)
+    return DISPATCH_GAP_NS + waves * per_block_ns, used
+
+
+class BlockContext:
+    """What one block sees: its index, the block count, and device memory access."""
+
+    def __init__(self, runtime, device_id: int, block_idx: int, block_dim: int, log: list):
+        self._rt = runtime
+        self._device = device_id
+        self.block_idx = block_idx
+        self.block_dim = block_dim
+        self._log = log
+
+    def tile(self, n: int) -> tuple[int, int]:
+        """This block's [lo, hi) share of ``n`` items, split as evenly as possible."""
+        per = ceil_div(int(n), self.block_dim)
+        lo = min(self.block_idx * per, int(n))
+        return lo, min(lo + per, int(n))
+
+    def _span(self, addr: int, nbytes: int):
+        region = self._rt.space.find(int(addr))
+        if region is None or region.kind != "device" or not region.live:
+            raise KernelFault(f"block {self.block_idx} accessed 0x{int(addr):x}, which is not "
+                              "live device memory")
+        if region.device != self._device:
+            raise KernelFault(f"block {self.block_idx} accessed memory of device "
+                              f"{region.device}")
+        off = int(addr) - region.start
+        if nbytes < 0 or off + nbytes > region.size:
+            raise KernelFault(f"block {self.block_idx} accessed 0x{int(addr):x} + {nbytes} B, "
+                              f"past the end of its {region.size} B allocation")
+        return region, off
+
+    def load(self, addr: int, dtype, count: int) -> np.ndarray:
+        """Copy ``count`` elements of ``dtype`` from device memory (global -> local buffer)."""
+        dt = np.dtype(dtype)
+        n = int(count) * dt.itemsize
+        region, off = self._span(addr, n)
+        self._log.append(("r", region, int(addr), n))
+        return np.frombuffer(region.data[off:off + n].tobytes(), dtype=dt).copy()
+
+    def store(self, addr: int, values) -> None:
+        """Write an array to device memory (it lands when the kernel ends)."""
+        raw = np.ascontiguousarray(values).tobytes()
+        region, _off = self._span(addr, len(raw))
+        self._log.append(("w", region, int(addr), raw))
