@@ -8,7 +8,8 @@ runtime raises :class:`AclError` instead (``acllab.configure(strict=True)``).
 from __future__ import annotations
 
 __all__ = [
-    "CODES", "NAMES", "AclError", "AclWarning", "Fail", "code_name", "describe",
+    "CODES", "NAMES", "AclError", "AclWarning", "BudgetExceeded", "Fail", "code_name",
+    "describe",
 ]
 
 CODES: dict[str, int] = {
@@ -168,6 +169,14 @@ class AclError(RuntimeError):
         self.api = api
         self.message = message
         super().__init__(f"{api} returned {code} ({code_name(code)}): {message}")
+
+
+class BudgetExceeded(RuntimeError):
+    """A program ran past acllab's task, call or virtual-time budget (a runaway loop?).
+
+    Raised even in non-strict mode, so that a ``while True:`` loop stops; the runtime stays
+    usable for inspection, and ``acllab.reset()`` starts afresh.
+    """
 
 
 class Fail(Exception):

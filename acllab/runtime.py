@@ -19,7 +19,7 @@ from threading import get_ident
 
 from .constants import ACL_CALLBACK_BLOCK
 from .engine import Deadlock, Engine, Resource, Task
-from .errors import AclWarning, Fail
+from .errors import AclWarning, BudgetExceeded, Fail
 from .hardware import DeviceProfile, get_profile
 from .memory import AddressSpace, DeviceHeap, HostMemory, Region
 from .streams import Callback, Context, DataBuffer, Event, Stream
@@ -78,9 +78,16 @@ class Runtime:
 
     def __init__(self, profile: str | DeviceProfile = "ascend310", *,
                  device_count: int | None = None, hugepage_pool_bytes: int | None = None,
-                 strict: bool = False, record: bool = True):
+                 strict: bool = False, record: bool = True, sanitize: bool = True,
+                 task_budget: int = 5_000_000, call_budget: int = 20_000_000,
+                 time_budget_ns: int = 24 * 3600 * 1_000_000_000):
         self.profile = get_profile(profile)
         self.strict = strict
+        self.sanitize = sanitize
+        self.task_budget = task_budget
+        self.call_budget = call_budget
+        self.time_budget_ns = time_budget_ns
+        self.calls = 0
         self.engine = Engine(record=record)
         self.space = AddressSpace()
         n = self.profile.device_count if device_count is None else int(device_count)
@@ -289,7 +296,17 @@ class Runtime:
     def spend(self, ns: int) -> None:
         """The host spends ``ns``; the device catches up to the host's new time."""
         self.host_ns += ns
+        if self.host_ns > self.time_budget_ns:
+            self._over("virtual time", f"{self.time_budget_ns / 3.6e12:g} hours",
+                       "time_budget_ns")
         self.process(self.host_ns)
+
+    def _over(self, what: str, limit: str, setting: str) -> None:
+        raise BudgetExceeded(
+            f"acllab stopped this program: it went past its {what} budget ({limit}). A loop "
+            f"that never ends (polling something that never completes, or submitting work "
+            f"forever)? Start afresh with acllab.reset(); if the program really needs more, "
+            f"raise the budget with acllab.configure({setting}=...).")
 
     def launch(self, ns: int) -> None:
         """The host spends ``ns`` on a call that submits work next (submit() catches up)."""
@@ -301,6 +318,8 @@ class Runtime:
         Call ``launch(ns)`` (not ``spend``) for the host cost just before: the engine catches
         up once, here, after the submission.
         """
+        if self.engine.submitted >= self.task_budget:
+            self._over("task", f"{self.task_budget:,} tasks", "task_budget")
         if stream is not None:
             last = stream.last
             if last is not None:

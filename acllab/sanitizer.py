@@ -82,6 +82,7 @@ class _State:
         self.seen: set = set()
         self.repeats: dict = {}
         self.by_key: dict = {}
+        self.regions: dict = {}
 
     def add(self, key, finding: Finding) -> None:
         if key not in self.seen:
@@ -131,7 +132,9 @@ def _visit_task(st: _State, t) -> None:
             "allocate the host buffer with acl.rt.malloc_host (pinned memory)",
             [t.id], [_sname(t)], [info.get("src", 0), info.get("dst", 0)], [t.submit_ns]))
     for base, gen, lo, hi, mode in _accesses(t):
-        region = st.rt.space.find(base) or st.rt.space.find_dead(base)
+        region = st.regions.get(base, False)
+        if region is False:
+            region = st.regions[base] = st.rt.space.find(base) or st.rt.space.find_dead(base)
         if mode == "r" and region is not None and region.kind == "device":
             _check_init(st, t, base, gen, lo, hi)
         elif mode == "w":
@@ -169,6 +172,11 @@ def _visit_task(st: _State, t) -> None:
                     "a separate buffer for each stream",
                     [oid, t.id], [_sname(other), _sname(t)], [base],
                     [other.start_ns, t.start_ns]))
+        # an older access of this stream inside this range is dominated by the new one: any
+        # later access that races with it races with the new one too, so forget it
+        own = st.own
+        hist[:] = [h for h in hist if not (own[h[0]][0] == key and lo <= h[2] and h[3] <= hi
+                                           and (mode == "w" or h[1] == "r"))]
         hist.append((t.id, mode, lo, hi))
         if len(hist) > HISTORY:
             del hist[0]

@@ -33,17 +33,24 @@ def _new() -> Runtime:
 
 def configure(profile: str | DeviceProfile | None = None, *, device_count: int | None = None,
               hugepage_pool_bytes: int | None = None, strict: bool | None = None,
-              record: bool | None = None) -> Runtime:
+              record: bool | None = None, sanitize: bool | None = None,
+              task_budget: int | None = None, call_budget: int | None = None,
+              time_budget_ns: int | None = None) -> Runtime:
     """Choose the simulated hardware and start a fresh runtime with it.
 
     ``profile`` is 'ascend310' (default) or 'ascend910b', or a DeviceProfile (e.g.
     ``acllab.hardware.PROFILES['ascend310'].replace(h2d_bandwidth_bps=6e9)``).
     ``strict=True`` raises :class:`acllab.AclError` for every non-zero return code.
-    Settings persist across :func:`reset`.
+    ``sanitize=False`` skips the sanitizer's report at ``acl.finalize()``. The budgets stop
+    runaway programs with :class:`acllab.errors.BudgetExceeded`: ``task_budget`` tasks
+    (default 5 million), ``call_budget`` API calls (20 million), ``time_budget_ns`` of
+    virtual host time (24 hours). Settings persist across :func:`reset`.
     """
     for key, value in (("profile", profile), ("device_count", device_count),
                        ("hugepage_pool_bytes", hugepage_pool_bytes), ("strict", strict),
-                       ("record", record)):
+                       ("record", record), ("sanitize", sanitize),
+                       ("task_budget", task_budget), ("call_budget", call_budget),
+                       ("time_budget_ns", time_budget_ns)):
         if value is not None:
             _settings[key] = value
     return reset()

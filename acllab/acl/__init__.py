@@ -80,6 +80,25 @@ def finalize():
     r.initialized = False
     r.finalized = True
     _leak_warning(r, "acl.finalize()", leaked)
+    if r.sanitize and r.engine.record:
+        _sanitizer_warning(r)
+
+
+def _sanitizer_warning(r) -> None:
+    """The sanitizer runs at finalize (on by default); leaks were reported already."""
+    import warnings
+
+    from .. import sanitizer
+    from ..errors import AclWarning
+
+    findings = [f for f in sanitizer.analyze(r) if f.kind != "leak"]
+    if findings:
+        shown = "\n".join(str(f) for f in findings[:5])
+        more = f"\n... and {len(findings) - 5} more" if len(findings) > 5 else ""
+        warnings.warn(f"acllab sanitizer: {len(findings)} problem"
+                      f"{'s' if len(findings) > 1 else ''} in this program (see "
+                      f"acllab.sanitizer.report(acllab.current_runtime())):\n{shown}{more}",
+                      AclWarning, stacklevel=4)
 
 
 def get_recent_err_msg() -> str:

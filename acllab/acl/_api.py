@@ -57,6 +57,9 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             runtime = rt()
+            runtime.calls += 1
+            if runtime.calls > runtime.call_budget:
+                runtime._over("API call", f"{runtime.call_budget:,} calls", "call_budget")
             start = runtime.host_ns
             quiet = False
             try:

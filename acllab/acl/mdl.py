@@ -400,7 +400,13 @@ def _set_gear(model_id, dataset, index, gear, kind: str):
                                f"gears {[list(g) for g in c.gears]}")
         values = list(gear)
     from .rt import _span
-    region, off = _span(r, buf.addr, c.inputs[i].size, "dynamic-shape input")
+    try:
+        region, off = _span(r, buf.addr, c.inputs[i].size, "dynamic-shape input", m.device)
+    except Fail as exc:
+        raise Fail(145011, exc.message) from None
+    if region.kind != "device":
+        raise Fail(145011, "the dynamic-shape input buffer is host memory: allocate it with "
+                           "acl.rt.malloc")
     raw = np.array(values, dtype="<i8").tobytes()
     region.data[off:off + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
     r.log("device_write", region.start, region.generation, buf.addr, len(raw))
@@ -489,6 +495,8 @@ def _run(model_id, inputs, outputs, stream):
     r = rt()
     m = _loaded(model_id)
     gear, ins, outs = _plan_execute(m, inputs, outputs)
+    if m.compiled.dynamic != "static" and _dataset(inputs).gear is None:
+        ins = ins[:-1]   # no set call: the largest gear runs, the hidden input is not read
     s = None if stream is None else r.stream_for(as_int(stream, "stream"))
     r.launch(2 * r.profile.launch_ns)
     api_name = "execute" if stream is None else "execute_async"
