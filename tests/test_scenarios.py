@@ -1,5 +1,7 @@
 """The seed's table (COST_MODEL.md S1-S9), recomputed from fresh simulations."""
 
+from pathlib import Path
+
 import pytest
 
 import acllab
@@ -71,4 +73,25 @@ def test_seed_command_prints_the_table(capsys):
     for sid in [f"S{i}" for i in range(1, 10)]:
         assert f"\n{sid} " in out
     assert "every figure is inside its band" in out
+    acllab.session.restore_defaults()
+
+
+def test_a_plain_pyacl_script_measures_the_same_figures(tmp_path, capsys):
+    """S1 and S2 measured by an unmodified pyACL script (model built with acllab atc, timed
+    with events, run by acllab profile) equal the scenario code's figures."""
+    for name, flags, batch in (("fixed", ["--input_shape", "data:32,3,224,224"], 32),
+                               ("dyn", ["--input_shape", "data:-1,3,224,224",
+                                        "--dynamic_batch_size", "1,2,4,8,16,32"], 32)):
+        out = str(tmp_path / name)
+        assert cli.main(["atc", "--model", "zoo:resnet50", "--framework", "5", "--output", out,
+                         "--soc_version", "Ascend310", *flags]) == 0
+        capsys.readouterr()
+        script = str(Path(__file__).resolve().parents[1] / "examples" / "model_throughput.py")
+        assert cli.main(["profile", "--out", str(tmp_path / f"{name}.json"), script,
+                         out + ".om", str(batch)]) == 0
+        printed = capsys.readouterr().out
+        line = next(s for s in printed.splitlines() if "images/s" in s)
+        via_script = float(line.split(",")[-1].split()[0])
+        via_scenario = scenarios.execute_throughput(out + ".om", batch)
+        assert round(via_scenario) == via_script
     acllab.session.restore_defaults()
