@@ -327,9 +327,15 @@ class Runtime:
             stream.last = task
             stream.submitted += 1
             task.stream = stream
-        self.process(self.host_ns)        # the device catches up to the host first ...
-        self.engine.submit(task, self.host_ns)
-        self.process(self.host_ns)        # ... then starts what can start now
+        host = self.host_ns
+        heap = self.engine._heap
+        if heap and heap[0][0] <= host or self._due_reports:
+            self.process(host)            # the device catches up to the host first ...
+        elif self.engine.now_ns < host:
+            self.engine.now_ns = host
+        self.engine.submit(task, host)
+        if heap and heap[0][0] <= host:
+            self.process(host)            # ... then runs what ends at once (zero-length tasks)
         return task
 
     def process(self, limit_ns: int, target: Task | None = None) -> bool:

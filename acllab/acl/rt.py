@@ -379,7 +379,7 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
     """
     r = rt()
     plan = _plan_copy(r, dst, dest_max, src, count, kind, is_async=True)
-    s = r.stream_for(as_int(stream, "stream"))
+    s = r.stream_for(as_int(stream, "stream"), r._current.get(threading.get_ident()))
     if plan is None:
         r.spend(r.profile.launch_ns)
         return
