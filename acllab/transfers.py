@@ -67,6 +67,21 @@ def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, d
     """Build (not submit) the chain of tasks for one copy; the last one completes it."""
     prof = device.profile
     dst_addr, src_addr = dst.start + doff, src.start + soff
+    if direction == "h2d" and src.kind == "pinned" or direction == "d2h" and dst.kind == "pinned":
+        # the common case, kept short: one DMA task between pinned host and device memory
+        if direction == "h2d":
+            engine, bw, dev_region = device.h2d, prof.h2d_bandwidth_bps, dst
+        else:
+            engine, bw, dev_region = device.d2h, prof.d2h_bandwidth_bps, src
+        pen = prof.normal_page_penalty_permille if dev_region.page == "normal" else 0
+        on_start, on_end = _move(dst, doff, src, soff, n)
+        return [Task(_NAMES[direction], "memcpy", resource=engine,
+                     duration_ns=prof.copy_latency_ns + transfer_ns(n, bw, pen), stream=stream,
+                     device=device.id, nbytes=n, reads=((src_addr, n),),
+                     writes=((dst_addr, n),), deps=first_deps, on_start=on_start, on_end=on_end,
+                     info={"src": src_addr, "dst": dst_addr, "direction": direction,
+                           "src_base": src.start, "dst_base": dst.start,
+                           "src_gen": src.generation, "dst_gen": dst.generation}, api=api)]
     label = DIRECTION_LABEL[direction]
     name = _NAMES[direction]
 
