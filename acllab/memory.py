@@ -108,14 +108,29 @@ class Region:
         if self._data is not None:
             return self._data
         if self.kind == "pageable":
-            if self.dangling:
-                raise Fail(100000, f"host address 0x{self.start:x} is dangling: its object is gone")
+            if self.dangling or not self.buffer_unchanged():
+                raise Fail(100000, f"host address 0x{self.start:x} is dangling: its object is "
+                                   "gone or its buffer moved (a bytearray that was resized)")
             buf = (ctypes.c_ubyte * self.size).from_address(self._real_addr)
             return np.ctypeslib.as_array(buf)
         arr = np.empty(self.size, dtype=np.uint8)
         _fill_pattern(arr)
         self._data = arr
         return arr
+
+    def buffer_unchanged(self) -> bool:
+        """For a registered bytearray: is its buffer still where and as large as it was?"""
+        obj = self._obj
+        if type(obj) is not bytearray:
+            return True              # bytes never change; numpy refuses to resize a held array
+        if len(obj) < self.size:
+            return False
+        if not obj:
+            return True
+        probe = (ctypes.c_char * len(obj)).from_buffer(obj)
+        addr = ctypes.addressof(probe)
+        del probe
+        return addr == self._real_addr
 
     @property
     def materialised(self) -> bool:
@@ -397,7 +412,7 @@ class HostMemory:
     def check_alive(self, region: Region) -> bool:
         if region.dangling:
             return False
-        if _only_ours(region._obj):
+        if _only_ours(region._obj) or not region.buffer_unchanged():
             self._drop(region)
             return False
         return True

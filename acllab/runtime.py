@@ -389,8 +389,9 @@ class Runtime:
             self.process(self.host_ns)
             return False
         if timeout_ns is not None:   # nothing can happen any more: time simply runs out
-            self.host_ns = limit
+            self.host_ns = max(limit, self.engine.now_ns)
             return False
+        self.host_ns = max(self.host_ns, self.engine.now_ns)   # the host saw all of that happen
         raise Deadlock(task)
 
     def sync_context(self, ctx: Context) -> None:
@@ -451,7 +452,8 @@ class Runtime:
                 self.process(self.host_ns)
                 continue
             if nxt is None or nxt > limit:
-                self.host_ns = limit if timeout_ns >= 0 else self.host_ns
+                self.host_ns = max(limit if timeout_ns >= 0 else self.host_ns,
+                                   self.engine.now_ns)
                 self.process(self.host_ns)
                 return False
             self.engine._step()

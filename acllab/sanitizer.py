@@ -138,7 +138,7 @@ def _visit_task(st: _State, t) -> None:
         if mode == "r" and region is not None and region.kind == "device":
             _check_init(st, t, base, gen, lo, hi)
         elif mode == "w":
-            st.init.setdefault((base, gen), []).append((lo, hi))
+            _mark_init(st, (base, gen), lo, hi)
         hist = st.history.setdefault((base, gen), [])
         for (oid, omode, olo, ohi) in hist:
             if olo < hi and lo < ohi and "w" in (mode + omode) and not st.before(oid, vc):
@@ -186,12 +186,22 @@ def _visit_task(st: _State, t) -> None:
         _check_reset_while_waited(st, t)
 
 
+def _mark_init(st: _State, key, lo: int, hi: int) -> None:
+    """Add [lo, hi) to the buffer's written ranges, kept sorted and merged."""
+    merged = []
+    for a, b in st.init.get(key, ()):
+        if b < lo or a > hi:
+            merged.append((a, b))
+        else:
+            lo, hi = min(a, lo), max(b, hi)
+    merged.append((lo, hi))
+    merged.sort()
+    st.init[key] = merged
+
+
 def _check_init(st: _State, t, base, gen, lo, hi) -> None:
-    covered = lo
-    for wlo, whi in sorted(st.init.get((base, gen), ())):
-        if wlo <= covered < whi:
-            covered = whi
-        if covered >= hi:
+    for wlo, whi in st.init.get((base, gen), ()):
+        if wlo <= lo and hi <= whi:
             return
     st.add(("uninit", base, gen), Finding(
         "uninitialised-read",
@@ -279,7 +289,7 @@ def _visit_op(st: _State, op) -> None:
                     [oid], [_sname(t)], [base], [host_ns, t.start_ns]))
     elif kind == "device_write":      # the runtime wrote device memory for the host
         base, gen, lo, n = op[3], op[4], op[5], op[6]
-        st.init.setdefault((base, gen), []).append((lo, lo + n))
+        _mark_init(st, (base, gen), lo, lo + n)
     elif kind == "wait_unrecorded":
         name = op[5] if len(op) > 5 else "a stream"
         st.add(("unrec", op[3], op[4]), Finding(

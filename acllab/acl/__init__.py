@@ -63,11 +63,10 @@ def finalize():
         raise Fail(100001, "acl.init() was never called")
     leaked: list[str] = []
     for dev in r.devices:
-        if dev.open:
-            if dev.refcount:
-                leaked.append(f"device {dev.id} still set ({dev.refcount}x): reset_device "
-                              "was not called")
-            leaked += r.release_device(dev)
+        if dev.refcount:
+            leaked.append(f"device {dev.id} still set ({dev.refcount}x): reset_device "
+                          "was not called")
+        leaked += r.release_device(dev)   # also devices opened only by explicit contexts
     leaked += [f"{reg.describe()} never freed" for reg in r.host.release_all()]
     kinds = {DataBuffer: "data buffer", mdl.Dataset: "dataset", mdl.ModelDesc: "model description"}
     for h, obj in list(r.handles.items()):

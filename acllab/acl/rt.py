@@ -386,11 +386,19 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
     r.launch(r.profile.launch_ns)
     dev, dreg, doff, sreg, soff, n, direction = plan
     tasks = copy_tasks(dev, dreg, doff, sreg, soff, n, direction, s, "memcpy_async")
+    last, submitted = s.last, s.submitted
     for t in tasks:
         r.submit(t, s)
     if sreg.kind == "pageable" or dreg.kind == "pageable":
         tasks[-1].info["pageable_async"] = True
-        r.wait_for(tasks[-1])
+        try:
+            r.wait_for(tasks[-1])
+        except Deadlock:                 # the call fails: the copy must not run later
+            for t in tasks:
+                if t.start_ns < 0:
+                    t.cancelled = True
+            s.last, s.submitted = last, submitted
+            raise
 
 
 def _plan_memset(r, dev_ptr, max_size, value, count):
@@ -469,7 +477,11 @@ def _explicit_stream(r, handle) -> Stream:
     if h == 0:
         raise Fail(100000, "stream 0 is the default stream; it cannot be destroyed "
                            "(reset_device releases it)")
-    return r.stream_for(h)
+    s = r.stream_for(h)
+    if s.is_default:
+        raise Fail(100000, f"0x{h:x} is the default stream of its context; it cannot be "
+                           "destroyed (reset_device releases it)")
+    return s
 
 
 @api("aclrtDestroyStream")
@@ -813,6 +825,18 @@ def process_report(timeout_ms):
 # kernels (an acllab extension shaped like aclrtLaunchKernel)
 # ---------------------------------------------------------------------------------------
 
+def _coalesce(accesses) -> list[tuple]:
+    """Merge overlapping or touching ranges of the same buffer and direction."""
+    out: list[list] = []
+    for base, gen, lo, hi, op in sorted(accesses, key=lambda a: (a[0], a[1], a[4], a[2])):
+        last = out[-1] if out else None
+        if last and last[0] == base and last[1] == gen and last[4] == op and lo <= last[3]:
+            last[3] = max(last[3], hi)
+        else:
+            out.append([base, gen, lo, hi, op])
+    return [tuple(a) for a in out]
+
+
 @api("aclrtLaunchKernel")
 def launch_kernel(kernel, block_dim, args, stream):
     """Launch a ``@acllab.kernel`` function on ``block_dim`` blocks on a stream.
@@ -834,6 +858,9 @@ def launch_kernel(kernel, block_dim, args, stream):
     s = r.stream_for(as_int(stream, "stream"))
     args = tuple(args)
     flops, nbytes = kernel.cost(args)
+    if flops < 0 or nbytes < 0:
+        raise Fail(100000, f"kernel {kernel.name} declares a negative cost for these arguments "
+                           f"({flops} flops, {nbytes} bytes)")
     dev = s.device
     duration, used = kernel_ns(kernel, block_dim, flops, nbytes, dev.profile)
     log: list = []
@@ -847,8 +874,8 @@ def launch_kernel(kernel, block_dim, args, stream):
             task.info["fault"] = where
             s.fault = f"kernel {kernel.name} (task {task.id}) failed: {where}"
             log.clear()
-        mem = [(reg.start, reg.generation, addr, addr + (n if op == "r" else len(n)), op)
-               for op, reg, addr, n in log]
+        mem = _coalesce((reg.start, reg.generation, addr, addr + (n if op == "r" else len(n)),
+                         op) for op, reg, addr, n in log)
         task.info["mem"] = tuple(mem)
         task.reads = tuple((lo, hi - lo) for _b, _g, lo, hi, op in mem if op == "r")
         task.writes = tuple((lo, hi - lo) for _b, _g, lo, hi, op in mem if op == "w")

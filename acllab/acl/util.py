@@ -10,6 +10,7 @@ address, so every run prints the same pointers.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -114,7 +115,7 @@ def ptr_to_numpy(ptr, shape, npy_type):
     if any(d < 0 for d in shape):
         raise Fail(100000, f"shape {shape} has a negative dimension")
     dtype = _TYPE_NUMS[npy_type]
-    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    n = math.prod(shape) * dtype.itemsize          # Python ints: no overflow
     if n == 0:
         return np.zeros(shape, dtype=dtype)
     return _host_view(ptr, n, "ptr", "rw").view(dtype).reshape(shape)

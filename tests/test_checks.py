@@ -1,0 +1,420 @@
+"""acllab.checks: the reference solutions pass, placeholders are "not done", known bugs fail.
+
+Each known-wrong answer is a small story of a bug a learner makes, and the test asserts which
+items catch it. A check must never raise for a learner's mistake, and must leave the learner's
+runtime and settings exactly as they were.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+import acllab
+from acllab import session
+from acllab.checks import CheckResult, Item, check, exercises, history, summary
+from acllab.constants import (
+    ACL_MEM_MALLOC_HUGE_FIRST,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+H2D, D2H, HUGE = ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEM_MALLOC_HUGE_FIRST
+
+
+def _solutions(lesson: str):
+    path = ROOT / "lessons" / "solutions" / f"lesson{lesson}.py"
+    spec = importlib.util.spec_from_file_location(f"solutions_lesson{lesson}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOLUTIONS = _solutions("04")
+
+
+def failed(result: CheckResult) -> set[str]:
+    return {i.name for i in result.items if not i.passed}
+
+
+def item(result: CheckResult, name: str) -> Item:
+    return next(i for i in result.items if i.name == name)
+
+
+def placeholder(*args):
+    raise NotImplementedError
+
+
+# -- every exercise: solution passes, placeholder is not done ----------------------------------
+
+EXERCISES = [(ex.id, ex.function) for ex in exercises("04")]
+
+
+def test_lesson04_registers_its_exercises():
+    assert EXERCISES == [("04.read_after_sync", "fetch"), ("04.overlap", "pipeline")]
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_reference_solution_passes(exercise_id, function):
+    result = check(exercise_id, getattr(SOLUTIONS, function))
+    assert result.status == "passed", str(result)
+    assert result.passed and result.score == 1.0
+    assert result.cases == 3 and result.items and all(i.passed for i in result.items)
+    assert result.warnings == []
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_reference_solution_passes_on_more_seeds(exercise_id, function):
+    result = check(exercise_id, getattr(SOLUTIONS, function), seeds=range(3, 9))
+    assert result.status == "passed", str(result)
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_placeholder_is_not_done(exercise_id, function):
+    result = check(exercise_id, placeholder)
+    assert result.status == "not done"
+    assert not result.passed and result.score == 0.0
+    assert "NotImplementedError" in str(result)
+    assert "not done" in result._repr_html_()
+
+
+# -- 04.read_after_sync: known-wrong answers ---------------------------------------------------
+
+def fetch_reads_early(acl, dev_ptr, nbytes, stream):
+    host, _ = acl.rt.malloc_host(nbytes)
+    acl.rt.memcpy_async(host, nbytes, dev_ptr, nbytes, D2H, stream)
+    data = acl.util.ptr_to_bytes(host, nbytes)          # before the copy has landed
+    acl.rt.synchronize_stream(stream)
+    acl.rt.free_host(host)
+    return data
+
+
+def fetch_leaks(acl, dev_ptr, nbytes, stream):
+    host, _ = acl.rt.malloc_host(nbytes)
+    acl.rt.memcpy_async(host, nbytes, dev_ptr, nbytes, D2H, stream)
+    acl.rt.synchronize_stream(stream)
+    return acl.util.ptr_to_bytes(host, nbytes)          # host never freed
+
+
+def fetch_blocking(acl, dev_ptr, nbytes, stream):
+    host, _ = acl.rt.malloc_host(nbytes)
+    acl.rt.memcpy(host, nbytes, dev_ptr, nbytes, D2H)   # waits for no stream
+    data = acl.util.ptr_to_bytes(host, nbytes)
+    acl.rt.free_host(host)
+    return data
+
+
+def fetch_own_stream(acl, dev_ptr, nbytes, stream):
+    mine, _ = acl.rt.create_stream()
+    host, _ = acl.rt.malloc_host(nbytes)
+    acl.rt.memcpy_async(host, nbytes, dev_ptr, nbytes, D2H, mine)
+    acl.rt.synchronize_stream(mine)
+    data = acl.util.ptr_to_bytes(host, nbytes)
+    acl.rt.free_host(host)
+    acl.rt.destroy_stream(mine)
+    return data
+
+
+def fetch_frees_callers_buffer(acl, dev_ptr, nbytes, stream):
+    data = SOLUTIONS.fetch(acl, dev_ptr, nbytes, stream)
+    acl.rt.free(dev_ptr)
+    return data
+
+
+def fetch_pageable(acl, dev_ptr, nbytes, stream):
+    host = bytearray(nbytes)
+    acl.rt.memcpy_async(acl.util.bytes_to_ptr(host), nbytes, dev_ptr, nbytes, D2H, stream)
+    acl.rt.synchronize_stream(stream)
+    return bytes(host)
+
+
+def fetch_returns_array(acl, dev_ptr, nbytes, stream):
+    return list(SOLUTIONS.fetch(acl, dev_ptr, nbytes, stream))
+
+
+def test_reading_before_synchronize_fails_with_stale_bytes_and_a_sanitizer_finding():
+    result = check("04.read_after_sync", fetch_reads_early)
+    assert result.status == "failed"
+    assert failed(result) == {"result", "sanitizer"}
+    assert "DE AD BE EF" in item(result, "result").message
+    assert "host-read-before-sync" in item(result, "sanitizer").message
+    assert "synchronize" in item(result, "sanitizer").hint
+    assert result.case.startswith("case 1 of 3")
+
+
+def test_forgetting_to_free_pinned_memory_fails_resources():
+    result = check("04.read_after_sync", fetch_leaks)
+    assert failed(result) == {"resources"}
+    message = item(result, "resources").message
+    assert "pinned host buffer" in message and "never freed" in message
+
+
+def test_a_blocking_copy_does_not_wait_for_the_stream():
+    result = check("04.read_after_sync", fetch_blocking)
+    assert {"copy on the stream", "result", "sanitizer"} <= failed(result)
+    assert "blocking acl.rt.memcpy" in item(result, "copy on the stream").message
+
+
+def test_a_copy_on_another_stream_is_not_ordered_after_the_callers_work():
+    result = check("04.read_after_sync", fetch_own_stream)
+    assert "copy on the stream" in failed(result)
+    assert "not on Stream 1" in item(result, "copy on the stream").message
+
+
+def test_freeing_the_callers_buffer_fails_resources():
+    result = check("04.read_after_sync", fetch_frees_callers_buffer)
+    assert failed(result) == {"resources"}
+    assert "belong to its caller" in item(result, "resources").message
+
+
+def test_pageable_memory_is_reported_by_the_sanitizer():
+    result = check("04.read_after_sync", fetch_pageable)
+    assert "sanitizer" in failed(result)
+    assert "pageable-async" in item(result, "sanitizer").message
+
+
+def test_a_result_that_is_not_bytes_fails():
+    result = check("04.read_after_sync", fetch_returns_array)
+    assert failed(result) == {"result"}
+    assert "is a list, not bytes" in item(result, "result").message
+
+
+def test_the_default_stream_is_one_of_the_cases():
+    def only_default_stream(acl, dev_ptr, nbytes, stream):
+        assert stream == 0, "not the default stream"
+        return SOLUTIONS.fetch(acl, dev_ptr, nbytes, stream)
+
+    assert check("04.read_after_sync", only_default_stream, seeds=(2,)).passed
+    assert not check("04.read_after_sync", only_default_stream, seeds=(0,)).passed
+
+
+# -- 04.overlap: known-wrong answers ----------------------------------------------------------
+
+def pipeline_one_stream(acl, host_in, host_out, nbytes):
+    s, _ = acl.rt.create_stream()
+    bufs = []
+    for src, dst in zip(host_in, host_out, strict=True):
+        dev, _ = acl.rt.malloc(nbytes, HUGE)
+        acl.rt.memcpy_async(dev, nbytes, src, nbytes, H2D, s)
+        acl.rt.memcpy_async(dst, nbytes, dev, nbytes, D2H, s)
+        bufs.append(dev)
+    acl.rt.synchronize_stream(s)
+    for dev in bufs:
+        acl.rt.free(dev)
+    acl.rt.destroy_stream(s)
+
+
+def pipeline_sync_in_loop(acl, host_in, host_out, nbytes):
+    up, _ = acl.rt.create_stream()
+    down, _ = acl.rt.create_stream()
+    for src, dst in zip(host_in, host_out, strict=True):
+        dev, _ = acl.rt.malloc(nbytes, HUGE)
+        acl.rt.memcpy_async(dev, nbytes, src, nbytes, H2D, up)
+        acl.rt.synchronize_stream(up)                 # serialises the two streams
+        acl.rt.memcpy_async(dst, nbytes, dev, nbytes, D2H, down)
+        acl.rt.synchronize_stream(down)
+        acl.rt.free(dev)
+    acl.rt.destroy_stream(up)
+    acl.rt.destroy_stream(down)
+
+
+def pipeline_no_event(acl, host_in, host_out, nbytes):
+    up, _ = acl.rt.create_stream()
+    down, _ = acl.rt.create_stream()
+    bufs = []
+    for src, dst in zip(host_in, host_out, strict=True):
+        dev, _ = acl.rt.malloc(nbytes, HUGE)
+        acl.rt.memcpy_async(dev, nbytes, src, nbytes, H2D, up)
+        acl.rt.memcpy_async(dst, nbytes, dev, nbytes, D2H, down)   # nothing orders it
+        bufs.append(dev)
+    acl.rt.synchronize_device()
+    for dev in bufs:
+        acl.rt.free(dev)
+    acl.rt.destroy_stream(up)
+    acl.rt.destroy_stream(down)
+
+
+def pipeline_returns_early(acl, host_in, host_out, nbytes):
+    up, _ = acl.rt.create_stream()
+    down, _ = acl.rt.create_stream()
+    for src, dst in zip(host_in, host_out, strict=True):
+        dev, _ = acl.rt.malloc(nbytes, HUGE)
+        ev, _ = acl.rt.create_event()
+        acl.rt.memcpy_async(dev, nbytes, src, nbytes, H2D, up)
+        acl.rt.record_event(ev, up)
+        acl.rt.stream_wait_event(down, ev)
+        acl.rt.memcpy_async(dst, nbytes, dev, nbytes, D2H, down)
+    # no synchronize, nothing released
+
+
+def test_one_stream_serialises_the_copies():
+    result = check("04.overlap", pipeline_one_stream)
+    assert failed(result) == {"two streams", "overlap"}
+    assert "share Stream 1" in item(result, "two streams").message
+    assert "overlap 0 us" in item(result, "overlap").message
+
+
+def test_synchronizing_inside_the_loop_serialises_two_streams():
+    result = check("04.overlap", pipeline_sync_in_loop)
+    assert failed(result) == {"overlap"}
+    message = item(result, "overlap").message
+    assert re.search(r"H2D task \d+ on Stream 1 started at .* after D2H task \d+", message)
+    assert "synchronize" in item(result, "overlap").hint
+
+
+def test_two_streams_without_an_event_race():
+    result = check("04.overlap", pipeline_no_event)
+    assert "sanitizer" in failed(result)
+    assert "[race]" in item(result, "sanitizer").message
+    assert "stream_wait_event" in item(result, "sanitizer").hint
+
+
+def test_returning_before_the_copies_finish_fails_and_leaks():
+    result = check("04.overlap", pipeline_returns_early)
+    assert {"results", "sanitizer", "resources"} <= failed(result)
+    assert "[returned early]" in item(result, "sanitizer").message
+    resources = item(result, "resources").message
+    assert "stream" in resources and "event" in resources
+
+
+# -- robustness --------------------------------------------------------------------------------
+
+def test_another_exception_is_a_failure_that_quotes_the_line():
+    def fetch(acl, dev_ptr, nbytes, stream):
+        host, _ = acl.rt.malloc_host(nbytes)
+        return host / 0
+
+    result = check("04.read_after_sync", fetch)
+    assert result.status == "failed"
+    runs = item(result, "runs")
+    assert not runs.passed
+    assert "ZeroDivisionError" in runs.message
+    assert "return host / 0" in runs.message and "line" in runs.message
+    assert str(ROOT) not in runs.message
+
+
+def test_acl_warnings_during_the_function_are_collected_not_raised():
+    def fetch(acl, dev_ptr, nbytes, stream):
+        acl.rt.malloc(0, HUGE)                          # 100000: size must be positive
+        return SOLUTIONS.fetch(acl, dev_ptr, nbytes, stream)
+
+    result = check("04.read_after_sync", fetch)
+    assert result.passed
+    assert len(result.warnings) == 1 and "AclWarning" in result.warnings[0]
+    assert "100000" in result.warnings[0]
+    assert "warning" in result._repr_html_()
+
+
+def test_a_pyacl_type_error_is_reported_not_raised():
+    def pipeline(acl, host_in, host_out, nbytes):
+        acl.rt.create_stream("up")
+
+    result = check("04.overlap", pipeline)
+    assert failed(result) == {"runs"}
+    assert "TypeError" in item(result, "runs").message
+
+
+def test_strict_mode_and_a_smaller_card_do_not_leak_into_grading(fresh):
+    acllab.configure(strict=True, hugepage_pool_bytes=0, device_count=1)
+    assert check("04.overlap", SOLUTIONS.pipeline).passed
+
+
+def test_settings_and_the_learners_runtime_are_restored(fresh):
+    from acllab import acl
+
+    acllab.configure("ascend910b", strict=True)
+    runtime = acllab.current_runtime()
+    acl.init()
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    settings = dict(session._settings)
+    host_ns, tasks = runtime.host_ns, len(runtime.tasks)
+
+    check("04.read_after_sync", fetch_reads_early)
+    check("04.overlap", placeholder)
+
+    assert session._settings == settings
+    assert acllab.current_runtime() is runtime
+    assert (runtime.host_ns, len(runtime.tasks)) == (host_ns, tasks)
+    assert acl.rt.destroy_stream(stream) == 0          # the learner's handles still work
+
+
+def test_not_a_function_fails():
+    result = check("04.overlap", "pipeline")
+    assert result.status == "failed"
+    assert "expected the function pipeline" in str(result)
+
+
+def test_unknown_exercise_is_an_error_for_the_notebook_author():
+    with pytest.raises(ValueError, match="04.overlap"):
+        check("04.nope", placeholder)
+
+
+# -- the result object -------------------------------------------------------------------------
+
+def test_result_prints_and_renders_plain_html():
+    result = check("04.overlap", pipeline_one_stream)
+    text = str(result)
+    assert text.startswith("04.overlap")
+    assert "[FAIL] overlap" in text and "[pass] results" in text and "hint:" in text
+    page = result._repr_html_()
+    assert 'data-status="failed"' in page
+    for i in result.items:
+        assert i.name in page
+    assert "<script" not in page and "widget" not in page
+    assert repr(result) == "<CheckResult 04.overlap: failed, 2 of 7 items failed>"
+    data = result.to_dict()
+    assert data["status"] == "failed" and len(data["items"]) == 7
+    assert 0 < result.score < 1
+
+
+def test_summary_lists_the_latest_result_per_exercise():
+    history.clear()
+    check("04.read_after_sync", SOLUTIONS.fetch)
+    lesson = summary("04")
+    assert lesson.rows == [
+        ("04.read_after_sync", "fetch: read a result only after synchronising", "passed"),
+        ("04.overlap", "pipeline: overlap copies on two streams", "not run")]
+    assert lesson.passed == 1
+    assert "1 of 2" in str(lesson) and "1 of 2" in lesson._repr_html_()
+    check("04.overlap", placeholder)
+    assert summary("04").rows[1][2] == "not done"
+
+
+def test_a_loop_that_never_ends_is_stopped_and_reported():
+    def fetch(acl, dev_ptr, nbytes, stream):
+        while acl.rt.stream_query(stream) is not None:
+            pass
+
+    result = check("04.read_after_sync", fetch, seeds=(0,))
+    assert failed(result) == {"runs"}
+    assert "does every loop end?" in item(result, "runs").message
+    assert "line" in item(result, "runs").message
+
+
+def test_a_function_that_finalizes_fails_resources_not_the_check():
+    def fetch(acl, dev_ptr, nbytes, stream):
+        data = SOLUTIONS.fetch(acl, dev_ptr, nbytes, stream)
+        acl.rt.reset_device(0)
+        acl.finalize()
+        return data
+
+    result = check("04.read_after_sync", fetch)
+    assert failed(result) == {"resources"}
+    assert "belong to its caller" in item(result, "resources").message
+
+
+def test_a_grader_that_breaks_reports_a_failed_item_instead_of_raising():
+    from acllab.checks import exercise
+
+    @exercise("99.broken", "a grader that trips over a learner's state", "f", seeds=(0,))
+    def grade(fn, seed):
+        raise KeyError("the runtime was not as expected")
+
+    result = check("99.broken", lambda: None)
+    assert result.status == "failed" and failed(result) == {"grading"}
+    assert "KeyError" in item(result, "grading").message

@@ -1,0 +1,519 @@
+"""Timeline: lanes per stream and per engine, drawn from ``acllab.trace.records``.
+
+    from widgets.timeline import Timeline
+    Timeline()                 # the live runtime, as a widget (a static drawing without one)
+    Timeline(rt).to_figure()   # a plain plotly go.Figure, always available
+
+Each lane is one plotly trace: a horizontal ``go.Bar`` with ``base`` = start and ``x`` =
+duration, in microseconds of virtual time. Event waits are arrows from the event's record to
+the wait; a dashed line marks a virtual-time cursor (the host's "now" unless set). Past
+``max_bars`` bars in view, each lane shows its busy time per time bin instead of single tasks
+(darker = busier), and the widget re-bins when you zoom, down to single tasks again. The widget
+holds view state only and redraws with :meth:`Timeline.refresh`.
+
+Where no widget front end runs (nbconvert, GitHub), the same output carries a static SVG
+drawing of the lanes, so an executed notebook still shows its timelines.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import plotly.graph_objects as go
+
+import acllab
+from acllab import acl, trace
+
+__all__ = ["Timeline", "Bar", "Lane", "lanes", "event_arrows", "busy_bins", "COLOURS"]
+
+COLOURS = {
+    "h2d": "#1f77b4", "d2h": "#ff7f0e", "d2d": "#2ca02c", "h2h": "#9467bd",
+    "staging": "#9467bd", "kernel": "#d62728", "model_op": "#d62728", "memset": "#17becf",
+    "event_record": "#7f7f7f", "event_wait": "#b0b0b0", "event_reset": "#7f7f7f",
+    "callback": "#8c564b", "api": "#bcbd22", "api_wait": "#c8c8c8", "api_error": "#e377c2",
+    "api_access": "#2c3e50",
+}
+BINS = 1200
+_ENGINE_ORDER = ("AI Core", "H2D DMA", "D2H DMA", "D2D DMA", "Host staging", "Host callbacks")
+_BLOCKING = ("synchronize", "memcpy", "memset", "execute", "process_report", "host:")
+_ACCESS = ("ptr_to_bytes", "bytes_to_ptr", "ptr_to_numpy", "numpy_to_ptr",
+           "numpy_contiguous_to_ptr")
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1000:,.3f}"
+
+
+def _qualified(api: str) -> str:
+    """'memcpy_async' -> 'acl.rt.memcpy_async' (the trace keeps the bare pyACL name)."""
+    if api.startswith("host:"):
+        return api
+    for module in ("rt", "util", "mdl"):
+        if api in getattr(getattr(acl, module), "__all__", ()):
+            return f"acl.{module}.{api}"
+    return f"acl.{api}"
+
+
+@dataclass
+class Bar:
+    """One task (or host API call) on a lane, in nanoseconds of virtual time."""
+
+    start_ns: int
+    end_ns: int
+    label: str
+    colour: str
+    task_id: int | None = None
+    source: dict | tuple | None = field(default=None, repr=False)   # trace record / API call
+
+    @property
+    def hover(self) -> str:
+        """Hover text (built on demand: big traces never build it for every task)."""
+        if isinstance(self.source, dict):
+            return _task_hover(self.source, self.end_ns)
+        name, start, end, ret = self.source or (self.label, self.start_ns, self.end_ns, 0)
+        return (f"<b>{html.escape(self.label)}</b><br>host {_us(start)}-{_us(end)} us "
+                f"({_us(end - start)} us)<br>returned {ret}")
+
+
+@dataclass
+class Lane:
+    """A row of the timeline: the host's API calls, one stream, or one engine."""
+
+    name: str
+    kind: str                   # "host", "stream" or "engine"
+    bars: list[Bar] = field(default_factory=list)
+
+
+def _task_hover(rec: dict, end_ns: int) -> str:
+    dur = end_ns - rec["start_ns"]
+    lines = [f"<b>{html.escape(rec['name'])}</b> (task {rec['id']}, {rec['kind']})",
+             f"{rec['stream_name'] or 'no stream (blocking call)'} on {rec['engine']}",
+             f"start {_us(rec['start_ns'])} us, end {_us(end_ns)} us ({_us(dur)} us)"
+             + ("" if rec["end_ns"] >= 0 else ", still running"),
+             f"submitted {_us(rec['submit_ns'])} us, ready {_us(rec['ready_ns'])} us"]
+    if rec["nbytes"]:
+        lines.append(f"{rec['nbytes']:,} bytes" + (f", {rec['nbytes'] / dur:.2f} GB/s"
+                                                    if dur > 0 else ""))
+    if rec["flops"]:
+        lines.append(f"{rec['flops']:,} flops")
+    waits = [f"task {d} ({label})" for d, label in rec["deps"] if label != "stream"]
+    if waits:
+        lines.append("waits for " + ", ".join(waits))
+    if rec["api"]:
+        lines.append(f"from {_qualified(rec['api'])}")
+    return "<br>".join(lines)
+
+
+def _colour(rec: dict) -> str:
+    direction = rec["info"].get("direction")
+    if rec["kind"] == "memcpy" and direction in COLOURS:
+        return COLOURS[direction]
+    return COLOURS.get(rec["kind"], "#7f7f7f")
+
+
+def lanes(runtime, *, host: bool = True) -> list[Lane]:
+    """The lanes of ``runtime``'s trace, top to bottom: host, streams, then engines."""
+    now = runtime.engine.now_ns
+    several = len({t.device for t in runtime.engine.tasks}) > 1
+    streams: dict[tuple, Lane] = {}
+    engines: dict[tuple, Lane] = {}
+    for rec in trace.records(runtime):
+        if rec["start_ns"] < 0 or rec["cancelled"]:
+            continue
+        end = rec["end_ns"] if rec["end_ns"] >= 0 else max(now, rec["start_ns"])
+        bar = Bar(rec["start_ns"], end, rec["name"], _colour(rec), rec["id"], rec)
+        dev, engine = rec["device"], rec["engine"]
+        prefix = f"dev {dev} " if several else ""
+        if rec["stream"] is None:
+            streams.setdefault((dev, 1 << 30), Lane(prefix + "blocking copies", "stream"))
+            streams[(dev, 1 << 30)].bars.append(bar)
+        elif not engine.startswith("Host callbacks"):     # a report runs beside its stream
+            lane = streams.setdefault((dev, rec["stream"]),
+                                      Lane(prefix + rec["stream_name"], "stream"))
+            lane.bars.append(bar)
+        if engine != "stream":
+            rank = next((i for i, p in enumerate(_ENGINE_ORDER) if engine.startswith(p)), 99)
+            name = engine if several else engine.split(" (device")[0]
+            engines.setdefault((dev, rank, engine), Lane(name, "engine")).bars.append(bar)
+    out: list[Lane] = []
+    if host and runtime.api_log:
+        lane = Lane("host (API calls)", "host")
+        for call in runtime.api_log:
+            name, start, end, ret = call
+            colour = (COLOURS["api_error"] if ret else COLOURS["api_access"] if name in _ACCESS
+                      else COLOURS["api_wait"] if name.startswith(_BLOCKING) else COLOURS["api"])
+            lane.bars.append(Bar(start, end, _qualified(name), colour, None, call))
+        out.append(lane)
+    return out + [streams[k] for k in sorted(streams)] + [engines[k] for k in sorted(engines)]
+
+
+def event_arrows(runtime, lane_list: list[Lane]) -> list[tuple[int, int, int, int]]:
+    """(record end ns, record lane, wait start ns, wait lane) for every event wait."""
+    lane_of = {b.task_id: i for i, lane in enumerate(lane_list) if lane.kind == "stream"
+               for b in lane.bars}
+    tasks = runtime.engine.tasks
+    return [(tasks[dep].end_ns, lane_of[dep], t.start_ns, lane_of[t.id])
+            for t in tasks if t.start_ns >= 0 and t.id in lane_of
+            for dep, label in t.deps
+            if label == "event" and dep in lane_of and tasks[dep].end_ns >= 0]
+
+
+def busy_bins(bars: list[Bar], lo: int, hi: int, bins: int) -> tuple:
+    """(edges_ns, busy_ns, starts) per bin of [lo, hi): the union of the bars, binned."""
+    edges = np.linspace(lo, hi, bins + 1)
+    s = np.array([b.start_ns for b in bars], dtype=np.float64)
+    e = np.array([b.end_ns for b in bars], dtype=np.float64)
+    starts = np.histogram(s, edges)[0] if len(s) else np.zeros(bins, dtype=np.int64)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if not len(s):
+        return edges, np.zeros(bins), starts
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    first = np.flatnonzero(np.r_[True, s[1:] > reach[:-1]])     # where a busy span begins
+    a, b = s[first], np.maximum.reduceat(e, first)
+    points = np.column_stack([a, b]).ravel()
+    done = np.cumsum(b - a)
+    values = np.column_stack([done - (b - a), done]).ravel()
+    covered = np.interp(edges, points, values, left=0.0, right=float(done[-1]))
+    return edges, np.diff(covered), starts
+
+
+def _extent(lane_list: list[Lane]) -> tuple[int, int]:
+    """The time span of the device lanes (of the host's calls if there are no tasks)."""
+    device = [b for lane in lane_list if lane.kind != "host" for b in lane.bars]
+    bars = device or [b for lane in lane_list for b in lane.bars]
+    if not bars:
+        return 0, 1000
+    lo, hi = min(b.start_ns for b in bars), max(b.end_ns for b in bars)
+    return lo, max(hi, lo + 1000)
+
+
+class Timeline:
+    """A timeline of a runtime's trace (the live one by default), as a figure or a widget.
+
+    ``runtime=None`` follows ``acllab.current_runtime()`` at every redraw. ``host`` adds a
+    lane with the host's API calls. ``cursor_ns`` places the time cursor (default: the host's
+    current time). Past ``max_bars`` bars in view, lanes show busy time per bin.
+    ``live=True`` redraws the widget after every notebook cell.
+    """
+
+    def __init__(self, runtime=None, *, host: bool = True, title: str | None = None,
+                 cursor_ns: int | None = None, max_bars: int = 5000, max_arrows: int = 1000,
+                 live: bool = False):
+        self._runtime = runtime
+        self.host = host
+        self.title = title
+        self.cursor_ns = cursor_ns
+        self.max_bars = max_bars
+        self.max_arrows = max_arrows
+        self._lanes: list[Lane] = []            # what the figure shows
+        self._all_lanes: list[Lane] = []
+        self._lanes_key: tuple | None = None
+        self._fig: go.FigureWidget | None = None
+        self._view = self._slider = self._readout = self._hook = None
+        self._window: tuple[int, int] | None = None     # the zoomed-in span, if any
+        self._busy = False
+        if live:
+            self._follow()
+
+    @property
+    def runtime(self):
+        return self._runtime if self._runtime is not None else acllab.current_runtime()
+
+    def lanes(self) -> list[Lane]:
+        """The lanes of the runtime's trace now (cached while the trace does not change)."""
+        rt = self.runtime
+        key = (id(rt), len(rt.tasks), len(rt.api_log), rt.engine.now_ns, self.host)
+        if key != self._lanes_key:
+            self._lanes_key, self._all_lanes = key, lanes(rt, host=self.host)
+        return self._all_lanes
+
+    # -- the figure ----------------------------------------------------------------------
+    def _traces(self, window: tuple[int, int] | None) -> tuple[list, bool]:
+        """One trace per lane (bars, or busy bins), instants and arrows; and whether binned."""
+        lane_list = self._lanes
+        lo, hi = window or _extent(lane_list)
+        shown = [[b for b in lane.bars if b.end_ns >= lo and b.start_ns <= hi]
+                 if window else lane.bars for lane in lane_list]
+        binned = sum(map(len, shown)) > self.max_bars
+        traces: list = []
+        for y, (lane, bars) in enumerate(zip(lane_list, shown, strict=True)):
+            traces.append(_binned_trace(lane, bars, y, lo, hi) if binned
+                          else _bar_trace(lane.name, bars, y))
+        instants = [] if binned else [(b, y) for y, (lane, bars) in enumerate(
+            zip(lane_list, shown, strict=True)) if lane.kind != "engine"
+            for b in bars if b.end_ns == b.start_ns]
+        traces.append(go.Scatter(
+            x=[b.start_ns / 1000 for b, _ in instants], y=[y for _, y in instants],
+            mode="markers", name="instants", hoverinfo="text",
+            hovertext=[b.hover for b, _ in instants],
+            marker={"symbol": "diamond", "size": 7, "color": [b.colour for b, _ in instants]}))
+        arrows = [a for a in event_arrows(self.runtime, lane_list) if a[2] >= lo and a[0] <= hi]
+        traces.append(_arrow_trace([] if binned or len(arrows) > self.max_arrows else arrows))
+        return traces, binned
+
+    def to_figure(self) -> go.Figure:
+        """A static plotly figure of the whole trace as it is now."""
+        rt = self.runtime
+        self._lanes = self.lanes()
+        traces, binned = self._traces(None)
+        lo, hi = _extent(self._lanes)
+        pad = (hi - lo) * 0.02
+        cursor = min(max(rt.host_ns if self.cursor_ns is None else self.cursor_ns, lo), hi)
+        n = len(self._lanes)
+        fig = go.Figure(data=traces)
+        fig.update_layout(
+            title={"text": self._title(binned), "font": {"size": 13}}, barmode="overlay",
+            bargap=0.35, height=90 + 28 * max(1, n), showlegend=False, hovermode="closest",
+            margin={"l": 150, "r": 20, "t": 40, "b": 40}, template="plotly_white",
+            xaxis={"title": {"text": "virtual time (us)"},
+                   "range": [(lo - pad) / 1000, (hi + pad) / 1000]},
+            yaxis={"tickvals": list(range(n)), "ticktext": [lane.name for lane in self._lanes],
+                   "autorange": "reversed"},
+            shapes=[_cursor_shape(cursor, n)])
+        if not self._lanes:
+            fig.add_annotation(text="no tasks yet: run some pyACL calls, then refresh()",
+                               showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+        return fig
+
+    def _title(self, binned: bool) -> str:
+        rt = self.runtime
+        return self.title or (f"{rt.profile.name}: {len(rt.tasks):,} tasks"
+                              + (" (busy time per bin: zoom in for single tasks)"
+                                 if binned else ""))
+
+    # -- the widget ----------------------------------------------------------------------
+    def widget(self) -> go.FigureWidget:
+        """The FigureWidget (made once; :meth:`refresh` redraws it in one batch update)."""
+        if self._fig is None:
+            self._fig = go.FigureWidget(self.to_figure())
+            self._fig.layout.xaxis.on_change(self._zoomed, "range")
+        return self._fig
+
+    def refresh(self) -> None:
+        """Redraw from the runtime's current trace (the live one if none was given)."""
+        if self._fig is None:
+            return
+        new = self.to_figure()
+        self._window = None
+        self._busy = True
+        try:
+            with self._fig.batch_update():
+                self._set_traces(new.data)
+                self._fig.update_layout(new.layout.to_plotly_json(), overwrite=True)
+        finally:
+            self._busy = False
+        self._update_controls()
+
+    def _set_traces(self, data) -> None:
+        """Update the traces in place when their shape matches, else replace them all."""
+        fig = self._fig
+
+        def shape(traces) -> list:
+            return [(t.name, t.type, sorted(k for k in t.to_plotly_json() if k != "uid"))
+                    for t in traces]
+
+        if shape(fig.data) == shape(data):
+            for old, fresh in zip(fig.data, data, strict=True):
+                old.update(fresh.to_plotly_json(), overwrite=True)
+        else:
+            fig.data = ()
+            fig.add_traces(list(data))
+
+    def _zoomed(self, _axis, xrange) -> None:
+        """The user zoomed or panned: re-bin (or show single tasks) for the visible span."""
+        if self._busy or xrange is None or self._fig is None:
+            return
+        window = (int(xrange[0] * 1000), int(xrange[1] * 1000))
+        if window == self._window:
+            return
+        self._window = window
+        traces, binned = self._traces(window)
+        self._busy = True
+        try:
+            with self._fig.batch_update():
+                self._set_traces(traces)
+                self._fig.layout.title.text = self._title(binned)
+        finally:
+            self._busy = False
+
+    def set_cursor(self, t_ns: int) -> None:
+        """Move the time cursor to ``t_ns`` (and the readout, if shown)."""
+        self.cursor_ns = int(t_ns)
+        if self._fig is not None:
+            self._fig.layout.shapes = [_cursor_shape(self.cursor_ns, len(self._lanes))]
+        if self._readout is not None:
+            self._readout.value = self.at(self.cursor_ns)
+
+    def at(self, t_ns: int) -> str:
+        """HTML: what each lane is doing at virtual time ``t_ns``."""
+        busy = []
+        for lane in self._lanes or self.lanes():
+            hit = next((b for b in lane.bars if b.start_ns <= t_ns < b.end_ns), None)
+            if hit is not None:
+                busy.append(f"<b>{html.escape(lane.name)}</b>: {html.escape(hit.label)}")
+        return f"at {_us(t_ns)} us: " + ("; ".join(busy) if busy else "everything idle")
+
+    def view(self):
+        """The FigureWidget with a time-cursor slider and a readout below it."""
+        import ipywidgets as ipw
+
+        if self._view is None:
+            fig = self.widget()
+            self._slider = ipw.FloatSlider(description="cursor (us)", readout_format=",.1f",
+                                           layout=ipw.Layout(width="95%"),
+                                           style={"description_width": "initial"})
+            self._slider.add_class("acllab-timeline-cursor")
+            self._readout = ipw.HTML()
+            self._update_controls()
+            self._slider.observe(lambda change: self.set_cursor(int(change["new"] * 1000)),
+                                 names="value")
+            self._view = ipw.VBox([fig, self._slider, self._readout])
+        return self._view
+
+    def _update_controls(self) -> None:
+        if self._slider is None:
+            return
+        lo, hi = _extent(self._lanes)
+        cursor = self.runtime.host_ns if self.cursor_ns is None else self.cursor_ns
+        self._slider.min, self._slider.max = -1e18, 1e18        # widen first: no clamping
+        self._slider.max, self._slider.min = hi / 1000, lo / 1000
+        self._slider.step = max((hi - lo) / 1000 / 500, 0.001)
+        self._slider.value = min(max(cursor, lo), hi) / 1000
+        self._readout.value = self.at(int(self._slider.value * 1000))
+
+    def _follow(self) -> None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return
+        ip = get_ipython()
+        if ip is not None:
+            self._hook = lambda *_: self.refresh()
+            ip.events.register("post_run_cell", self._hook)
+
+    def stop(self) -> None:
+        """Stop redrawing after every cell (``live=True``)."""
+        if self._hook is not None:
+            from IPython import get_ipython
+
+            ip = get_ipython()
+            if ip is not None:
+                ip.events.unregister("post_run_cell", self._hook)
+            self._hook = None
+
+    # -- display -------------------------------------------------------------------------
+    def to_svg(self, width: int = 900) -> str:
+        """A static SVG drawing of the lanes (the fallback where widgets do not render)."""
+        rt = self.runtime
+        title = self.title or f"{rt.profile.name}: {len(rt.tasks):,} tasks"
+        return _svg(self.lanes(), width, title)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        data = {"image/svg+xml": self.to_svg(),
+                "text/plain": f"<Timeline of {self.runtime!r}>"}
+        try:
+            shown_before = self._fig is not None
+            view = self.view()
+            if shown_before:
+                self.refresh()             # shown again: show the trace as it is now
+            bundle = view._repr_mimebundle_(include=include, exclude=exclude)
+        except Exception:          # no widget support (no anywidget, no kernel): static only
+            return data
+        if isinstance(bundle, tuple):
+            bundle = bundle[0]
+        return {**(bundle or {}), **data}
+
+
+def _bar_trace(name: str, bars: list[Bar], y: int) -> go.Bar:
+    return go.Bar(
+        name=name, orientation="h", y=[y] * len(bars), width=0.6,
+        base=[b.start_ns / 1000 for b in bars], x=[(b.end_ns - b.start_ns) / 1000 for b in bars],
+        marker={"color": [b.colour for b in bars], "line": {"width": 0.5, "color": "white"}},
+        hovertext=[b.hover for b in bars], hoverinfo="text")
+
+
+def _binned_trace(lane: Lane, bars: list[Bar], y: int, lo: int, hi: int) -> go.Bar:
+    """The lane's busy time per bin: one bar per non-empty bin, opacity = busy fraction."""
+    edges, busy, starts = busy_bins(bars, lo, hi, BINS)
+    idx = np.flatnonzero((busy > 0) | (starts > 0))
+    width = edges[1] - edges[0]
+    colour = Counter(b.colour for b in bars).most_common(1)[0][0] if bars else "#7f7f7f"
+    return go.Bar(
+        name=lane.name, orientation="h", y=[y] * len(idx), width=0.6,
+        base=(edges[idx] / 1000).tolist(), x=[width / 1000] * len(idx),
+        customdata=(busy[idx] / 1000).tolist(),
+        marker={"color": colour,
+                "opacity": np.clip(0.15 + 0.85 * busy[idx] / width, 0, 1).tolist(),
+                "line": {"width": 0}},
+        hovertext=[f"<b>{html.escape(lane.name)}</b><br>{_us(edges[i])}-{_us(edges[i + 1])} us"
+                   f"<br>busy {busy[i] / width:.0%}, {starts[i]} task(s) start here"
+                   for i in idx], hoverinfo="text")
+
+
+def _arrow_trace(arrows) -> go.Scatter:
+    xs: list = []
+    ys: list = []
+    for x0, y0, x1, y1 in arrows:
+        xs += [x0 / 1000, x1 / 1000, None]
+        ys += [y0, y1, None]
+    return go.Scatter(x=xs, y=ys, name="event waits", mode="lines+markers", hoverinfo="skip",
+                      line={"color": "#555555", "width": 1, "dash": "dot"},
+                      marker={"symbol": "arrow", "angleref": "previous",
+                              "size": [0, 9, 0] * len(arrows), "color": "#555555"})
+
+
+def _cursor_shape(t_ns: int, n_lanes: int) -> dict:
+    return {"type": "line", "x0": t_ns / 1000, "x1": t_ns / 1000, "y0": -0.5,
+            "y1": max(n_lanes, 1) - 0.5, "line": {"color": "#c0392b", "width": 1, "dash": "dash"}}
+
+
+def _svg(lane_list: list[Lane], width: int, title: str, max_rects: int = 3000) -> str:
+    """Lanes as rectangles (each with a <title> tooltip), or busy time per pixel column."""
+    left, row, top, plot = 150, 22, 24, width - 190
+    lo, hi = _extent(lane_list)
+    height = top + row * max(1, len(lane_list)) + 30
+    esc = html.escape
+
+    def x(ns: float) -> float:
+        return left + (min(max(ns, lo), hi) - lo) * plot / (hi - lo)
+
+    binned = sum(len(lane.bars) for lane in lane_list) > max_rects
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="sans-serif" font-size="11">',
+             f'<text x="{left}" y="14">{esc(title)} (static drawing; run the notebook for '
+             "the interactive widget)</text>"]
+    for i, lane in enumerate(lane_list):
+        y = top + i * row
+        parts.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end">{esc(lane.name)}</text>')
+        if binned and lane.bars:
+            edges, busy, _ = busy_bins(lane.bars, lo, hi, plot)
+            colour = Counter(b.colour for b in lane.bars).most_common(1)[0][0]
+            step = edges[1] - edges[0]
+            for k in np.flatnonzero(busy > 0):
+                parts.append(f'<rect x="{x(edges[k]):.1f}" y="{y + 4}" width="1" '
+                             f'height="{row - 8}" fill="{colour}" '
+                             f'fill-opacity="{min(0.15 + 0.85 * busy[k] / step, 1):.2f}"/>')
+            continue
+        for b in [] if binned else lane.bars:
+            if b.end_ns < lo or b.start_ns > hi:
+                continue
+            x0, x1 = x(b.start_ns), x(b.end_ns)
+            w = max(x1 - x0, 2.0 if b.end_ns == b.start_ns else 0.8)
+            parts.append(f'<rect x="{x0:.1f}" y="{y + 4}" width="{w:.1f}" height="{row - 8}" '
+                         f'fill="{b.colour}" stroke="white" stroke-width="0.5"><title>'
+                         f'{esc(f"{b.label} {_us(b.start_ns)}-{_us(b.end_ns)} us")}'
+                         "</title></rect>")
+    base = top + row * max(1, len(lane_list)) + 4
+    for k in range(5):
+        ns = lo + (hi - lo) * k / 4
+        parts.append(f'<text x="{x(ns):.1f}" y="{base + 12}" text-anchor="middle">'
+                     f"{ns / 1000:,.1f}</text>")
+    parts.append(f'<text x="{left + plot / 2:.0f}" y="{base + 25}" text-anchor="middle">'
+                 "virtual time (us)</text></svg>")
+    return "".join(parts)
