@@ -167,9 +167,11 @@ def _visit_task(st: _State, t) -> None:
                     f"{_tdesc(other)} {'writes' if omode == 'w' else 'reads'} bytes "
                     f"0x{max(lo, olo):x}-0x{min(hi, ohi):x} that {_tdesc(t)} "
                     f"{'writes' if mode == 'w' else 'reads'}, and no event orders them.",
-                    f"record an event on {_sname(other)} after task {oid} and make "
-                    f"{_sname(t)} wait for it (stream_wait_event) before task {t.id}, or use "
-                    "a separate buffer for each stream",
+                    (f"record an event on {_sname(other)} after task {oid} and make "
+                     f"{_sname(t)} wait for it (stream_wait_event) before task {t.id}, or use "
+                     "a separate buffer for each stream") if t.stream is not None else
+                    (f"synchronize {_sname(other)} (acl.rt.synchronize_stream) before the "
+                     f"blocking call that became task {t.id}"),
                     [oid, t.id], [_sname(other), _sname(t)], [base],
                     [other.start_ns, t.start_ns]))
         # an older access of this stream inside this range is dominated by the new one: any

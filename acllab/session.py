@@ -87,16 +87,17 @@ def host_work(duration_ns: int, label: str = "host work") -> None:
 
 @contextmanager
 def override(**settings):
-    """Run a block in a fresh runtime with some settings changed, then restore the settings.
+    """Run a block in a fresh runtime with some settings changed, then put everything back.
 
-    ``with acllab.session.override(hugepage_pool_bytes=0): ...`` (the runtime is reset on the
-    way in and on the way out).
+    ``with acllab.session.override(hugepage_pool_bytes=0): ...`` On the way out the settings
+    and the runtime that was live before (with all its state) are restored.
     """
-    saved = dict(_settings)
+    global _runtime
+    saved_settings, saved_runtime = dict(_settings), _runtime
     configure(**settings)
     try:
         yield current_runtime()
     finally:
         _settings.clear()
-        _settings.update(saved)
-        reset()
+        _settings.update(saved_settings)
+        _runtime = saved_runtime

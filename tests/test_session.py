@@ -39,3 +39,14 @@ def test_a_custom_profile():
     rt = acllab.configure(slow)
     assert rt.profile.h2d_bandwidth_bps == 6_000_000_000
     acllab.configure("ascend310")
+
+
+def test_override_runs_a_block_in_a_fresh_runtime_and_puts_everything_back():
+    acllab.session.restore_defaults()
+    outer = acllab.current_runtime()
+    acl.init()
+    with acllab.session.override(hugepage_pool_bytes=0) as inner:
+        assert inner is not outer and not inner.initialized
+        assert inner.devices[0].heap.huge_total == 0
+    assert acllab.current_runtime() is outer and outer.initialized
+    assert acllab.reset().devices[0].heap.huge_total > 0

@@ -11,11 +11,11 @@ import json
 import os
 import threading
 
-from .. import __version__, constants
+from .. import __version__
 from ..constants import *  # noqa: F403  (the real names, re-exported as pyACL users expect)
 from ..errors import Fail
 from ..streams import DataBuffer
-from . import mdl, rt, util
+from . import constants, mdl, rt, util
 from ._api import api, as_int
 from ._api import rt as _runtime
 
