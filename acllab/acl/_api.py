@@ -13,6 +13,7 @@ import operator
 import threading
 import warnings
 
+from .. import session
 from ..engine import Deadlock
 from ..errors import AclError, AclWarning, Fail, code_name
 from ..session import current_runtime
@@ -54,9 +55,12 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
         py_name = fn.__name__
         where = _PREFIX.get(fn.__module__, "acl") + "." + py_name
 
+        mode = "bare" if bare else ("status" if not outs else ("one" if len(outs) == 1
+                                                                  else "many"))
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            runtime = rt()
+            runtime = session._runtime or rt()
             runtime.calls += 1
             if runtime.calls > runtime.call_budget:
                 runtime._over("API call", f"{runtime.call_budget:,} calls", "call_budget")
@@ -76,12 +80,12 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
                            "no thread processes, or an event that is never recorded)")
             runtime.api_log.append((py_name, start, runtime.host_ns, code))
             if code == 0:
-                if bare:
-                    return result
-                if not outs:
+                if mode == "status":
                     return 0
-                if len(outs) == 1:
+                if mode == "one":
                     return result, 0
+                if mode == "bare":
+                    return result
                 return (*result, 0)
             _report(runtime, where, c_name, code, message, quiet)
             if bare:

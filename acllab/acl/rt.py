@@ -311,8 +311,10 @@ _KIND_DIRECTION = {C.ACL_MEMCPY_HOST_TO_HOST: "h2h", C.ACL_MEMCPY_HOST_TO_DEVICE
 
 def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
     """Validate a copy; return None for count 0, else (device, dst, doff, src, soff, n, dir)."""
-    dst, dest_max = as_int(dst, "dst"), as_int(dest_max, "dest_max")
-    src, count, kind = as_int(src, "src"), as_int(count, "count"), as_int(kind, "kind")
+    if not (type(dst) is int and type(dest_max) is int and type(src) is int
+            and type(count) is int and type(kind) is int):
+        dst, dest_max = as_int(dst, "dst"), as_int(dest_max, "dest_max")
+        src, count, kind = as_int(src, "src"), as_int(count, "count"), as_int(kind, "kind")
     ctx = r.current_context()
     if kind not in C.MEMCPY_KIND_NAMES:
         raise Fail(100000, f"kind {kind} is not an aclrtMemcpyKind (0 HOST_TO_HOST, "
@@ -560,8 +562,10 @@ def stream_query(stream):
 def stream_wait_event(stream, event):
     """Later tasks of ``stream`` wait for the event's latest record (as of this call)."""
     r = rt()
-    s = r.stream_for(as_int(stream, "stream"))
-    ev = r.lookup(as_int(event, "event"), Event, "event")
+    s = r.stream_for(stream if type(stream) is int else as_int(stream, "stream"))
+    ev = r.handles.get(event) if type(event) is int else None
+    if type(ev) is not Event or not ev.alive:
+        ev = r.lookup(as_int(event, "event"), Event, "event")
     if ev.record is None:
         if ev.style == "old":
             r.log("wait_unrecorded", ev.handle, s.handle, s.name)
@@ -631,8 +635,10 @@ def destroy_event(event):
 def record_event(event, stream):
     """Capture the tasks already submitted to ``stream``; overwrites any earlier record."""
     r = rt()
-    ev = r.lookup(as_int(event, "event"), Event, "event")
-    s = r.stream_for(as_int(stream, "stream"))
+    ev = r.handles.get(event) if type(event) is int else None
+    if type(ev) is not Event or not ev.alive:
+        ev = r.lookup(as_int(event, "event"), Event, "event")
+    s = r.stream_for(stream if type(stream) is int else as_int(stream, "stream"))
     if ev.device is not s.device:
         raise Fail(107000, f"event 0x{ev.handle:x} lives on device {ev.device.id} but "
                            f"{s.name} is on device {s.device.id}")
