@@ -215,6 +215,13 @@ class DeviceHeap:
         self._next = DEVICE_BASE + device * DEVICE_SPAN
         self.reserved_bytes = 0       # held outside malloc (e.g. by loaded models)
 
+    def __repr__(self) -> str:
+        huge_pages = self.huge_total // HUGE_PAGE
+        return (f"<DeviceHeap device {self.device}: runtime-allocated {self.runtime_used_bytes} B "
+                f"in {len(self.live)} blocks, cached {self.cached_bytes} B, driver-held "
+                f"{self.driver_held_bytes} B, huge pages {self.huge_held // HUGE_PAGE}/"
+                f"{huge_pages}>")
+
     # -- views ---------------------------------------------------------------------------
     @property
     def total_bytes(self) -> int:
