@@ -1,0 +1,147 @@
+"""Check for lesson 00, Where Runtime sits: a tour exercise (optional, but a real check).
+
+``00.tour``: ``first_copy(acl, data) -> bytes``
+    The caller has initialised pyACL and set a device. Allocate device memory for ``data``,
+    copy ``data`` into it, copy it back into host memory, free what you allocated and return
+    the bytes that came back. Leave the caller's device and pyACL itself alone.
+
+Each case draws the size of ``data``, its bytes and the device from the seed. The grades come
+from the bytes returned, the copies in the trace, the sanitizer's findings and what is left at
+the caller's teardown.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import acl, sanitizer
+from ..memory import UNINIT_PATTERN
+from . import Call, Case, Item, call_learner, exercise, isolated, ran_item
+
+__all__ = ["grade_first_copy"]
+
+KiB = 1024
+_SIZES = ((1, 64), (64, 4 * KiB), (4 * KiB, 256 * KiB))   # one band per seed, in turn
+
+
+def _hex(data: bytes) -> str:
+    return " ".join(f"{b:02X}" for b in data)
+
+
+def _result_item(got, data: bytes) -> Item:
+    """'result': the bytes returned are ``data`` (described, never shown, when they are not)."""
+    hint = ("copy data to the device (ACL_MEMCPY_HOST_TO_DEVICE), then from the device into a "
+            "host buffer (ACL_MEMCPY_DEVICE_TO_HOST), and return that buffer's bytes")
+    if not isinstance(got, (bytes, bytearray)):
+        return Item("result", False, f"first_copy returned a {type(got).__name__}, not bytes",
+                    "acl.util.ptr_to_bytes(ptr, n) or bytes(buffer) gives bytes")
+    got = bytes(got)
+    if len(got) != len(data):
+        return Item("result", False, f"first_copy returned {len(got):,} bytes, but data holds "
+                                     f"{len(data):,}", hint)
+    if got != data:
+        at = next(i for i, (a, b) in enumerate(zip(got, data, strict=True)) if a != b)
+        text = (f"the bytes returned differ from data from byte {at:,} on (they read "
+                f"{_hex(got[at:at + 8])} ...)")
+        pattern = (UNINIT_PATTERN * (len(got) // 4 + 2))[at % 4:]
+        if got[at:] == pattern[:len(got) - at]:
+            text += (", the DE AD BE EF pattern of memory that nothing has written: was the "
+                     "copy in the right direction, and did it finish?")
+        elif not any(got[at:]):
+            text += ": zeros, as in a fresh host buffer that no copy wrote into"
+        return Item("result", False, text, hint)
+    return Item("result", True, f"first_copy returned the {len(data):,} bytes of data")
+
+
+def _round_trip_item(call: Call, tasks, data: bytes) -> Item:
+    """'round trip': an H2D copy into device memory, then a D2H copy out of the same bytes."""
+    def moved(direction: str):
+        return [t for t in tasks if t.kind == "memcpy"
+                and (t.info or {}).get("direction") == direction]
+
+    h2d = moved("h2d")
+    hint = ("acl.rt.malloc for the device buffer, then acl.rt.memcpy twice: "
+            "ACL_MEMCPY_HOST_TO_DEVICE, and back with ACL_MEMCPY_DEVICE_TO_HOST")
+    if call.value is data:
+        return Item("round trip", False, "first_copy returned the very bytes object it was "
+                                         "given: the device never saw it", hint)
+    if not h2d:
+        return Item("round trip", False, "the trace has no host-to-device copy: data never "
+                                         "reached device memory", hint)
+    if sum(t.nbytes for t in h2d) < len(data):
+        return Item("round trip", False, f"the host-to-device copies moved "
+                                         f"{sum(t.nbytes for t in h2d):,} bytes, fewer than "
+                                         f"the {len(data):,} of data", "copy all len(data) bytes")
+    holding: list[tuple[int, int]] = []      # device ranges that hold data, copy after copy
+    back = []
+    for t in sorted(tasks, key=lambda t: t.id):
+        direction = (t.info or {}).get("direction") if t.kind == "memcpy" else None
+        reads_data = any(a < hi and lo < a + n for a, n in t.reads for lo, hi in holding)
+        if direction == "h2d" or direction == "d2d" and reads_data:
+            holding += [(a, a + n) for a, n in t.writes]
+        elif direction == "d2h" and reads_data:
+            back.append(t)
+    if not back:
+        return Item("round trip", False, "data went to the device, but no device-to-host copy "
+                                         "brought those bytes back", hint)
+    first, last = h2d[0], back[-1]
+    return Item("round trip", True,
+                f"task {first.id} {first.name} took data to the device, task {last.id} "
+                f"{last.name} brought it back ({(last.end_ns - first.start_ns) / 1000:,.1f} us "
+                "of virtual time)")
+
+
+def _sanitizer_item(runtime) -> Item:
+    findings = [f for f in sanitizer.analyze(runtime) if f.kind != "leak"]
+    if not findings:
+        return Item("sanitizer", True, "no hazards: every read came after the copy that "
+                                       "wrote it")
+    first = findings[0]
+    more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+    return Item("sanitizer", False, f"[{first.kind}] {first.message}{more}", first.fix)
+
+
+def _resources_item(runtime, released: bool) -> Item:
+    if not released:
+        return Item("resources", False, "the caller could not reset its device afterwards: "
+                                        "first_copy reset the device or finalised pyACL",
+                    "the device and pyACL belong to the caller: release only what "
+                    "first_copy allocated")
+    if runtime.leaks:
+        shown = "; ".join(leak.split(": ", 1)[-1] for leak in runtime.leaks[:3])
+        return Item("resources", False, f"first_copy left memory behind: {shown}",
+                    "free every buffer you allocate: acl.rt.free for acl.rt.malloc, "
+                    "acl.rt.free_host for acl.rt.malloc_host")
+    return Item("resources", True, "nothing leaked: the caller's teardown found no leftovers")
+
+
+@exercise("00.tour", "first_copy: a round trip through device memory (optional)", "first_copy")
+def grade_first_copy(fn, seed: int) -> Case:
+    """One case: ``data`` of a size band chosen by the seed, on a device chosen by the seed."""
+    rng = np.random.default_rng([0, 1, seed])
+    lo, hi = _SIZES[seed % len(_SIZES)]
+    nbytes = int(rng.integers(lo, hi))
+    device_id = int(rng.integers(0, 4))
+    data = rng.bytes(nbytes)
+    label = f"{nbytes:,} random bytes, device {device_id}"
+    with isolated() as runtime:
+        acl.init()
+        acl.rt.set_device(device_id)
+        call = call_learner(fn, acl, data)
+        case = Case(label, warnings=call.warnings, runtime=runtime)
+        if call.not_done:
+            case.not_done = True
+            return case
+        tasks = runtime.tasks[call.first_task:]
+        acl.rt.synchronize_device()
+        released = acl.rt.reset_device(device_id) == 0
+        acl.finalize()
+
+        case.items.append(ran_item(call, "first_copy"))
+        if call.error is not None:
+            return case
+        case.items.append(_result_item(call.value, data))
+        case.items.append(_round_trip_item(call, tasks, data))
+        case.items.append(_sanitizer_item(runtime))
+        case.items.append(_resources_item(runtime, released))
+        return case

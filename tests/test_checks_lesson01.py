@@ -1,0 +1,383 @@
+"""Lesson 01 (Devices and contexts): the setup and teardown checks.
+
+The reference solutions pass, placeholders are "not done", and each known-wrong answer is a
+small story of a mistake learners make with devices, contexts and teardown order, with the
+items that must catch it. The checks must leave the learner's runtime and settings alone, even
+the case that grades on a card with no stream left.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import acllab
+from acllab import session
+from acllab.checks import CheckResult, Item, check, exercises
+from acllab.checks.lesson01 import STREAM_LIMIT, grade_setup
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _solutions():
+    path = ROOT / "lessons" / "solutions" / "lesson01.py"
+    spec = importlib.util.spec_from_file_location("solutions_lesson01", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOLUTIONS = _solutions()
+EXERCISES = [(ex.id, ex.function) for ex in exercises("01")]
+
+
+def failed(result: CheckResult) -> set[str]:
+    return {i.name for i in result.items if not i.passed}
+
+
+def item(result: CheckResult, name: str) -> Item:
+    return next(i for i in result.items if i.name == name)
+
+
+def placeholder(*args):
+    raise NotImplementedError
+
+
+# -- every exercise: solution passes, placeholder is not done ----------------------------------
+
+def test_lesson01_registers_its_exercises():
+    assert EXERCISES == [("01.setup", "setup"), ("01.teardown", "teardown")]
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_reference_solution_passes(exercise_id, function):
+    result = check(exercise_id, getattr(SOLUTIONS, function))
+    assert result.status == "passed", str(result)
+    assert result.score == 1.0 and result.items and all(i.passed for i in result.items)
+    assert result.warnings == []
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_reference_solution_passes_on_more_seeds(exercise_id, function):
+    result = check(exercise_id, getattr(SOLUTIONS, function), seeds=range(4, 16))
+    assert result.status == "passed", str(result)
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_placeholder_is_not_done(exercise_id, function):
+    result = check(exercise_id, placeholder)
+    assert result.status == "not done" and result.score == 0.0
+    assert "NotImplementedError" in str(result)
+
+
+def test_setup_meets_a_working_device_a_bad_id_and_a_card_with_no_stream_left():
+    labels = [grade_setup(SOLUTIONS.setup, seed).label for seed in range(4)]
+    assert "which works" in labels[0] and "which works" in labels[3]
+    assert "on a host with 4 devices" in labels[1]
+    assert f"room for only {STREAM_LIMIT} streams" in labels[2]
+    assert [grade_setup(SOLUTIONS.setup, seed).label for seed in range(4)] == labels
+
+
+# -- 01.setup: known-wrong answers -------------------------------------------------------------
+
+def setup_happy_path(acl, device_id):
+    acl.init()
+    acl.rt.set_device(device_id)
+    context, ret = acl.rt.create_context(device_id)
+    stream, ret = acl.rt.create_stream()
+    return {"device": device_id, "context": context, "stream": stream}, ret
+
+
+def setup_no_cleanup(acl, device_id):
+    acl.init()
+    ret = acl.rt.set_device(device_id)
+    if ret:
+        return None, ret
+    context, ret = acl.rt.create_context(device_id)
+    if ret:
+        return None, ret
+    stream, ret = acl.rt.create_stream()
+    if ret:
+        return None, ret
+    return {"device": device_id, "context": context, "stream": stream}, 0
+
+
+def setup_cleanup_forgets_the_device(acl, device_id):
+    acl.init()
+    ret = acl.rt.set_device(device_id)
+    if ret:
+        acl.finalize()
+        return None, ret
+    context, ret = acl.rt.create_context(device_id)
+    stream, ret = acl.rt.create_stream()
+    if ret:
+        acl.rt.destroy_context(context)
+        acl.finalize()                                  # no reset_device
+        return None, ret
+    return {"device": device_id, "context": context, "stream": stream}, 0
+
+
+def setup_releases_everything_blindly(acl, device_id):
+    acl.init()
+    r1 = acl.rt.set_device(device_id)
+    context, r2 = acl.rt.create_context(device_id)
+    stream, r3 = acl.rt.create_stream()
+    ret = r1 or r2 or r3
+    if ret:
+        acl.rt.destroy_stream(stream)                   # 0 if it was never made
+        acl.rt.destroy_context(context)
+        acl.rt.reset_device(device_id)
+        acl.finalize()
+        return None, ret
+    return {"device": device_id, "context": context, "stream": stream}, 0
+
+
+def setup_own_code(acl, device_id):
+    res, ret = SOLUTIONS.setup(acl, device_id)
+    return res, (-1 if ret else 0)
+
+
+def setup_raises(acl, device_id):
+    assert acl.init() == 0
+    assert acl.rt.set_device(device_id) == 0
+    context, ret = acl.rt.create_context(device_id)
+    assert ret == 0
+    stream, ret = acl.rt.create_stream()
+    assert ret == 0
+    return {"device": device_id, "context": context, "stream": stream}, 0
+
+
+def setup_default_context(acl, device_id):
+    acl.init()
+    ret = acl.rt.set_device(device_id)
+    if ret:
+        acl.finalize()
+        return None, ret
+    context, _ = acl.rt.get_context()                   # the default context, not a new one
+    stream, _ = acl.rt.create_stream()
+    return {"device": device_id, "context": context, "stream": stream}, 0
+
+
+def setup_switches_back(acl, device_id):
+    res, ret = SOLUTIONS.setup(acl, device_id)
+    if ret == 0:
+        acl.rt.set_device(device_id)        # the default context is current again, and 2x set
+    return res, ret
+
+
+def setup_extra_stream(acl, device_id):
+    res, ret = SOLUTIONS.setup(acl, device_id)
+    if ret == 0:
+        acl.rt.create_stream()                          # made, never returned
+    return res, ret
+
+
+def setup_dict_only(acl, device_id):
+    return SOLUTIONS.setup(acl, device_id)[0]
+
+
+def test_the_happy_path_only_fails_on_the_bad_id():
+    result = check("01.setup", setup_happy_path)
+    assert result.case.startswith("case 2 of 4")
+    assert failed(result) == {"reports the error", "nothing left behind"}
+    assert "not the code that acl.rt.set_device returned" in item(result,
+                                                                  "reports the error").message
+    left = item(result, "nothing left behind").message
+    assert "setup went on" in left and "still initialised" in left
+
+
+def test_returning_without_cleaning_up_leaves_pyacl_initialised():
+    result = check("01.setup", setup_no_cleanup)
+    assert failed(result) == {"nothing left behind"}
+    assert "acl.finalize() was never called" in item(result, "nothing left behind").message
+
+
+def test_a_cleanup_that_forgets_reset_device_leaks_the_device():
+    result = check("01.setup", setup_no_cleanup, seeds=(2,))
+    assert failed(result) == {"nothing left behind"}
+    result = check("01.setup", setup_cleanup_forgets_the_device, seeds=(2,))
+    assert failed(result) == {"nothing left behind"}
+    message = item(result, "nothing left behind").message
+    assert "still set" in message and "found by acl.finalize()" in message
+
+
+def test_releasing_what_was_never_made_fails_with_the_codes():
+    result = check("01.setup", setup_releases_everything_blindly)
+    assert failed(result) == {"nothing left behind"}
+    message = item(result, "nothing left behind").message
+    assert "acl.rt.destroy_stream returned 100000" in message
+    assert "skip what was never made" in item(result, "nothing left behind").hint
+
+
+def test_a_code_of_ones_own_is_not_the_real_code():
+    result = check("01.setup", setup_own_code)
+    assert failed(result) == {"reports the error"}
+    assert "ret=-1" in item(result, "reports the error").message
+    result = check("01.setup", setup_own_code, seeds=(2,))
+    assert "acl.rt.create_stream" in item(result, "reports the error").message
+
+
+def test_raising_on_a_failure_fails_runs():
+    result = check("01.setup", setup_raises)
+    assert failed(result) == {"setup runs"}
+    runs = item(result, "setup runs")
+    assert "AssertionError" in runs.message and "line" in runs.message
+    assert "return (None, ret)" in runs.hint
+
+
+def test_the_default_context_is_not_a_new_context():
+    result = check("01.setup", setup_default_context)
+    assert failed(result) == {"resources"}
+    assert "default context" in item(result, "resources").message
+    assert "create_context" in item(result, "resources").hint
+
+
+def test_switching_away_from_the_new_context_is_caught():
+    result = check("01.setup", setup_switches_back)
+    assert failed(result) == {"resources"}
+    message = item(result, "resources").message
+    assert "current context was" in message and "not res['context']" in message
+
+
+def test_making_more_than_res_holds_is_a_leak():
+    result = check("01.setup", setup_extra_stream)
+    assert failed(result) == {"nothing extra"}
+    assert "stream" in item(result, "nothing extra").message
+
+
+def test_res_alone_is_not_a_pair():
+    result = check("01.setup", setup_dict_only)
+    assert failed(result) == {"result"}
+    assert "not a pair (res, ret)" in item(result, "result").message
+
+
+def test_ignoring_a_failed_call_on_a_working_device_fails_result():
+    def setup(acl, device_id):
+        acl.init()
+        acl.init()                                      # 100002, ignored
+        return SOLUTIONS.setup(acl, device_id)
+
+    result = check("01.setup", setup, seeds=(0,))
+    assert failed(result) == {"result"}
+
+
+# -- 01.teardown: known-wrong answers ----------------------------------------------------------
+
+def teardown_context_first(acl, res):
+    acl.rt.set_context(res["context"])
+    acl.rt.destroy_context(res["context"])
+    acl.rt.destroy_stream(res["stream"])
+    acl.rt.reset_device(res["device"])
+    acl.finalize()
+
+
+def teardown_skips_the_stream(acl, res):
+    acl.rt.set_context(res["context"])
+    acl.rt.destroy_context(res["context"])
+    acl.rt.reset_device(res["device"])
+    acl.finalize()
+
+
+def teardown_no_finalize(acl, res):
+    acl.rt.set_context(res["context"])
+    acl.rt.destroy_stream(res["stream"])
+    acl.rt.destroy_context(res["context"])
+    acl.rt.reset_device(res["device"])
+
+
+def teardown_ignores_the_current_context(acl, res):
+    acl.rt.destroy_stream(res["stream"])
+    acl.rt.destroy_context(res["context"])
+    acl.rt.reset_device(res["device"])
+    acl.finalize()
+
+
+def teardown_force(acl, res):
+    acl.rt.reset_device_force(res["device"])
+    acl.finalize()
+
+
+def teardown_twice(acl, res):
+    SOLUTIONS.teardown(acl, res)
+    acl.rt.reset_device(res["device"])
+
+
+def test_destroying_the_context_first_fails_order_codes_and_leaks():
+    result = check("01.teardown", teardown_context_first)
+    assert failed(result) == {"return codes", "order", "nothing left"}
+    assert "destroy_context (call 2) before acl.rt.destroy_stream (call 3)" in item(
+        result, "order").message
+    assert "acl.rt.destroy_stream returned 107002" in item(result, "return codes").message
+    assert "Stream" in item(result, "nothing left").message
+
+
+def test_skipping_the_stream_is_a_leak():
+    result = check("01.teardown", teardown_skips_the_stream)
+    assert failed(result) == {"order", "nothing left"}
+    assert "never called acl.rt.destroy_stream" in item(result, "order").message
+    assert "found by acl.rt.destroy_context" in item(result, "nothing left").message
+
+
+def test_forgetting_finalize_leaves_pyacl_initialised():
+    result = check("01.teardown", teardown_no_finalize)
+    assert failed(result) == {"order", "nothing left"}
+    assert "still initialised" in item(result, "nothing left").message
+
+
+def test_another_current_context_needs_set_context():
+    assert check("01.teardown", teardown_ignores_the_current_context, seeds=(0,)).passed
+    result = check("01.teardown", teardown_ignores_the_current_context)
+    assert result.case.startswith("case 2 of 3") and "default context current" in result.case
+    assert failed(result) == {"return codes", "nothing left"}
+    codes = item(result, "return codes")
+    assert "107003" in codes.message and "set_context" in codes.hint
+
+
+def test_reset_device_force_alone_leaks_the_context_and_stream():
+    result = check("01.teardown", teardown_force)
+    assert failed(result) == {"order", "nothing left"}
+    message = item(result, "nothing left").message
+    assert "context" in message and "stream" in message
+
+
+def test_one_reset_too_many_fails_the_return_codes():
+    result = check("01.teardown", teardown_twice)
+    assert failed(result) == {"return codes"}
+    assert "acl.rt.reset_device returned 100001" in item(result, "return codes").message
+
+
+def test_other_correct_teardowns_pass():
+    def teardown(acl, res):
+        acl.rt.set_context(res["context"])
+        acl.rt.synchronize_device()
+        acl.rt.destroy_stream_force(res["stream"])
+        acl.rt.destroy_context(res["context"])
+        acl.rt.reset_device_force(res["device"])
+        acl.finalize()
+
+    assert check("01.teardown", teardown).passed
+
+
+# -- isolation ---------------------------------------------------------------------------------
+
+def test_the_checks_leave_the_learners_runtime_and_settings_alone(fresh):
+    from acllab import acl
+
+    acllab.configure(strict=True, device_count=1)
+    runtime = acllab.current_runtime()
+    acl.init()
+    acl.rt.set_device(0)
+    settings = dict(session._settings)
+    calls = len(runtime.api_log)
+
+    assert check("01.setup", SOLUTIONS.setup).passed          # includes the stream-limit card
+    assert check("01.teardown", SOLUTIONS.teardown).passed
+    check("01.setup", setup_happy_path)
+
+    assert session._settings == settings
+    assert acllab.current_runtime() is runtime
+    assert len(runtime.api_log) == calls
+    assert runtime.profile.max_streams > STREAM_LIMIT
+    assert acl.rt.reset_device(0) == 0 and acl.finalize() == 0
