@@ -1,0 +1,595 @@
+"""Lesson 05 checks: the reference solutions pass, placeholders are "not done", known bugs fail.
+
+Each known-wrong answer is a small story of an event bug a learner makes, and the test asserts
+which items catch it (and, where it matters, what the message teaches).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+import pytest
+
+import acllab
+from acllab import session
+from acllab.checks import CheckResult, Item, check, exercises, history, summary
+from acllab.checks.lesson05 import slack_ns
+from acllab.constants import ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE
+from acllab.hardware import PROFILES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _solutions():
+    path = ROOT / "lessons" / "solutions" / "lesson05.py"
+    spec = importlib.util.spec_from_file_location("solutions_lesson05", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOLUTIONS = _solutions()
+EXERCISES = [(ex.id, ex.function) for ex in exercises("05")]
+
+
+def failed(result: CheckResult) -> set[str]:
+    return {i.name for i in result.items if not i.passed}
+
+
+def item(result: CheckResult, name: str) -> Item:
+    return next(i for i in result.items if i.name == name)
+
+
+def placeholder(*args):
+    raise NotImplementedError
+
+
+# -- every exercise: solution passes, placeholder is not done ----------------------------------
+
+def test_lesson05_registers_its_exercises():
+    assert EXERCISES == [("05.time_kernel", "time_kernel"), ("05.handoff", "handoff")]
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_reference_solution_passes(exercise_id, function):
+    result = check(exercise_id, getattr(SOLUTIONS, function))
+    assert result.status == "passed", str(result)
+    assert result.score == 1.0 and result.cases == 3
+    assert result.warnings == []
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_reference_solution_passes_on_more_seeds(exercise_id, function):
+    result = check(exercise_id, getattr(SOLUTIONS, function), seeds=range(3, 12))
+    assert result.status == "passed", str(result)
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_placeholder_is_not_done(exercise_id, function):
+    result = check(exercise_id, placeholder)
+    assert result.status == "not done" and result.score == 0.0
+    assert "NotImplementedError" in str(result)
+
+
+# -- 05.time_kernel: other right answers -------------------------------------------------------
+
+def _timed(create):
+    """time_kernel with events from ``create(acl)``, otherwise the reference's shape."""
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        start, _ = create(acl)
+        end, _ = create(acl)
+        acl.rt.record_event(start, stream)
+        acl.rt.launch_kernel(kernel, block_dim, args, stream)
+        acl.rt.record_event(end, stream)
+        acl.rt.synchronize_event(end)
+        ms, _ = acl.rt.event_elapsed_time(start, end)
+        acl.rt.destroy_event(start)
+        acl.rt.destroy_event(end)
+        return ms
+    return time_kernel
+
+
+def test_new_style_events_with_time_line_pass():
+    fn = _timed(lambda acl: acl.rt.create_event_ex_with_flag(ACL_EVENT_TIME_LINE | ACL_EVENT_SYNC))
+    assert check("05.time_kernel", fn, seeds=range(6)).passed
+
+
+def test_synchronizing_the_stream_first_and_creating_events_late_still_pass():
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        acl.rt.synchronize_stream(stream)              # drain the caller's upload first
+        start, _ = acl.rt.create_event()
+        acl.rt.record_event(start, stream)
+        end, _ = acl.rt.create_event()                 # a cheap call inside the window
+        acl.rt.launch_kernel(kernel, block_dim, args, stream)
+        acl.rt.record_event(end, stream)
+        acl.rt.synchronize_stream(stream)
+        ms, _ = acl.rt.event_elapsed_time(start, end)
+        acl.rt.destroy_event(start)
+        acl.rt.destroy_event(end)
+        return ms
+
+    assert check("05.time_kernel", time_kernel, seeds=range(6)).passed
+
+
+def test_the_cases_cover_a_busy_an_idle_and_the_default_stream():
+    def negative(acl, kernel, block_dim, args, stream):
+        SOLUTIONS.time_kernel(acl, kernel, block_dim, args, stream)
+        return -1.0
+
+    cases = [check("05.time_kernel", negative, seeds=(s,)).case for s in range(3)]
+    assert "still uploading" in cases[0] and "(0)" not in cases[0]
+    assert "the stream idle" in cases[1]
+    assert "default stream (0)" in cases[2]
+
+
+def test_the_slack_is_the_records_own_cost():
+    profile = PROFILES["ascend310"]
+    assert slack_ns(profile) == 13_000
+    assert slack_ns(profile) < profile.launch_ns + profile.sync_wakeup_ns
+
+
+# -- 05.time_kernel: known-wrong answers -------------------------------------------------------
+
+def time_kernel_host_clock(acl, kernel, block_dim, args, stream):
+    runtime = acllab.current_runtime()
+    start = runtime.host_ns
+    acl.rt.launch_kernel(kernel, block_dim, args, stream)
+    acl.rt.synchronize_stream(stream)
+    return (runtime.host_ns - start) / 1e6
+
+
+def time_kernel_host_clock_after_launch(acl, kernel, block_dim, args, stream):
+    runtime = acllab.current_runtime()
+    acl.rt.synchronize_stream(stream)
+    acl.rt.launch_kernel(kernel, block_dim, args, stream)
+    start = runtime.host_ns                            # the closest a host clock gets
+    acl.rt.synchronize_stream(stream)
+    return (runtime.host_ns - start) / 1e6
+
+
+def time_kernel_wall_clock(acl, kernel, block_dim, args, stream):
+    start = time.perf_counter()
+    acl.rt.launch_kernel(kernel, block_dim, args, stream)
+    acl.rt.synchronize_stream(stream)
+    return (time.perf_counter() - start) * 1e3
+
+
+def _events(acl, kernel, block_dim, args, stream, *, create=None, between=None, scale=1.0,
+            sync_end=True, both_before=False, destroy=True, on=None):
+    """Two events around the launch, with one thing done wrong (named by the keywords)."""
+    create = create or acl.rt.create_event
+    start, _ = create()
+    end, _ = create()
+    where = stream if on is None else on
+    acl.rt.record_event(start, where)
+    if both_before:
+        acl.rt.record_event(end, where)
+    if between is not None:
+        between()
+    acl.rt.launch_kernel(kernel, block_dim, args, stream)
+    if not both_before:
+        acl.rt.record_event(end, where)
+    if sync_end:
+        acl.rt.synchronize_event(end)
+    ms, _ = acl.rt.event_elapsed_time(start, end)
+    acl.rt.synchronize_stream(stream)
+    if destroy:
+        acl.rt.destroy_event(start)
+        acl.rt.destroy_event(end)
+    return ms * scale
+
+
+def test_a_host_clock_counts_the_queue_ahead_and_fails():
+    result = check("05.time_kernel", time_kernel_host_clock)
+    assert failed(result) == {"events", "measurement"}
+    assert "host or wall clock" in item(result, "events").message
+    assert "longer than the kernel ran" in item(result, "measurement").message
+    assert result.case.startswith("case 1 of 3")
+
+
+def test_a_host_clock_read_after_the_launch_still_fails_the_events_item():
+    # On an idle stream this host clock reads the kernel plus the host's wake-up, as close as
+    # a good event measurement: only the trace (no records) tells them apart.
+    result = check("05.time_kernel", time_kernel_host_clock_after_launch)
+    assert failed(result) == {"events"}
+
+
+def test_a_wall_clock_fails():
+    result = check("05.time_kernel", time_kernel_wall_clock)
+    assert result.status == "failed"
+    assert "events" in failed(result)
+
+
+def test_new_style_events_without_time_line_fail_with_the_flag_named():
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        return _events(acl, kernel, block_dim, args, stream,
+                       create=lambda: acl.rt.create_event_ex_with_flag(ACL_EVENT_SYNC))
+
+    result = check("05.time_kernel", time_kernel)
+    assert failed(result) == {"events", "measurement"}
+    assert "107000" in item(result, "events").message
+    assert "ACL_EVENT_TIME_LINE" in item(result, "events").message
+    assert "returned 0 ms" in item(result, "measurement").message
+    assert any("107000" in w for w in result.warnings)
+
+
+def test_reading_elapsed_time_before_the_end_record_completes_fails():
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        return _events(acl, kernel, block_dim, args, stream, sync_end=False)
+
+    result = check("05.time_kernel", time_kernel)
+    assert failed(result) == {"events", "measurement"}
+    assert "507006" in item(result, "events").message
+
+
+@pytest.mark.parametrize("scale, words", [(1000.0, "1000 times longer"),
+                                          (1e-3, "1000 times shorter")])
+def test_a_wrong_unit_fails_and_names_milliseconds(scale, words):
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        return _events(acl, kernel, block_dim, args, stream, scale=scale)
+
+    result = check("05.time_kernel", time_kernel)
+    assert failed(result) == {"events", "measurement"}
+    assert words in item(result, "measurement").message
+    assert "milliseconds" in item(result, "measurement").hint
+
+
+def test_both_records_before_the_launch_measure_nothing():
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        return _events(acl, kernel, block_dim, args, stream, both_before=True)
+
+    result = check("05.time_kernel", time_kernel)
+    assert failed(result) == {"events", "measurement"}
+    assert "no record on Stream 1 after the kernel" in item(result, "events").message
+    assert "shorter than the kernel ran" in item(result, "measurement").message
+
+
+def test_a_synchronize_inside_the_window_counts_the_host_and_fails():
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        return _events(acl, kernel, block_dim, args, stream,
+                       between=lambda: acl.rt.synchronize_stream(stream))
+
+    result = check("05.time_kernel", time_kernel)
+    assert failed(result) == {"measurement"}
+    assert "sat idle" in item(result, "measurement").message
+    assert "no synchronize" in item(result, "measurement").hint
+
+
+def test_records_on_another_stream_time_another_queue():
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        other, _ = acl.rt.create_stream()
+        ms = _events(acl, kernel, block_dim, args, stream, on=other)
+        acl.rt.destroy_stream(other)
+        return ms
+
+    result = check("05.time_kernel", time_kernel)
+    assert "events" in failed(result) and "measurement" in failed(result)
+    assert "they time another queue" in item(result, "events").message
+
+
+def test_launching_on_another_stream_races_the_callers_upload():
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        mine, _ = acl.rt.create_stream()
+        ms = _events(acl, kernel, block_dim, args, mine)
+        acl.rt.destroy_stream(mine)
+        return ms
+
+    result = check("05.time_kernel", time_kernel)
+    assert {"kernel", "events", "measurement", "sanitizer"} <= failed(result)
+    assert "not on Stream 1" in item(result, "kernel").message
+    assert "[race]" in item(result, "sanitizer").message
+
+
+def test_launching_twice_fails():
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        acl.rt.launch_kernel(kernel, block_dim, args, stream)
+        return _events(acl, kernel, block_dim, args, stream)
+
+    result = check("05.time_kernel", time_kernel)
+    assert "kernel" in failed(result)
+    assert "ran 2 times" in item(result, "kernel").message
+
+
+def test_returning_the_whole_tuple_fails():
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        start, _ = acl.rt.create_event()
+        end, _ = acl.rt.create_event()
+        acl.rt.record_event(start, stream)
+        acl.rt.launch_kernel(kernel, block_dim, args, stream)
+        acl.rt.record_event(end, stream)
+        acl.rt.synchronize_event(end)
+        result = acl.rt.event_elapsed_time(start, end)
+        acl.rt.destroy_event(start)
+        acl.rt.destroy_event(end)
+        return result
+
+    result = check("05.time_kernel", time_kernel)
+    assert "measurement" in failed(result)
+    assert "returned a tuple" in item(result, "measurement").message
+
+
+def test_leaking_the_events_fails_resources():
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        return _events(acl, kernel, block_dim, args, stream, destroy=False)
+
+    result = check("05.time_kernel", time_kernel)
+    assert failed(result) == {"resources"}
+    assert "event 0x" in item(result, "resources").message
+    assert "destroy_event" in item(result, "resources").hint
+
+
+def test_returning_before_the_kernel_ends_is_caught():
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        start, _ = acl.rt.create_event()
+        acl.rt.record_event(start, stream)
+        acl.rt.launch_kernel(kernel, block_dim, args, stream)
+        acl.rt.destroy_event(start)
+        return 0.5
+
+    result = check("05.time_kernel", time_kernel)
+    assert {"kernel", "events", "sanitizer"} <= failed(result)
+    assert "[returned early]" in item(result, "sanitizer").message
+
+
+# -- 05.handoff: known-wrong answers -----------------------------------------------------------
+
+def handoff_record_once(acl, producer, consumer, produce, consume, n):
+    ready, _ = acl.rt.create_event()
+    produce(0)
+    acl.rt.record_event(ready, producer)              # the trap: one record for every round
+    for i in range(n):
+        if i:
+            produce(i)
+        acl.rt.stream_wait_event(consumer, ready)
+        consume(i)
+    acl.rt.synchronize_stream(consumer)
+    acl.rt.destroy_event(ready)
+
+
+def handoff_host_sync(acl, producer, consumer, produce, consume, n):
+    for i in range(n):
+        produce(i)
+        acl.rt.synchronize_stream(producer)           # right data, but the host waits
+        consume(i)
+    acl.rt.synchronize_stream(consumer)
+
+
+def handoff_event_sync(acl, producer, consumer, produce, consume, n):
+    ready, _ = acl.rt.create_event()
+    for i in range(n):
+        produce(i)
+        acl.rt.record_event(ready, producer)
+        acl.rt.synchronize_event(ready)               # the host waits instead of the stream
+        consume(i)
+    acl.rt.synchronize_stream(consumer)
+    acl.rt.destroy_event(ready)
+
+
+def handoff_no_event(acl, producer, consumer, produce, consume, n):
+    for i in range(n):
+        produce(i)
+        consume(i)
+    acl.rt.synchronize_device()
+
+
+def handoff_over_wait(acl, producer, consumer, produce, consume, n):
+    ready, _ = acl.rt.create_event()
+    for i in range(n):
+        produce(i)
+        acl.rt.record_event(ready, producer)
+    for i in range(n):                                # every wait sees the last record
+        acl.rt.stream_wait_event(consumer, ready)
+        consume(i)
+    acl.rt.synchronize_stream(consumer)
+    acl.rt.destroy_event(ready)
+
+
+def handoff_wait_before_record(acl, producer, consumer, produce, consume, n):
+    ready, _ = acl.rt.create_event_ex_with_flag(ACL_EVENT_SYNC)
+    for i in range(n):
+        produce(i)
+        acl.rt.stream_wait_event(consumer, ready)     # no-op first, then last round's record
+        acl.rt.record_event(ready, producer)
+        consume(i)
+    acl.rt.synchronize_stream(consumer)
+    acl.rt.destroy_event(ready)
+
+
+def handoff_record_on_consumer(acl, producer, consumer, produce, consume, n):
+    ready, _ = acl.rt.create_event()
+    for i in range(n):
+        produce(i)
+        acl.rt.record_event(ready, consumer)          # the wrong stream
+        acl.rt.stream_wait_event(consumer, ready)
+        consume(i)
+    acl.rt.synchronize_stream(consumer)
+    acl.rt.destroy_event(ready)
+
+
+def handoff_reset_on_producer(acl, producer, consumer, produce, consume, n):
+    ready, _ = acl.rt.create_event()
+    for i in range(n):
+        produce(i)
+        acl.rt.record_event(ready, producer)
+        acl.rt.stream_wait_event(consumer, ready)
+        consume(i)
+        acl.rt.reset_event(ready, producer)           # while the consumer may still wait
+    acl.rt.synchronize_stream(consumer)
+    acl.rt.destroy_event(ready)
+
+
+def handoff_returns_early(acl, producer, consumer, produce, consume, n):
+    ready, _ = acl.rt.create_event()
+    for i in range(n):
+        produce(i)
+        acl.rt.record_event(ready, producer)
+        acl.rt.stream_wait_event(consumer, ready)
+        consume(i)
+    acl.rt.destroy_event(ready)                       # no synchronize before returning
+
+
+def handoff_leaks(acl, producer, consumer, produce, consume, n):
+    for i in range(n):
+        ready, _ = acl.rt.create_event()              # one per round, never destroyed
+        produce(i)
+        acl.rt.record_event(ready, producer)
+        acl.rt.stream_wait_event(consumer, ready)
+        consume(i)
+    acl.rt.synchronize_stream(consumer)
+
+
+def test_recording_once_and_waiting_every_round_is_stale():
+    result = check("05.handoff", handoff_record_once)
+    assert failed(result) == {"results", "B waits for A", "sanitizer"}
+    assert "not yet refined" in item(result, "results").message
+    waits = item(result, "B waits for A").message
+    assert "before consume(1)" in waits and "stale record" in waits
+    assert "after produce(0)" in waits
+    assert item(result, "sanitizer").message.startswith("[stale-event-wait]")
+    assert "record the event again" in item(result, "sanitizer").hint
+
+
+@pytest.mark.parametrize("fn, call", [(handoff_host_sync, "acl.rt.synchronize_stream"),
+                                      (handoff_event_sync, "acl.rt.synchronize_event")])
+def test_waiting_on_the_host_is_right_but_blocks(fn, call):
+    result = check("05.handoff", fn)
+    assert failed(result) == {"B waits for A", "host never blocks"}
+    assert "never waited on an event" in item(result, "B waits for A").message
+    blocked = item(result, "host never blocks").message
+    assert call in blocked and "time(s)" in blocked
+
+
+def test_no_event_at_all_races():
+    result = check("05.handoff", handoff_no_event)
+    assert {"results", "B waits for A", "sanitizer"} <= failed(result)
+    assert "[race]" in item(result, "sanitizer").message
+    assert "stream_wait_event" in item(result, "sanitizer").hint
+
+
+def test_waiting_on_later_rounds_waits_longer_than_necessary():
+    result = check("05.handoff", handoff_over_wait)
+    assert failed(result) == {"B waits for A"}
+    message = item(result, "B waits for A").message
+    assert "before consume(0)" in message and "longer than necessary" in message
+
+
+def test_waiting_before_recording_is_stale_or_a_no_op():
+    result = check("05.handoff", handoff_wait_before_record)
+    assert {"results", "B waits for A", "sanitizer"} <= failed(result)
+    assert "nothing made" in item(result, "B waits for A").message
+
+
+def test_recording_on_the_consumer_stream_orders_nothing():
+    result = check("05.handoff", handoff_record_on_consumer)
+    assert {"results", "B waits for A", "sanitizer"} <= failed(result)
+    assert "not on the producer stream" in item(result, "B waits for A").message
+
+
+def test_resetting_on_the_producer_while_the_consumer_waits_is_flagged():
+    result = check("05.handoff", handoff_reset_on_producer)
+    assert failed(result) == {"sanitizer"}
+    assert item(result, "sanitizer").message.startswith("[event-reset-while-waited]")
+
+
+def test_returning_before_the_consumer_finishes_fails():
+    result = check("05.handoff", handoff_returns_early)
+    assert {"results", "sanitizer"} <= failed(result)
+    assert "[returned early]" in item(result, "sanitizer").message
+
+
+def test_an_event_per_round_must_be_destroyed():
+    result = check("05.handoff", handoff_leaks)
+    assert failed(result) == {"resources"}
+    assert "event 0x" in item(result, "resources").message
+
+
+def test_an_event_per_round_recorded_first_and_waited_later_is_right():
+    def handoff(acl, producer, consumer, produce, consume, n):
+        events = []
+        for i in range(n):
+            ev, _ = acl.rt.create_event()
+            produce(i)
+            acl.rt.record_event(ev, producer)
+            events.append(ev)
+        for i, ev in enumerate(events):               # each wait has its own round's record
+            acl.rt.stream_wait_event(consumer, ev)
+            consume(i)
+        acl.rt.synchronize_stream(consumer)
+        for ev in events:
+            acl.rt.destroy_event(ev)
+
+    assert check("05.handoff", handoff, seeds=range(6)).passed
+
+
+def test_consuming_before_producing_fails_the_calls():
+    def handoff(acl, producer, consumer, produce, consume, n):
+        for i in range(n):
+            consume(i)
+            produce(i)
+        acl.rt.synchronize_device()
+
+    result = check("05.handoff", handoff)
+    assert {"results", "calls", "sanitizer"} <= failed(result)
+    assert "consume(0) was called before produce(0)" in item(result, "calls").message
+    assert "B waits for A" not in {i.name for i in result.items}
+    assert item(result, "sanitizer").message.startswith("[race]")   # the cause, not DE AD
+
+
+def test_skipping_a_round_fails_the_calls():
+    def handoff(acl, producer, consumer, produce, consume, n):
+        SOLUTIONS.handoff(acl, producer, consumer, produce, consume, n - 1)
+
+    result = check("05.handoff", handoff)
+    assert "calls" in failed(result)
+    assert "was never called" in item(result, "calls").message
+
+
+def test_a_round_number_out_of_range_is_reported_on_the_learners_line():
+    def handoff(acl, producer, consumer, produce, consume, n):
+        produce(n)
+
+    result = check("05.handoff", handoff)
+    assert failed(result) == {"runs"}
+    runs = item(result, "runs").message
+    assert "IndexError" in runs and "produce(n)" in runs
+
+
+def test_the_consumer_is_the_default_stream_in_one_case():
+    def handoff(acl, producer, consumer, produce, consume, n):
+        assert consumer == 0, "an explicit consumer stream"
+        SOLUTIONS.handoff(acl, producer, consumer, produce, consume, n)
+
+    assert check("05.handoff", handoff, seeds=(2,)).passed
+    assert not check("05.handoff", handoff, seeds=(0,)).passed
+
+
+# -- robustness --------------------------------------------------------------------------------
+
+def test_the_learners_runtime_and_settings_are_restored(fresh):
+    from acllab import acl
+
+    acllab.configure("ascend910b", strict=True)
+    runtime = acllab.current_runtime()
+    acl.init()
+    acl.rt.set_device(0)
+    event, _ = acl.rt.create_event()
+    settings = dict(session._settings)
+    host_ns, tasks = runtime.host_ns, len(runtime.tasks)
+
+    check("05.time_kernel", time_kernel_host_clock)
+    check("05.handoff", handoff_record_once)
+
+    assert session._settings == settings
+    assert acllab.current_runtime() is runtime
+    assert (runtime.host_ns, len(runtime.tasks)) == (host_ns, tasks)
+    assert acl.rt.destroy_event(event) == 0
+
+
+def test_summary_lists_lesson05():
+    history.clear()
+    check("05.time_kernel", SOLUTIONS.time_kernel)
+    lesson = summary("05")
+    assert [row[2] for row in lesson.rows] == ["passed", "not run"]
+    assert "1 of 2" in str(lesson)
