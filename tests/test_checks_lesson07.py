@@ -1,0 +1,353 @@
+"""acllab.checks.lesson07: the reference passes, the placeholder is "not done", known bugs fail.
+
+Each known-wrong answer is a small story of a mistake a learner makes with an offline model,
+and the test asserts which graded items catch it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import acllab
+from acllab import session
+from acllab.checks import CheckResult, Item, check, exercises, summary
+from acllab.checks.lesson07 import tiny_model
+from acllab.constants import (
+    ACL_MEM_MALLOC_HUGE_FIRST,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+)
+from acllab.model import tiny_forward
+
+ROOT = Path(__file__).resolve().parents[1]
+H2D, D2H, HUGE = ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEM_MALLOC_HUGE_FIRST
+
+
+def _solutions():
+    path = ROOT / "lessons" / "solutions" / "lesson07.py"
+    spec = importlib.util.spec_from_file_location("solutions_lesson07", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOLUTIONS = _solutions()
+
+
+def failed(result: CheckResult) -> set[str]:
+    return {i.name for i in result.items if not i.passed}
+
+
+def item(result: CheckResult, name: str) -> Item:
+    return next(i for i in result.items if i.name == name)
+
+
+def placeholder(*args):
+    raise NotImplementedError
+
+
+# -- the learner's building blocks, reused by the wrong answers below --------------------------
+
+class Session:
+    """Load, describe and wire up a model as the lesson does; each step can be skipped."""
+
+    def __init__(self, acl, model_path):
+        self.acl = acl
+        self.model_id, _ = acl.mdl.load_from_file(model_path)
+        self.desc = acl.mdl.create_desc()
+        acl.mdl.get_desc(self.desc, self.model_id)
+        self.batch = acl.mdl.get_input_dims(self.desc, 0)[0]["dims"][0]
+        self.in_size = acl.mdl.get_input_size_by_index(self.desc, 0)
+        self.out_size = acl.mdl.get_output_size_by_index(self.desc, 0)
+        self.in_dev, _ = acl.rt.malloc(self.in_size, HUGE)
+        self.out_dev, _ = acl.rt.malloc(self.out_size, HUGE)
+        self.bufs = [acl.create_data_buffer(self.in_dev, self.in_size),
+                     acl.create_data_buffer(self.out_dev, self.out_size)]
+        self.inputs = acl.mdl.create_dataset()
+        acl.mdl.add_dataset_buffer(self.inputs, self.bufs[0])
+        self.outputs = acl.mdl.create_dataset()
+        acl.mdl.add_dataset_buffer(self.outputs, self.bufs[1])
+
+    def copy_in(self, chunk):
+        data = np.ascontiguousarray(chunk, dtype=np.float32).tobytes()
+        self.acl.rt.memcpy(self.in_dev, self.in_size, self.acl.util.bytes_to_ptr(data),
+                           len(data), H2D)
+
+    def read_out(self, rows):
+        out = bytearray(self.out_size)
+        self.acl.rt.memcpy(self.acl.util.bytes_to_ptr(out), self.out_size, self.out_dev,
+                           self.out_size, D2H)
+        return np.frombuffer(bytes(out), np.float32).reshape(-1, 4)[:rows]
+
+    def release(self, buffers=True, datasets=True, memory=True, desc=True, model=True):
+        acl = self.acl
+        if datasets:
+            acl.mdl.destroy_dataset(self.inputs)
+            acl.mdl.destroy_dataset(self.outputs)
+        if buffers:
+            for buf in self.bufs:
+                acl.destroy_data_buffer(buf)
+        if memory:
+            acl.rt.free(self.in_dev)
+            acl.rt.free(self.out_dev)
+        if desc:
+            acl.mdl.destroy_desc(self.desc)
+        if model:
+            acl.mdl.unload(self.model_id)
+
+
+# -- the exercise: solution passes, placeholder is not done ------------------------------------
+
+def test_lesson07_registers_its_exercise():
+    assert [(ex.id, ex.function) for ex in exercises("07")] == [("07.infer", "infer")]
+
+
+def test_reference_solution_passes():
+    result = check("07.infer", SOLUTIONS.infer)
+    assert result.status == "passed", str(result)
+    assert result.score == 1.0 and result.cases == 3
+    assert [i.name for i in result.items] == ["runs", "labels", "ran on the device",
+                                              "sanitizer", "resources"]
+    assert result.warnings == []
+
+
+def test_reference_solution_passes_on_more_seeds():
+    result = check("07.infer", SOLUTIONS.infer, seeds=range(3, 9))
+    assert result.status == "passed", str(result)
+
+
+def test_placeholder_is_not_done():
+    result = check("07.infer", placeholder)
+    assert result.status == "not done" and result.score == 0.0
+    assert "NotImplementedError" in str(result)
+
+
+def test_cases_cover_several_batch_sizes():
+    seen = set()
+
+    def spy(acl, model_path, images):
+        s = Session(acl, model_path)
+        seen.add((s.batch, len(images)))
+        s.release()
+        return SOLUTIONS.infer(acl, model_path, images)
+
+    assert check("07.infer", spy).passed
+    assert {b for b, _ in seen} == {1, 2, 4}
+    assert all(n % b == 0 and n > b for b, n in seen)
+
+
+# -- known-wrong answers -----------------------------------------------------------------------
+
+def infer_leaks_everything(acl, model_path, images):
+    s = Session(acl, model_path)
+    labels = []
+    for k in range(0, len(images), s.batch):
+        s.copy_in(images[k:k + s.batch])
+        acl.mdl.execute(s.model_id, s.inputs, s.outputs)
+        labels += [int(x) for x in s.read_out(s.batch).argmax(axis=1)]
+    return labels
+
+
+def infer_keeps_data_buffers(acl, model_path, images):
+    s = Session(acl, model_path)
+    labels = []
+    for k in range(0, len(images), s.batch):
+        s.copy_in(images[k:k + s.batch])
+        acl.mdl.execute(s.model_id, s.inputs, s.outputs)
+        labels += [int(x) for x in s.read_out(s.batch).argmax(axis=1)]
+    s.release(buffers=False)               # destroy_dataset does not destroy them
+    return labels
+
+
+def infer_one_image_per_execute(acl, model_path, images):
+    s = Session(acl, model_path)               # assumes batch 1 instead of reading dims
+    labels = []
+    for image in images:
+        s.copy_in(image[None])
+        acl.mdl.execute(s.model_id, s.inputs, s.outputs)
+        labels.append(int(s.read_out(1).argmax()))
+    s.release()
+    return labels
+
+
+def infer_in_numpy(acl, model_path, images):
+    return [int(k) for k in tiny_forward(images).argmax(axis=1)]
+
+
+def infer_returns_probabilities(acl, model_path, images):
+    s = Session(acl, model_path)
+    probs = []
+    for k in range(0, len(images), s.batch):
+        s.copy_in(images[k:k + s.batch])
+        acl.mdl.execute(s.model_id, s.inputs, s.outputs)
+        probs.append(s.read_out(s.batch))
+    s.release()
+    return np.vstack(probs)
+
+
+def infer_async_without_sync(acl, model_path, images):
+    s = Session(acl, model_path)
+    stream, _ = acl.rt.create_stream()
+    labels = []
+    for k in range(0, len(images), s.batch):
+        s.copy_in(images[k:k + s.batch])
+        acl.mdl.execute_async(s.model_id, s.inputs, s.outputs, stream)
+        host, _ = acl.rt.malloc_host(s.out_size)
+        acl.rt.memcpy_async(host, s.out_size, s.out_dev, s.out_size, D2H, stream)
+        probs = np.frombuffer(acl.util.ptr_to_bytes(host, s.out_size), np.float32)
+        labels += [int(x) for x in np.nan_to_num(probs).reshape(-1, 4).argmax(axis=1)]
+        acl.rt.synchronize_stream(stream)
+        acl.rt.free_host(host)
+    acl.rt.destroy_stream(stream)
+    s.release()
+    return labels
+
+
+def infer_first_batch_only(acl, model_path, images):
+    s = Session(acl, model_path)
+    s.copy_in(images[:s.batch])
+    acl.mdl.execute(s.model_id, s.inputs, s.outputs)
+    labels = [int(x) for x in s.read_out(s.batch).argmax(axis=1)]
+    s.release()
+    return labels
+
+
+def infer_reuses_the_first_batch(acl, model_path, images):
+    s = Session(acl, model_path)
+    s.copy_in(images[:s.batch])
+    labels = []
+    for _ in range(0, len(images), s.batch):           # forgets to copy the next batch in
+        acl.mdl.execute(s.model_id, s.inputs, s.outputs)
+        labels += [int(x) for x in s.read_out(s.batch).argmax(axis=1)]
+    s.release()
+    return labels
+
+
+def test_leaking_everything_is_reported_kind_by_kind():
+    result = check("07.infer", infer_leaks_everything)
+    assert failed(result) == {"resources"}
+    message = item(result, "resources").message
+    for words in ("the model (never unloaded)", "2 data buffers (never destroyed)",
+                  "2 datasets", "2 device buffers (never freed)",
+                  "1 model description (never destroyed)"):
+        assert words in message, message
+    hint = item(result, "resources").hint
+    assert "acl.mdl.unload" in hint and "destroy_dataset does not destroy" in hint
+
+
+def test_destroying_datasets_does_not_destroy_their_data_buffers():
+    result = check("07.infer", infer_keeps_data_buffers)
+    assert failed(result) == {"resources"}
+    message = item(result, "resources").message
+    assert message == "infer left behind: 2 data buffers (never destroyed)"
+    assert "acl.destroy_data_buffer" in item(result, "resources").hint
+
+
+def test_assuming_batch_1_reads_uninitialised_input_on_a_batch_4_model():
+    assert check("07.infer", infer_one_image_per_execute, seeds=(0,)).passed   # batch 1
+    result = check("07.infer", infer_one_image_per_execute, seeds=(1,))          # batch 4
+    assert failed(result) == {"sanitizer"}
+    assert "uninitialised-read" in item(result, "sanitizer").message
+    assert "whole batch" in item(result, "sanitizer").hint
+
+
+def test_labels_computed_in_numpy_are_not_trusted():
+    result = check("07.infer", infer_in_numpy)
+    assert failed(result) == {"ran on the device"}
+    assert "never ran on the device" in item(result, "ran on the device").message
+
+
+def test_returning_probabilities_instead_of_labels_fails():
+    result = check("07.infer", infer_returns_probabilities)
+    assert failed(result) == {"labels"}
+    assert "look like the probabilities" in item(result, "labels").message
+    assert "argmax" in item(result, "labels").hint
+
+
+def test_reading_outputs_before_synchronising_fails():
+    result = check("07.infer", infer_async_without_sync)
+    assert {"labels", "sanitizer"} <= failed(result)
+    assert "host-read-before-sync" in item(result, "sanitizer").message
+
+
+def test_returning_only_the_first_batch_fails_with_a_count():
+    result = check("07.infer", infer_first_batch_only)
+    assert failed(result) == {"labels", "ran on the device"}
+    assert "only the first batch?" in item(result, "labels").message
+    assert "not enough" in item(result, "ran on the device").message
+
+
+def test_running_the_same_batch_again_and_again_fails_without_showing_answers():
+    result = check("07.infer", infer_reuses_the_first_batch, seeds=(0,))
+    assert failed(result) == {"labels"}
+    message = item(result, "labels").message
+    assert "differ from the model's own answer" in message
+    assert "copy" in item(result, "labels").hint.lower()
+
+
+def test_a_helper_that_finalizes_fails_resources_not_the_check():
+    def infer(acl, model_path, images):
+        labels = SOLUTIONS.infer(acl, model_path, images)
+        acl.rt.reset_device(0)
+        acl.finalize()
+        return labels
+
+    result = check("07.infer", infer)
+    assert failed(result) == {"resources"}
+    assert "belong to its caller" in item(result, "resources").message
+
+
+def test_an_exception_quotes_the_learners_line():
+    def infer(acl, model_path, images):
+        model_id, ret = acl.mdl.load_from_file(model_path + ".missing")
+        return [model_id / 0]
+
+    result = check("07.infer", infer)
+    assert failed(result) == {"runs"}
+    runs = item(result, "runs").message
+    assert "ZeroDivisionError" in runs and "model_id / 0" in runs
+    assert any("145002" in w or "100003" in w or "model" in w for w in result.warnings)
+
+
+# -- grading never disturbs the learner --------------------------------------------------------
+
+def test_settings_and_the_learners_runtime_are_restored(fresh):
+    from acllab import acl
+
+    acllab.configure("ascend910b", strict=True)
+    runtime = acllab.current_runtime()
+    acl.init()
+    acl.rt.set_device(0)
+    settings = dict(session._settings)
+    tasks = len(runtime.tasks)
+    assert check("07.infer", SOLUTIONS.infer).passed
+    check("07.infer", infer_leaks_everything)
+    assert session._settings == settings
+    assert acllab.current_runtime() is runtime and len(runtime.tasks) == tasks
+
+
+def test_the_check_compiles_each_batch_once():
+    assert tiny_model(4) is tiny_model(4)
+    assert tiny_model(4).inputs[0].dims == (4, 1, 16, 16)
+
+
+def test_summary_counts_the_exercise():
+    check("07.infer", SOLUTIONS.infer)
+    assert summary("07").passed == 1
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_messages_never_show_the_expected_labels(seed):
+    def constant(acl, model_path, images):
+        s = Session(acl, model_path)
+        s.release()
+        return [0] * len(images)
+
+    result = check("07.infer", constant, seeds=(seed,))
+    labels = item(result, "labels")
+    assert not labels.passed
+    assert "[" not in labels.message and "expected" not in labels.message

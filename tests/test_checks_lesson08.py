@@ -1,0 +1,277 @@
+"""acllab.checks.lesson08: deployment costs agree with the simulation; the check can fail.
+
+The pure functions (deployment_cost, best_deployment, compare) are checked against real runs:
+models loaded with acl.mdl.load_from_file, memory from get_mem_info, times from the trace.
+Then the exercise: the reference passes, the placeholder is "not done", and known-wrong
+deployments fail on the items that should catch them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+
+import acllab
+from acllab import session
+from acllab.checks import CheckResult, Item, check, exercises
+from acllab.checks import lesson08 as L
+from acllab.hardware import MiB
+from acllab.model import execute_ns
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _solutions():
+    path = ROOT / "lessons" / "solutions" / "lesson08.py"
+    spec = importlib.util.spec_from_file_location("solutions_lesson08", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOLUTIONS = _solutions()
+
+
+def failed(result: CheckResult) -> set[str]:
+    return {i.name for i in result.items if not i.passed}
+
+
+def item(result: CheckResult, name: str) -> Item:
+    return next(i for i in result.items if i.name == name)
+
+
+def placeholder(*args):
+    raise NotImplementedError
+
+
+# -- the cost model agrees with the simulated card ---------------------------------------------
+
+@pytest.mark.parametrize("answer", [
+    {"dynamic": [1, 8, 32]},
+    {"fixed": [1, 32]},
+    {"dynamic": [2, 5, 13], "fixed": [21]},
+    {"fixed": [3]},
+])
+def test_memory_and_times_match_a_real_load_and_run(answer):
+    dep = L.parse_deployment(answer)
+    compiled = {("dynamic", dep.dynamic): L.dynamic_model(dep.dynamic)} if dep.dynamic else {}
+    compiled.update({("fixed", b): L.fixed_model(b) for b in dep.fixed})
+    needed = {("fixed", b) for b in dep.fixed} | {("dynamic", g) for g in dep.dynamic}
+    measured = L._measure(dep, compiled, needed)
+    assert measured.memory_bytes == L.deployment_cost(dep, {1: 1.0}).memory_bytes
+    for (kind, size), ns in measured.times.items():
+        expected = L.fixed_time_ns(size) if kind == "fixed" else L.gear_time_ns(size)
+        assert ns == expected, (kind, size)
+
+
+def test_a_gears_time_does_not_depend_on_the_other_gears():
+    big = L.dynamic_model(tuple(range(1, 33)))
+    for g in (1, 3, 8, 17, 32):
+        assert L.gear_time_ns(g) == execute_ns(big, g)
+    assert L.loaded_bytes(big) == L.loaded_bytes(L.dynamic_model((5, 32)))
+
+
+def test_the_seed_figures_show_in_the_costs():
+    mix32 = {32: 1.0}
+    fixed = L.deployment_cost({"fixed": [32]}, mix32)
+    dynamic = L.deployment_cost({"dynamic": [1, 32]}, mix32)
+    assert 1164 <= fixed.images_per_s <= 1236                       # S1
+    assert 922 <= dynamic.images_per_s <= 979                       # S2
+    assert fixed.images_per_s / dynamic.images_per_s >= 1.25        # S4
+    one = L.deployment_cost({"fixed": [1]}, {1: 1.0}).images_per_s
+    one_dyn = L.deployment_cost({"dynamic": [1, 32]}, {1: 1.0}).images_per_s
+    assert 0.12 <= one / one_dyn - 1 <= 0.16                        # S3
+    two = L.deployment_cost({"fixed": [1, 32]}, mix32).memory_bytes
+    assert two - dynamic.memory_bytes == 29_360_128                 # S9, as the README says
+
+
+def test_routing_pads_to_the_fastest_model_that_fits():
+    cost = L.deployment_cost({"dynamic": [1, 8, 32], "fixed": [16]}, {5: 0.5, 12: 0.5})
+    assert (cost.routes[5].kind, cost.routes[5].size, cost.routes[5].padding) == ("dynamic", 8, 3)
+    assert (cost.routes[12].kind, cost.routes[12].size) == ("fixed", 16)
+    assert 0 < cost.padding < 1
+    unserved = L.deployment_cost({"fixed": [8]}, {4: 0.5, 12: 0.5})
+    assert unserved.unserved == [12] and unserved.images_per_s == 0.0
+
+
+def test_malformed_deployments_are_explained():
+    for answer, words in [({"dynamic": [32]}, "2 to 100 gears"), ({"gears": [1, 2]}, "unknown key"),
+                          (None, "expected a dict"), ({"fixed": [0]}, "1 to 128"),
+                          ({"fixed": [2, 2]}, "repeats"), ({"fixed": ["8"]}, "must hold ints"),
+                          ({}, "no model")]:
+        with pytest.raises(ValueError, match=words):
+            L.parse_deployment(answer)
+    assert L.parse_deployment({"dynamic": {8, 1}, "fixed": ()}) == L.Deployment((1, 8), ())
+
+
+def _brute_force(traffic, budget, extra=(3, 12, 20, 32)):
+    """The best over a larger set of sizes than best_deployment tries."""
+    sizes = sorted(set(traffic) | set(extra))
+    best = 0.0
+    for k in range(0, 4):
+        for dyn in ([()] if k == 0 else combinations(sizes, k + 1)):
+            for m in range(0, 3):
+                for fixed in combinations(sizes, m):
+                    if not dyn and not fixed:
+                        continue
+                    cost = L.deployment_cost({"dynamic": list(dyn), "fixed": list(fixed)},
+                                             traffic)
+                    if not cost.unserved and cost.fits(budget):
+                        best = max(best, cost.images_per_s)
+    return best
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_best_deployment_uses_only_the_mixes_sizes_and_nothing_beats_it(seed):
+    traffic, budget = L._draw(seed)
+    best = L.best_deployment(traffic, budget)
+    assert best.fits(budget) and not best.unserved
+    assert set(best.deployment.dynamic + best.deployment.fixed) <= set(traffic)
+    assert _brute_force(traffic, budget) <= best.images_per_s * (1 + 1e-9)
+
+
+def test_nothing_fits_a_tiny_budget():
+    assert L.best_deployment({1: 0.5, 32: 0.5}, 10 * MiB) is None
+
+
+def test_compare_is_what_the_explorer_draws():
+    c = L.compare({1: 2, 8: 1, 32: 1}, (1, 8, 32), 120 * MiB)
+    assert c.traffic == {1: 0.5, 8: 0.25, 32: 0.25}
+    assert c.dynamic.deployment == L.Deployment((1, 8, 32), ())
+    assert c.fixed.deployment == L.Deployment((), (1, 8, 32))
+    assert c.fixed.images_per_s > c.dynamic.images_per_s
+    assert c.fixed.memory_bytes > c.dynamic.memory_bytes
+    assert c.best.fits(120 * MiB)
+    assert L.compare({1: 1}, (8,), 120 * MiB).dynamic is None
+
+
+def test_budgets_cover_one_model_some_models_and_all_models():
+    for seed in (0, 3):
+        traffic, budget = L._draw(seed)
+        best = L.best_deployment(traffic, budget)
+        assert len(best.deployment.models) == 1
+    traffic, budget = L._draw(2)
+    assert L.best_deployment(traffic, budget).deployment.fixed == tuple(traffic)
+
+
+# -- the exercise ------------------------------------------------------------------------------
+
+def test_lesson08_registers_its_exercise():
+    assert [(ex.id, ex.function) for ex in exercises("08")] == [
+        ("08.deploy", "choose_deployment")]
+
+
+def test_reference_solution_passes():
+    result = check("08.deploy", SOLUTIONS.choose_deployment)
+    assert result.status == "passed", str(result)
+    assert [i.name for i in result.items] == ["runs", "deployment", "memory",
+                                              "every batch served", "throughput"]
+    assert result.warnings == []
+
+
+def test_reference_solution_passes_on_more_seeds():
+    result = check("08.deploy", SOLUTIONS.choose_deployment, seeds=range(3, 12))
+    assert result.status == "passed", str(result)
+
+
+def test_placeholder_is_not_done():
+    result = check("08.deploy", placeholder)
+    assert result.status == "not done"
+
+
+def test_the_check_does_not_trust_the_learners_traffic_dict():
+    def mutates(traffic, budget):
+        answer = SOLUTIONS.choose_deployment(traffic, budget)
+        traffic.clear()
+        return answer
+
+    assert check("08.deploy", mutates).passed
+
+
+# -- known-wrong answers -----------------------------------------------------------------------
+
+def always_dynamic(traffic, budget):
+    return {"dynamic": sorted(traffic)}
+
+
+def always_fixed(traffic, budget):
+    return {"fixed": sorted(traffic)}
+
+
+def one_big_model(traffic, budget):
+    return {"fixed": [max(traffic)]}
+
+
+def powers_of_two(traffic, budget):
+    return {"dynamic": [1, 2, 4, 8, 16, 32]}
+
+
+def test_a_dynamic_model_when_the_budget_allows_fixed_ones_is_too_slow():
+    assert check("08.deploy", always_dynamic, seeds=(0,)).passed
+    result = check("08.deploy", always_dynamic, seeds=(2,))
+    assert failed(result) == {"throughput"}
+    throughput = item(result, "throughput")
+    assert "more" in throughput.message and "fixed model is faster" in throughput.hint
+
+
+def test_a_fixed_model_per_batch_size_does_not_fit_a_tight_budget():
+    result = check("08.deploy", always_fixed, seeds=(0,))
+    assert failed(result) == {"memory"}
+    assert "get_mem_info" in item(result, "memory").message
+    assert "own copy of the weights" in item(result, "memory").hint
+    assert check("08.deploy", always_fixed, seeds=(2,)).passed
+
+
+def test_padding_everything_to_one_model_is_too_slow():
+    result = check("08.deploy", one_big_model, seeds=(2,))
+    assert failed(result) == {"throughput"}
+    assert "padding" in item(result, "throughput").hint
+
+
+def test_gears_the_mix_does_not_need_cost_memory():
+    result = check("08.deploy", powers_of_two, seeds=(0,))
+    assert "memory" in failed(result)
+
+
+def test_a_model_too_small_for_the_largest_batch_fails():
+    result = check("08.deploy", lambda traffic, budget: {"fixed": [min(traffic)]})
+    assert failed(result) == {"every batch served"}
+    assert "find no model" in item(result, "every batch served").message
+
+
+@pytest.mark.parametrize("answer, words", [
+    ({"dynamic": [32]}, "2 to 100 gears"),
+    ([1, 32], "expected a dict"),
+    ({"models": [1, 32]}, "unknown key"),
+])
+def test_malformed_answers_fail_the_deployment_item(answer, words):
+    result = check("08.deploy", lambda traffic, budget: answer)
+    assert failed(result) == {"deployment"}
+    assert words in item(result, "deployment").message
+
+
+def test_a_deployment_larger_than_the_card_fails_memory_without_breaking_the_check():
+    result = check("08.deploy", lambda traffic, budget: {"fixed": list(range(1, 129))},
+                   seeds=(0,))
+    assert failed(result) == {"memory"}
+    assert "could not load your models" in item(result, "memory").message
+    assert "207001" in item(result, "memory").message
+
+
+def test_an_exception_is_reported():
+    result = check("08.deploy", lambda traffic, budget: traffic[0])
+    assert failed(result) == {"runs"} and "KeyError" in item(result, "runs").message
+
+
+def test_settings_and_the_learners_runtime_are_restored(fresh):
+    from acllab import acl
+
+    acllab.configure(strict=True, hugepage_pool_bytes=0)
+    runtime = acllab.current_runtime()
+    acl.init()
+    settings = dict(session._settings)
+    assert check("08.deploy", SOLUTIONS.choose_deployment).passed
+    assert session._settings == settings and acllab.current_runtime() is runtime

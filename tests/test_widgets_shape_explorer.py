@@ -1,0 +1,151 @@
+"""widgets.shape_explorer, headless: the figure is the pure function's answer, controls redraw it.
+
+The explorer is driven the way a learner drives it, by setting the controls' values, and
+checked through its FigureWidget's data: the bars must equal what
+``acllab.checks.lesson08.compare`` computes for the same controls.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import struct
+import zlib
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from acllab.checks.lesson08 import compare
+from acllab.hardware import MiB
+from widgets.shape_explorer import FigureView, ShapeExplorer, bars_svg, images_html
+
+MIX = {1: 0.5, 8: 0.3, 32: 0.2}
+
+
+def trace(fig, name):
+    found = [t for t in fig.data if t.name == name]
+    assert len(found) == 1, [t.name for t in fig.data]
+    return found[0]
+
+
+def expected(traffic, gears, budget_mib):
+    c = compare(traffic, gears, budget_mib * MiB)
+    costs = (c.dynamic, c.fixed, c.best)
+    rates = [x.images_per_s if x else None for x in costs]
+    memory = [x.memory_bytes / MiB if x else None for x in costs]
+    return c, rates, memory
+
+
+def test_the_figure_draws_the_pure_functions_numbers():
+    explorer = ShapeExplorer(traffic=MIX, gears=(1, 8, 32), budget_mib=120)
+    fig = explorer.to_figure()
+    assert isinstance(fig, go.Figure)
+    c, rates, memory = expected(MIX, (1, 8, 32), 120)
+    assert list(trace(fig, "throughput").y) == pytest.approx(rates)
+    assert list(trace(fig, "memory").y) == pytest.approx(memory)
+    dynamic, fixed = trace(fig, "1 dynamic model"), trace(fig, "3 fixed models")
+    assert list(dynamic.x) == ["1 (50%)", "8 (30%)", "32 (20%)"]
+    assert list(dynamic.y) == [c.dynamic.routes[b].time_ns / 1e6 for b in MIX]
+    assert list(fixed.y) == [c.fixed.routes[b].time_ns / 1e6 for b in MIX]
+    assert fig.layout.shapes[0].y0 == 120                       # the budget line, in MiB
+    assert "best:" in fig.layout.title.text
+    colours = list(trace(fig, "memory").marker.color)
+    assert colours[1] == "#c8c8c8"                              # 3 fixed models: over budget
+    assert colours[0] != "#c8c8c8" and colours[2] != "#c8c8c8"
+
+
+def test_sliders_and_toggles_redraw_the_same_figure():
+    explorer = ShapeExplorer(traffic=MIX, gears=(1, 8, 32), budget_mib=120)
+    view = explorer.widget()
+    fig = explorer._fig
+    assert isinstance(fig, go.FigureWidget) and fig in view.children
+
+    explorer.mix_sliders[32].value = 0.9                        # mostly batch 32 now
+    mix = {1: 0.5, 8: 0.3, 32: 0.9}
+    _, rates, _ = expected(mix, (1, 8, 32), 120)
+    assert list(trace(fig, "throughput").y) == pytest.approx(rates)
+    assert list(trace(fig, "1 dynamic model").x)[-1] == "32 (53%)"
+
+    explorer.gear_buttons[16].value = True                      # a fourth gear
+    c, rates, memory = expected(mix, (1, 8, 16, 32), 120)
+    assert trace(fig, "4 fixed models") is fig.data[1]
+    assert list(trace(fig, "memory").y) == pytest.approx(memory)
+
+    explorer.budget_slider.value = 250                          # room for everything
+    c, rates, memory = expected(mix, (1, 8, 16, 32), 250)
+    assert fig.layout.shapes[0].y0 == 250
+    assert list(trace(fig, "throughput").y) == pytest.approx(rates)
+    assert "#c8c8c8" not in list(trace(fig, "memory").marker.color)
+    assert str(c.best.deployment) in fig.layout.title.text
+    assert str(c.best.deployment) in explorer._readout.value
+    assert explorer.widget() is view and explorer._fig is fig   # built once, updated in place
+
+
+def test_one_gear_has_no_dynamic_model_and_no_gear_no_fixed_models():
+    explorer = ShapeExplorer(traffic=MIX, gears=(32,), budget_mib=200)
+    fig = explorer.to_figure()
+    assert trace(fig, "throughput").y[0] is None
+    assert "needs 2 or more gears" in explorer.summary_html()
+    explorer.widget()
+    explorer.gear_buttons[32].value = False
+    assert list(trace(explorer._fig, "throughput").y)[:2] == [None, None]
+    assert "choose at least one gear" in explorer._readout.value
+
+
+def test_a_budget_too_small_for_any_model():
+    explorer = ShapeExplorer(traffic=MIX, gears=(1, 32), budget_mib=20)
+    assert explorer.comparison().best is None
+    assert "nothing fits" in explorer.to_figure().layout.title.text
+    assert "no deployment fits the budget" in explorer.to_html()
+
+
+def test_all_sliders_at_zero_still_draw():
+    explorer = ShapeExplorer(traffic=MIX)
+    explorer.widget()
+    for slider in explorer.mix_sliders.values():
+        slider.value = 0.0
+    assert trace(explorer._fig, "throughput").y[0] > 0
+
+
+def test_static_fallback_is_html_with_svg_bars_not_an_svg_image():
+    explorer = ShapeExplorer(traffic=MIX, gears=(1, 8, 32), budget_mib=120)
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "image/svg+xml" not in bundle              # lesson tests count SVGs of timelines
+    page = bundle["text/html"]
+    assert page.count("<svg") == 2 and "over budget" in page and "budget" in page
+    assert bundle["text/plain"].startswith("<ShapeExplorer traffic {1: 0.5")
+
+
+def test_figure_view_carries_plotly_json_and_a_static_fallback():
+    fig = go.Figure(go.Bar(x=[1, 2], y=[3.0, 4.0]), layout={"title": "demo"})
+    bundle = FigureView(fig, "<p>static</p>")._repr_mimebundle_()
+    plotly = bundle["application/vnd.plotly.v1+json"]
+    assert plotly["data"][0]["y"] == [3.0, 4.0] and "layout" in plotly and "config" in plotly
+    assert bundle["text/html"] == "<p>static</p>"
+    assert bundle["text/plain"] == "<FigureView: demo>"
+    assert "data" in FigureView(go.Figure(go.Bar(y=np.arange(3.0))), "")._repr_mimebundle_()[
+        "application/vnd.plotly.v1+json"]
+
+
+def test_bars_svg_draws_one_bar_per_value_and_the_budget_line():
+    svg = bars_svg("memory", ["a", "b", "c"], [10.0, None, 30.0], ["#111"] * 3,
+                   ["10", "n/a", "30"], line=20.0, line_label="budget")
+    assert svg.startswith("<svg") and svg.count("<rect") == 2
+    assert "<line" in svg and "budget" in svg and "n/a" in svg
+
+
+def test_images_html_embeds_real_pngs():
+    images = np.arange(2 * 16 * 16, dtype=np.float32).reshape(2, 1, 16, 16)
+    page = images_html(images, ["first", "second <b>"], ["green", "red"])
+    assert page.count("<img") == 2 and "second &lt;b&gt;" in page
+    data = base64.b64decode(re.search(r"base64,([^\"]+)", page).group(1))
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (16, 16)
+    idat = data.index(b"IDAT")
+    length = struct.unpack(">I", data[idat - 4:idat])[0]
+    raw = zlib.decompress(data[idat + 4:idat + 4 + length])
+    rows = np.frombuffer(raw, np.uint8).reshape(16, 17)
+    assert (rows[:, 0] == 0).all() and rows[0, 1] == 0 and rows[-1, -1] == 255

@@ -1,0 +1,359 @@
+"""ShapeExplorer: one dynamic model vs several fixed models, for a traffic mix and a budget.
+
+    from widgets.shape_explorer import ShapeExplorer
+    ShapeExplorer(traffic={1: 0.5, 8: 0.3, 32: 0.2}, gears=(1, 8, 32), budget_mib=120)
+    ShapeExplorer().to_figure()        # a plain plotly go.Figure, always available
+
+Three controls (view state only): a slider per batch size for the traffic mix (each request
+has that many images), a toggle per batch size for the gear set, and a memory budget slider.
+Everything drawn comes from :func:`acllab.checks.lesson08.compare`, a pure function of those
+controls (models compiled by ``compile_model``, timed by ``execute_ns``, sized by their memory
+plans): time per request for each batch size, throughput, and device memory of "one dynamic
+model with these gears", "one fixed model per gear" and the best deployment within the budget.
+Sliders update on release; the figure is built once and updated in ``batch_update()``.
+
+Where no widget front end runs (nbconvert, GitHub), the output carries a static drawing (inline
+SVG bars) and a table as HTML. :class:`FigureView` gives the same fallback to any plotly
+figure, and :func:`images_html` draws small grey images as PNGs for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import struct
+import zlib
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from acllab.checks.lesson08 import Comparison, Costing, compare, deployment_cost
+from acllab.hardware import MiB
+
+__all__ = ["ShapeExplorer", "FigureView", "images_html", "bars_svg", "COLOURS"]
+
+COLOURS = {"dynamic": "#1f77b4", "fixed": "#ff7f0e", "best": "#2ca02c", "over": "#c8c8c8"}
+_BARS = ("dynamic", "fixed", "best")
+
+
+def _esc(text) -> str:
+    return html.escape(str(text))
+
+
+# -- static fallbacks --------------------------------------------------------------------------
+
+def bars_svg(title: str, labels: list[str], values: list[float | None], colours: list[str],
+             texts: list[str], *, line: float | None = None, line_label: str = "",
+             width: int = 420) -> str:
+    """A small horizontal bar chart as SVG (a bar per label; ``None`` draws no bar)."""
+    left, row, top = 150, 26, 24
+    height = top + row * len(labels) + 10
+    top_value = max([v for v in values if v] + [line or 0, 1e-9])
+    plot = width - left - 90
+
+    def x(v: float) -> float:
+        return left + plot * v / top_value
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="sans-serif" font-size="11">',
+             f'<text x="4" y="14" font-weight="bold">{_esc(title)}</text>']
+    for i, (label, v, colour, text) in enumerate(zip(labels, values, colours, texts,
+                                                     strict=True)):
+        y = top + i * row
+        parts.append(f'<text x="{left - 6}" y="{y + 16}" text-anchor="end">{_esc(label)}</text>')
+        end = left
+        if v:
+            end = x(v)
+            parts.append(f'<rect x="{left}" y="{y + 4}" width="{end - left:.1f}" '
+                         f'height="{row - 8}" fill="{colour}"/>')
+        parts.append(f'<text x="{end + 4:.1f}" y="{y + 16}">{_esc(text)}</text>')
+    if line:
+        parts.append(f'<line x1="{x(line):.1f}" x2="{x(line):.1f}" y1="{top}" '
+                     f'y2="{height - 6}" stroke="#c0392b" stroke-dasharray="4 3"/>'
+                     f'<text x="{x(line) + 3:.1f}" y="{top - 3}" fill="#c0392b">'
+                     f'{_esc(line_label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _png(gray: np.ndarray) -> bytes:
+    """A greyscale 8-bit PNG of a 2-D array scaled to 0..255 (standard library only)."""
+    a = np.asarray(gray, dtype=np.float64)
+    lo, hi = float(a.min()), float(a.max())
+    pixels = np.round(255 * (a - lo) / (hi - lo if hi > lo else 1.0)).astype(np.uint8)
+    h, w = pixels.shape
+    raw = b"".join(b"\x00" + pixels[r].tobytes() for r in range(h))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def images_html(images, captions: list[str], colours: list[str] | None = None,
+                size_px: int = 72) -> str:
+    """Grey images (each 2-D, or 1xHxW) side by side as PNGs, each with a caption."""
+    colours = colours or ["inherit"] * len(captions)
+    cells = []
+    for img, caption, colour in zip(images, captions, colours, strict=True):
+        data = base64.b64encode(_png(np.squeeze(np.asarray(img)))).decode("ascii")
+        cells.append(f'<figure style="display:inline-block;margin:4px;text-align:center">'
+                     f'<img src="data:image/png;base64,{data}" width="{size_px}" '
+                     f'height="{size_px}" style="image-rendering:pixelated" alt="'
+                     f'{_esc(caption)}"/><figcaption style="font-size:11px;color:{colour}">'
+                     f"{_esc(caption)}</figcaption></figure>")
+    return f'<div class="acllab-images">{"".join(cells)}</div>'
+
+
+class FigureView:
+    """A plotly figure that also renders statically: JupyterLab draws the figure; nbconvert
+    and GitHub show ``fallback_html`` (a drawing and text) instead."""
+
+    def __init__(self, figure: go.Figure, fallback_html: str):
+        self.figure = figure
+        self.fallback_html = fallback_html
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        title = self.figure.layout.title.text or "figure"
+        return {"application/vnd.plotly.v1+json": _plotly_json(self.figure),
+                "text/html": self.fallback_html, "text/plain": f"<FigureView: {title}>"}
+
+
+def _plotly_json(figure: go.Figure) -> dict:
+    import json
+
+    import plotly.io as pio
+
+    out = json.loads(pio.to_json(figure, validate=False))
+    out.setdefault("config", {})
+    return out
+
+
+# -- the explorer ------------------------------------------------------------------------------
+
+def _bar_label(kind: str, comparison: Comparison, sep: str = " ") -> str:
+    if kind == "dynamic":
+        return f"1 dynamic{sep}model"
+    if kind == "fixed":
+        n = len(comparison.gears)
+        return f"{n} fixed{sep}model{'s' if n != 1 else ''}"
+    return f"best in{sep}budget"
+
+
+def _costings(comparison: Comparison) -> dict[str, Costing | None]:
+    return {"dynamic": comparison.dynamic, "fixed": comparison.fixed, "best": comparison.best}
+
+
+_MISSING = {"dynamic": "a dynamic model needs 2 or more gears",
+            "fixed": "choose at least one gear", "best": "no deployment fits the budget"}
+
+
+def _summary_bars(c: Comparison, sep: str = " ") -> tuple[list, list, list, list, list]:
+    """Labels, colours, hover texts, img/s and MiB of the three summary bars."""
+    costs = [_costings(c)[k] for k in _BARS]
+    labels = [_bar_label(k, c, sep) for k in _BARS]
+    colours = [COLOURS[k] if cost is not None and cost.fits(c.budget_bytes)
+               and not cost.unserved else COLOURS["over"] for k, cost in zip(_BARS, costs,
+                                                                              strict=True)]
+    hover = [str(cost) if cost is not None else _MISSING[k]
+             for k, cost in zip(_BARS, costs, strict=True)]
+    rate = [cost.images_per_s if cost is not None else None for cost in costs]
+    memory = [cost.memory_bytes / MiB if cost is not None else None for cost in costs]
+    return labels, colours, hover, rate, memory
+
+
+class ShapeExplorer:
+    """Traffic mix, gear set and memory budget -> time, throughput and memory, as a widget.
+
+    ``traffic`` maps a batch size to its share of requests (normalised); ``gears`` is the gear
+    set compared both ways (one dynamic model with these gears, or one fixed model per gear);
+    ``budget_mib`` limits the best deployment. ``batch_sizes`` are the sliders and toggles
+    offered (the traffic's own sizes are added).
+    """
+
+    def __init__(self, traffic: dict[int, float] | None = None, gears=(1, 8, 32),
+                 budget_mib: float = 120, batch_sizes=(1, 2, 4, 8, 16, 32)):
+        traffic = dict(traffic or {1: 0.5, 8: 0.3, 32: 0.2})
+        self.batch_sizes = tuple(sorted({int(b) for b in (*batch_sizes, *traffic, *gears)}))
+        self.traffic = {b: float(traffic.get(b, 0.0)) for b in self.batch_sizes}
+        self.gears = tuple(sorted({int(g) for g in gears}))
+        self.budget_bytes = int(budget_mib * MiB)
+        self._fig: go.FigureWidget | None = None
+        self._view = None
+        self._readout = None
+        self.mix_sliders: dict = {}
+        self.gear_buttons: dict = {}
+        self.budget_slider = None
+
+    def __repr__(self) -> str:
+        mix = ", ".join(f"{b}: {p:g}" for b, p in self.traffic.items() if p)
+        return (f"<ShapeExplorer traffic {{{mix}}}, gears {list(self.gears)}, budget "
+                f"{self.budget_bytes / MiB:,.0f} MiB>")
+
+    def comparison(self) -> Comparison:
+        """The pure function's answer for the current controls."""
+        traffic = self.traffic if any(self.traffic.values()) else {self.batch_sizes[0]: 1.0}
+        return compare(traffic, self.gears, self.budget_bytes)
+
+    # -- the figure ----------------------------------------------------------------------
+    def _traces(self, c: Comparison) -> list:
+        batches = list(c.traffic)
+        xs = [f"{b} ({c.traffic[b]:.0%})" for b in batches]
+        traces = []
+        for kind in ("dynamic", "fixed"):
+            cost = _costings(c)[kind]
+            routes = [cost.routes.get(b) if cost else None for b in batches]
+            traces.append(go.Bar(
+                name=_bar_label(kind, c), x=xs, y=[r.time_ns / 1e6 if r else None
+                                                   for r in routes],
+                marker={"color": COLOURS[kind]}, xaxis="x", yaxis="y", legendgroup=kind,
+                hovertext=[str(r) + (f", {r.padding} padded image(s)" if r and r.padding
+                                     else "") if r else "not served" for r in routes],
+                hoverinfo="text"))
+        labels, colours, hover, rate, memory = _summary_bars(c, "<br>")
+        traces.append(go.Bar(
+            name="throughput", x=labels, y=rate, marker={"color": colours},
+            text=[f"{v:,.0f}" if v else "n/a" for v in rate], textposition="auto",
+            xaxis="x2", yaxis="y2", hovertext=hover, hoverinfo="text", showlegend=False))
+        traces.append(go.Bar(
+            name="memory", x=labels, y=memory, marker={"color": colours},
+            text=[f"{v:,.0f}" if v else "n/a" for v in memory], textposition="auto",
+            xaxis="x3", yaxis="y3", hovertext=hover, hoverinfo="text", showlegend=False))
+        return traces
+
+    def _budget_shape(self, c: Comparison) -> dict:
+        return {"type": "line", "xref": "x3 domain", "yref": "y3", "x0": 0, "x1": 1,
+                "y0": c.budget_bytes / MiB, "y1": c.budget_bytes / MiB,
+                "line": {"color": "#c0392b", "width": 1.5, "dash": "dash"}}
+
+    def _title(self, c: Comparison) -> str:
+        best = c.best
+        return (f"budget {c.budget_bytes / MiB:,.0f} MiB; best: {best.deployment}"
+                if best else f"budget {c.budget_bytes / MiB:,.0f} MiB: nothing fits")
+
+    def to_figure(self) -> go.Figure:
+        """A static plotly figure for the current controls."""
+        c = self.comparison()
+        fig = make_subplots(rows=1, cols=3, column_widths=[0.45, 0.275, 0.275],
+                            horizontal_spacing=0.08,
+                            subplot_titles=("time per request (ms), by batch size (share)",
+                                            "throughput (img/s)", "device memory (MiB)"))
+        for i, trace in enumerate(self._traces(c)):
+            fig.add_trace(trace, row=1, col=1 if i < 2 else i)
+        fig.update_layout(
+            title={"text": self._title(c), "font": {"size": 13}}, barmode="group",
+            height=360, template="plotly_white", margin={"l": 50, "r": 20, "t": 70, "b": 50},
+            legend={"orientation": "h", "y": -0.18, "x": 0}, shapes=[self._budget_shape(c)])
+        fig.update_xaxes(tickangle=0)
+        return fig
+
+    def refresh(self) -> None:
+        """Redraw the widget from the controls' current values (one batch update)."""
+        if self._fig is None:
+            return
+        c = self.comparison()
+        traces = self._traces(c)
+        with self._fig.batch_update():
+            for old, new in zip(self._fig.data, traces, strict=True):
+                old.update(x=new.x, y=new.y, hovertext=new.hovertext, name=new.name,
+                           marker=new.marker, text=new.text)
+            self._fig.layout.title.text = self._title(c)
+            self._fig.layout.shapes = [self._budget_shape(c)]
+        if self._readout is not None:
+            self._readout.value = self.summary_html(c)
+
+    # -- the widget ----------------------------------------------------------------------
+    def widget(self):
+        """The controls, the FigureWidget and a readout (made once)."""
+        import ipywidgets as ipw
+
+        if self._view is not None:
+            return self._view
+        self._fig = go.FigureWidget(self.to_figure())
+        wide = {"description_width": "initial"}
+        for b in self.batch_sizes:
+            s = ipw.FloatSlider(value=self.traffic[b], min=0.0, max=1.0, step=0.05,
+                                description=f"batch {b}", continuous_update=False,
+                                readout_format=".2f", style=wide,
+                                layout=ipw.Layout(width="260px"))
+            s.add_class("acllab-shape-mix")
+            s.observe(self._changed, names="value")
+            self.mix_sliders[b] = s
+            t = ipw.ToggleButton(value=b in self.gears, description=str(b),
+                                 tooltip=f"gear / fixed model of batch {b}",
+                                 layout=ipw.Layout(width="48px"))
+            t.add_class("acllab-shape-gear")
+            t.observe(self._changed, names="value")
+            self.gear_buttons[b] = t
+        top = int(np.ceil((sum(_fixed_mib(b) for b in self.batch_sizes) + 20) / 50) * 50)
+        self.budget_slider = ipw.IntSlider(
+            value=int(round(self.budget_bytes / MiB)), min=20,
+            max=max(top, int(np.ceil(self.budget_bytes / MiB))), step=2,
+            description="memory budget (MiB)", continuous_update=False, style=wide,
+            layout=ipw.Layout(width="520px"))
+        self.budget_slider.add_class("acllab-shape-budget")
+        self.budget_slider.observe(self._changed, names="value")
+        self._readout = ipw.HTML(self.summary_html(self.comparison()))
+        mix = ipw.VBox([ipw.HTML("<b>traffic mix</b> (share of requests by batch size)"),
+                        *self.mix_sliders.values()])
+        gears = ipw.VBox([ipw.HTML("<b>gears</b> (one dynamic model with all of them, or "
+                                   "one fixed model each)"),
+                          ipw.HBox(list(self.gear_buttons.values())), self.budget_slider,
+                          self._readout])
+        self._view = ipw.VBox([ipw.HBox([mix, gears]), self._fig])
+        return self._view
+
+    def _changed(self, _change=None) -> None:
+        self.traffic = {b: float(s.value) for b, s in self.mix_sliders.items()}
+        self.gears = tuple(b for b, t in self.gear_buttons.items() if t.value)
+        self.budget_bytes = int(self.budget_slider.value) * MiB
+        self.refresh()
+
+    # -- text and static output ----------------------------------------------------------
+    def summary_html(self, c: Comparison | None = None) -> str:
+        """What the figure says, in a few lines of HTML."""
+        c = c or self.comparison()
+        rows = []
+        for kind in _BARS:
+            cost = _costings(c)[kind]
+            name = _esc(_bar_label(kind, c))
+            if cost is None:
+                rows.append(f"<li><b>{name}</b>: {_MISSING[kind]}</li>")
+                continue
+            over = " <b style='color:#c0392b'>over budget</b>" \
+                if not cost.fits(c.budget_bytes) else ""
+            head = f"<b>{name}</b>: " if kind == "best" else ""
+            rows.append(f"<li>{head}{_esc(cost)}{over}</li>")
+        return f'<ul class="acllab-shape-summary" style="margin:2px 0">{"".join(rows)}</ul>'
+
+    def to_html(self) -> str:
+        """The static fallback: throughput and memory as SVG bars, and the summary."""
+        c = self.comparison()
+        labels, colours, _, rate, memory = _summary_bars(c)
+        svg_rate = bars_svg("throughput (img/s)", labels, rate, colours,
+                            [f"{v:,.0f}" if v else "n/a" for v in rate])
+        svg_mem = bars_svg("device memory (MiB)", labels, memory, colours,
+                           [f"{v:,.0f}" if v else "n/a" for v in memory],
+                           line=c.budget_bytes / MiB, line_label="budget")
+        mix = ", ".join(f"{b}: {p:.0%}" for b, p in c.traffic.items())
+        return (f'<div class="acllab-shape-explorer"><p><b>ShapeExplorer</b> (static '
+                f"drawing; run the notebook for the sliders): traffic {{{_esc(mix)}}}, gears "
+                f"{_esc(list(c.gears))}, budget {c.budget_bytes / MiB:,.0f} MiB</p>"
+                f"{svg_rate}{svg_mem}{self.summary_html(c)}</div>")
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        data = {"text/html": self.to_html(), "text/plain": repr(self)}
+        try:
+            bundle = self.widget()._repr_mimebundle_(include=include, exclude=exclude)
+        except Exception:          # no widget support (no anywidget, no kernel): static only
+            return data
+        if isinstance(bundle, tuple):
+            bundle = bundle[0]
+        return {**(bundle or {}), **data}
+
+
+def _fixed_mib(batch: int) -> float:
+    return deployment_cost({"fixed": [batch]}, {batch: 1.0}).memory_bytes / MiB
