@@ -5,6 +5,8 @@ acllab (scenario -> trace -> figure) and hold view state only. acllab never impo
 package. In notebooks, alias ipywidgets as ``ipw``, never as ``widgets``.
 
     from widgets.timeline import Timeline       # lanes per stream and engine, live or static
+    from widgets.memory_map import MemoryMap    # device memory: driver vs runtime views
+    from widgets.copy_path import CopyPath      # pinned vs pageable copy paths, animated
     from widgets.check_panel import show        # a check's result as a pass/fail list
 
 Importing this package loads neither plotly nor ipywidgets (nor needs a kernel); the names
@@ -13,14 +15,17 @@ below are loaded on first use.
 
 from __future__ import annotations
 
-__all__ = ["Timeline", "show", "panel"]
+__all__ = ["Timeline", "MemoryMap", "CopyPath", "SweepChart", "ShapeExplorer", "show", "panel"]
+
+_MODULES = {"Timeline": "timeline", "MemoryMap": "memory_map", "CopyPath": "copy_path",
+            "SweepChart": "copy_path", "ShapeExplorer": "shape_explorer"}
 
 
 def __getattr__(name: str):
-    if name == "Timeline":
-        from .timeline import Timeline
+    if name in _MODULES:
+        import importlib
 
-        return Timeline
+        return getattr(importlib.import_module(f".{_MODULES[name]}", __name__), name)
     if name in ("show", "panel"):
         from . import check_panel
 
