@@ -56,6 +56,9 @@ def child_env():
     env = dict(os.environ)
     env.setdefault("PIP_DISABLE_PIP_VERSION_CHECK", "1")
     env.setdefault("PIP_NO_INPUT", "1")
+    # The simulation's numpy work is small: one BLAS thread avoids thread contention that
+    # makes tiny matrix products slow on busy machines (results are the same either way).
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env.pop("PYTHONHOME", None)
     return env
 

@@ -15,10 +15,12 @@ below are loaded on first use.
 
 from __future__ import annotations
 
-__all__ = ["Timeline", "MemoryMap", "CopyPath", "SweepChart", "ShapeExplorer", "show", "panel"]
+__all__ = ["Timeline", "MemoryMap", "CopyPath", "SweepChart", "ShapeExplorer",
+           "PipelineExplorer", "show", "panel"]
 
 _MODULES = {"Timeline": "timeline", "MemoryMap": "memory_map", "CopyPath": "copy_path",
-            "SweepChart": "copy_path", "ShapeExplorer": "shape_explorer"}
+            "SweepChart": "copy_path", "ShapeExplorer": "shape_explorer",
+            "PipelineExplorer": "pipeline_explorer"}
 
 
 def __getattr__(name: str):
