@@ -28,8 +28,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from acllab.checks.lesson08 import Comparison, Costing, compare, deployment_cost
 from acllab.hardware import MiB
+from acllab.model.deploy import Comparison, Costing, compare, deployment_cost
 
 __all__ = ["ShapeExplorer", "FigureView", "images_html", "bars_svg", "COLOURS"]
 

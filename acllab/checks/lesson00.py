@@ -14,18 +14,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import acl, sanitizer
-from ..memory import UNINIT_PATTERN
+from .. import acl
+from ..hardware import KiB
 from . import Call, Case, Item, call_learner, exercise, isolated, ran_item
+from ._common import (
+    first_difference,
+    format_hex,
+    format_us,
+    hazards,
+    new_case,
+    reads_uninit,
+    resources_item,
+    sanitizer_item,
+    teardown,
+)
 
 __all__ = ["grade_first_copy"]
 
-KiB = 1024
 _SIZES = ((1, 64), (64, 4 * KiB), (4 * KiB, 256 * KiB))   # one band per seed, in turn
-
-
-def _hex(data: bytes) -> str:
-    return " ".join(f"{b:02X}" for b in data)
 
 
 def _result_item(got, data: bytes) -> Item:
@@ -40,11 +46,10 @@ def _result_item(got, data: bytes) -> Item:
         return Item("result", False, f"first_copy returned {len(got):,} bytes, but data holds "
                                      f"{len(data):,}", hint)
     if got != data:
-        at = next(i for i, (a, b) in enumerate(zip(got, data, strict=True)) if a != b)
+        at = first_difference(got, data)
         text = (f"the bytes returned differ from data from byte {at:,} on (they read "
-                f"{_hex(got[at:at + 8])} ...)")
-        pattern = (UNINIT_PATTERN * (len(got) // 4 + 2))[at % 4:]
-        if got[at:] == pattern[:len(got) - at]:
+                f"{format_hex(got[at:at + 8])} ...)")
+        if reads_uninit(got, at):
             text += (", the DE AD BE EF pattern of memory that nothing has written: was the "
                      "copy in the right direction, and did it finish?")
         elif not any(got[at:]):
@@ -87,32 +92,26 @@ def _round_trip_item(call: Call, tasks, data: bytes) -> Item:
     first, last = h2d[0], back[-1]
     return Item("round trip", True,
                 f"task {first.id} {first.name} took data to the device, task {last.id} "
-                f"{last.name} brought it back ({(last.end_ns - first.start_ns) / 1000:,.1f} us "
-                "of virtual time)")
+                f"{last.name} brought it back ({format_us(last.end_ns - first.start_ns)} of "
+                "virtual time)")
 
 
 def _sanitizer_item(runtime) -> Item:
-    findings = [f for f in sanitizer.analyze(runtime) if f.kind != "leak"]
-    if not findings:
-        return Item("sanitizer", True, "no hazards: every read came after the copy that "
-                                       "wrote it")
-    first = findings[0]
-    more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
-    return Item("sanitizer", False, f"[{first.kind}] {first.message}{more}", first.fix)
+    return sanitizer_item(hazards(runtime), "no hazards: every read came after the copy that "
+                                            "wrote it", shown=1, more=" (and {n} more)")
 
 
-def _resources_item(runtime, released: bool) -> Item:
-    if not released:
+def _resources_item(runtime, failed: list[str]) -> Item:
+    if failed:              # the caller's reset_device failed
         return Item("resources", False, "the caller could not reset its device afterwards: "
                                         "first_copy reset the device or finalised pyACL",
                     "the device and pyACL belong to the caller: release only what "
                     "first_copy allocated")
-    if runtime.leaks:
-        shown = "; ".join(leak.split(": ", 1)[-1] for leak in runtime.leaks[:3])
-        return Item("resources", False, f"first_copy left memory behind: {shown}",
-                    "free every buffer you allocate: acl.rt.free for acl.rt.malloc, "
-                    "acl.rt.free_host for acl.rt.malloc_host")
-    return Item("resources", True, "nothing leaked: the caller's teardown found no leftovers")
+    return resources_item(runtime, [], "first_copy", leaked="{function} left memory behind: ",
+                          shown=3, more="",
+                          leaked_hint="free every buffer you allocate: acl.rt.free for "
+                                      "acl.rt.malloc, acl.rt.free_host for acl.rt.malloc_host",
+                          clean="nothing leaked: the caller's teardown found no leftovers")
 
 
 @exercise("00.tour", "first_copy: a round trip through device memory (optional)", "first_copy")
@@ -128,14 +127,11 @@ def grade_first_copy(fn, seed: int) -> Case:
         acl.init()
         acl.rt.set_device(device_id)
         call = call_learner(fn, acl, data)
-        case = Case(label, warnings=call.warnings, runtime=runtime)
-        if call.not_done:
-            case.not_done = True
+        case = new_case(label, call, runtime)
+        if case.not_done:
             return case
         tasks = runtime.tasks[call.first_task:]
-        acl.rt.synchronize_device()
-        released = acl.rt.reset_device(device_id) == 0
-        acl.finalize()
+        failed = teardown(device=device_id, reset_failed="the device (reset_device failed)")
 
         case.items.append(ran_item(call, "first_copy"))
         if call.error is not None:
@@ -143,5 +139,5 @@ def grade_first_copy(fn, seed: int) -> Case:
         case.items.append(_result_item(call.value, data))
         case.items.append(_round_trip_item(call, tasks, data))
         case.items.append(_sanitizer_item(runtime))
-        case.items.append(_resources_item(runtime, released))
+        case.items.append(_resources_item(runtime, failed))
         return case

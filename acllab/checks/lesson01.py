@@ -33,6 +33,7 @@ from ..errors import code_name
 from ..hardware import PROFILES
 from ..streams import Context, Stream
 from . import Call, Case, Item, call_learner, exercise, isolated, ran_item
+from ._common import join_first, leak_texts, new_case, qualified, short_repr
 
 __all__ = ["grade_setup", "grade_teardown", "STREAM_LIMIT"]
 
@@ -56,14 +57,6 @@ _CODE_HINTS = {
 }
 
 
-def _qualified(name: str) -> str:
-    """'create_context' -> 'acl.rt.create_context' (the api log keeps the bare name)."""
-    for module in ("rt", "mdl", "util"):
-        if name in getattr(acl, module).__all__:
-            return f"acl.{module}.{name}"
-    return f"acl.{name}"
-
-
 def _code(code: int) -> str:
     return f"{code} ({code_name(code)})"
 
@@ -74,12 +67,7 @@ def _calls(runtime, since: int) -> list[tuple[str, int]]:
 
 
 def _failures(calls: list[tuple[str, int]]) -> list[str]:
-    return [f"{_qualified(name)} returned {_code(ret)}" for name, ret in calls if ret]
-
-
-def _show(value, width: int = 70) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return [f"{qualified(name)} returned {_code(ret)}" for name, ret in calls if ret]
 
 
 def _unpack(value) -> tuple[object, int | None, str]:
@@ -87,7 +75,7 @@ def _unpack(value) -> tuple[object, int | None, str]:
     if (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], int)
             and not isinstance(value[1], bool)):
         return value[0], value[1], ""
-    return None, None, (f"setup returned {_show(value)}, not a pair (res, ret): return "
+    return None, None, (f"setup returned {short_repr(value)}, not a pair (res, ret): return "
                         "(res, 0) on success and (None, ret) on failure, as pyACL calls "
                         "return their values with the code last")
 
@@ -101,9 +89,7 @@ def _leftovers(runtime) -> list[str]:
     if runtime.initialized:
         found.append("pyACL is still initialised (acl.finalize() was never called)")
         acl.finalize()
-    found += [leak.split(": ", 1)[-1] + f" (found by {leak.split(': ', 1)[0]})"
-              for leak in runtime.leaks]
-    return found
+    return found + leak_texts(runtime.leaks, " (found by {source})")
 
 
 def _renamed(item: Item, name: str) -> Item:
@@ -134,9 +120,8 @@ def grade_setup(fn, seed: int) -> Case:
     with isolated(**settings) as runtime:
         mark = len(runtime.api_log)
         call = call_learner(fn, acl, device_id)
-        case = Case(label, warnings=call.warnings, runtime=runtime)
-        if call.not_done:
-            case.not_done = True
+        case = new_case(label, call, runtime)
+        if case.not_done:
             return case
         case.items.append(_renamed(ran_item(call, "setup"), "setup runs"))
         if call.error is not None:
@@ -166,7 +151,7 @@ def _grade_setup_works(case: Case, runtime, call: Call, calls, device_id: int, r
         return
     if not isinstance(res, dict) or not all(isinstance(res.get(k), int) for k in _KEYS):
         case.items.append(Item(
-            "result", False, f"res is {_show(res)}: it must be a dict with the int handles "
+            "result", False, f"res is {short_repr(res)}: it must be a dict with the int handles "
                              "'device', 'context' and 'stream'",
             'return {"device": device_id, "context": context, "stream": stream}, 0'))
         return
@@ -274,10 +259,9 @@ def _clean_after_setup(runtime, res: dict) -> Item:
     acl.rt.reset_device(res["device"])
     acl.finalize()
     if runtime.leaks:
-        shown = [leak.split(": ", 1)[-1] for leak in runtime.leaks[:4]]
         return Item("nothing extra", False,
                     "after the caller released what res holds, finalize still found: "
-                    + "; ".join(shown),
+                    + "; ".join(leak_texts(runtime.leaks)[:4]),
                     "setup makes exactly what it returns: one set_device, one context, one "
                     "stream; anything else is never released")
     return Item("nothing extra", True, "once the caller released what res holds, finalize "
@@ -291,14 +275,14 @@ def _grade_setup_fails(case: Case, runtime, call: Call, calls, kind: str) -> Non
         case.items.append(Item("reports the error", False, why,
                                "on a failure: return None, ret"))
     elif ret == 0:
-        what = (f"{_qualified(first[1])} failed" if first else
+        what = (f"{qualified(first[1])} failed" if first else
                 "the device id does not exist" if kind == "bad id" else "a call failed")
         case.items.append(Item(
             "reports the error", False, f"setup returned ret 0, but {what}: its caller would "
                                         "go on as if it had a device, a context and a stream",
             "check the ret of every call; at the first non-zero one, clean up and return it"))
     elif ret != (first[2] if first else 107001 if kind == "bad id" else None):
-        what = _qualified(first[1]) if first else "the device check"
+        what = qualified(first[1]) if first else "the device check"
         case.items.append(Item(
             "reports the error", False, f"setup returned ret={ret}, which is not the code "
                                         f"that {what} returned",
@@ -307,10 +291,10 @@ def _grade_setup_fails(case: Case, runtime, call: Call, calls, kind: str) -> Non
     elif res:
         case.items.append(Item(
             "reports the error", False, f"setup returned the error code together with res "
-                                        f"{_show(res)}",
+                                        f"{short_repr(res)}",
             "return None as res on a failure, so nobody uses half-made resources"))
     else:
-        where = f"the code of {_qualified(first[1])}" if first else "the device id's code"
+        where = f"the code of {qualified(first[1])}" if first else "the device id's code"
         case.items.append(Item("reports the error", True,
                                f"setup returned (None, ret) with {where}, which failed"))
     after = calls[first[0] + 1:] if first else calls
@@ -319,7 +303,7 @@ def _grade_setup_fails(case: Case, runtime, call: Call, calls, kind: str) -> Non
     if cleanup or left:
         text = []
         if cleanup:
-            text.append((f"after {_qualified(first[1])} failed, setup went on: " if first
+            text.append((f"after {qualified(first[1])} failed, setup went on: " if first
                          else "") + "; ".join(cleanup[:3]))
         if left:
             text.append("left behind: " + "; ".join(left[:4]))
@@ -356,9 +340,8 @@ def grade_teardown(fn, seed: int) -> Case:
             acl.rt.set_context(default_ctx)
         mark = len(runtime.api_log)
         call = call_learner(fn, acl, dict(res))
-        case = Case(label, warnings=call.warnings, runtime=runtime)
-        if call.not_done:
-            case.not_done = True
+        case = new_case(label, call, runtime)
+        if case.not_done:
             return case
         calls = _calls(runtime, mark)
         case.items.append(_renamed(ran_item(call, "teardown"), "teardown runs"))
@@ -370,8 +353,7 @@ def grade_teardown(fn, seed: int) -> Case:
         case.items.append(Item(
             "nothing left", not left,
             "finalize found nothing left over: every resource was released by teardown"
-            if not left else "; ".join(left[:4]) + (f"; and {len(left) - 4} more"
-                                                    if len(left) > 4 else ""),
+            if not left else join_first(left, 4),
             "" if not left else "release everything setup made, stream first and finalize "
                                 "last; what you skip is reported as a leak"))
         return case
@@ -383,7 +365,7 @@ def _codes_item(calls) -> Item:
         return Item("return codes", True, f"all {len(calls)} pyACL calls of teardown "
                                           "returned 0")
     name, ret = failed[0]
-    shown = "; ".join(f"{_qualified(n)} returned {_code(r)}" for n, r in failed[:3])
+    shown = "; ".join(f"{qualified(n)} returned {_code(r)}" for n, r in failed[:3])
     return Item("return codes", False, shown,
                 _CODE_HINTS.get(ret, "acl.get_recent_err_msg() after the call explains it"))
 

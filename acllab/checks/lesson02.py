@@ -22,15 +22,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import acl, sanitizer
+from .. import acl
 from ..constants import MALLOC_POLICY_NAMES
-from ..hardware import HUGE_PAGE, MiB, ceil_div
-from ..memory import UNINIT_PATTERN, round_device_size
+from ..hardware import HUGE_PAGE, KiB, MiB, ceil_div
+from ..memory import round_device_size
 from . import Call, Case, Item, call_learner, exercise, isolated, ran_item
+from ._common import (
+    first_difference,
+    hazards,
+    join_first,
+    new_case,
+    resources_item,
+    sanitizer_item,
+    teardown,
+    uninit_pattern,
+)
 
 __all__ = ["grade_allocate", "grade_roundtrip", "fit_budget_case", "huge_pages_needed", "CALLS"]
-
-KiB = 1024
 
 
 def _size(n: int) -> str:
@@ -48,20 +56,14 @@ def _pages(n: int) -> str:
 
 def _leaks_item(runtime, failed: list[str], function: str) -> Item:
     """'resources': the caller's teardown found nothing left and could free its own things."""
-    if failed:
-        return Item("resources", False,
-                    f"{function} released things that belong to its caller: " + "; ".join(failed),
-                    "release only what your function allocated for itself (and never call "
-                    "reset_device or finalize in a helper)")
-    if runtime.leaks:
-        shown = [leak.split(": ", 1)[-1] for leak in runtime.leaks[:4]]
-        more = f"; and {len(runtime.leaks) - 4} more" if len(runtime.leaks) > 4 else ""
-        return Item("resources", False,
-                    f"the caller's teardown found {len(runtime.leaks)} thing(s) still allocated: "
-                    + "; ".join(shown) + more,
-                    "free every block you allocate and do not keep for the caller: "
-                    "acl.rt.free for device memory, acl.rt.free_host for pinned memory")
-    return Item("resources", True, "nothing leaked: reset_device and finalize found no leftovers")
+    return resources_item(
+        runtime, failed, function,
+        released_hint="release only what your function allocated for itself (and never call "
+                      "reset_device or finalize in a helper)",
+        leaked="the caller's teardown found {n} thing(s) still allocated: ",
+        leaked_hint="free every block you allocate and do not keep for the caller: "
+                    "acl.rt.free for device memory, acl.rt.free_host for pinned memory",
+        clean="nothing leaked: reset_device and finalize found no leftovers")
 
 
 # -- 02.fit_budget -----------------------------------------------------------------------------
@@ -111,29 +113,24 @@ def grade_allocate(fn, seed: int) -> Case:
         heap = runtime.devices[0].heap
 
         call = call_learner(fn, acl, list(sizes))
-        case = Case(label, warnings=call.warnings, runtime=runtime)
-        if call.not_done:
-            case.not_done = True
+        case = new_case(label, call, runtime)
+        if case.not_done:
             return case
 
         # a snapshot of the heap as the function left it, before the caller frees anything
         live = dict(heap.live)
         problems, blocks = _returned_blocks(call.value, sizes, live)
-        failed = []
-        for ptr in dict.fromkeys(b.start for b in blocks if b is not None):
-            if acl.rt.free(ptr) != 0:
-                failed.append(f"the buffer at 0x{ptr:x} (acl.rt.free failed: it was freed "
-                              "already)")
-        acl.rt.reset_device(0)
-        acl.finalize()
+        failed = teardown([(f"the buffer at 0x{ptr:x} (acl.rt.free failed: it was freed "
+                            "already)", (acl.rt.free, ptr))
+                           for ptr in dict.fromkeys(b.start for b in blocks if b is not None)],
+                          synchronize=False)
 
         case.items.append(ran_item(call, "allocate"))
         if call.error is not None:
             return case
         case.items.append(Item(
             "buffers", not problems,
-            "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3
-                                       else "") if problems else
+            join_first(problems, 3) if problems else
             f"allocate returned {len(sizes)} live device buffers, each as large as asked",
             "" if not problems else
             "return a list with one device address per size, in the order of `sizes`, each "
@@ -211,8 +208,8 @@ def _placement_item(sizes: list[int], blocks: list, live: dict, pool: int) -> It
         elif pages > huge_pages_needed(size):
             holders.append(f"buffer {k} ({_size(size)}) holds {_pages(pages)}: its block is "
                            f"{block.size:,} B usable, {block.size - size} B more than asked")
-    why = ("; the pool's " + _pages(total) + " went elsewhere: " + "; ".join(holders[:3])
-           + (f"; and {len(holders) - 3} more" if len(holders) > 3 else "")) if holders else ""
+    why = ("; the pool's " + _pages(total) + " went elsewhere: " + join_first(holders, 3)
+           if holders else "")
     spare = total - sum(b.reserved for b in live.values() if b.page == "huge") // HUGE_PAGE
     if spare > 0:
         why += f"; {spare} of the pool's {_pages(total)} stayed free"
@@ -255,11 +252,8 @@ def grade_roundtrip(fn, seed: int) -> Case:
         if call.not_done:
             case.not_done = True
             return case
-        failed = []
-        if acl.rt.destroy_stream(stream) != 0:
-            failed.append("the stream (acl.rt.destroy_stream failed)")
-        acl.rt.reset_device(0)
-        acl.finalize()
+        failed = teardown([("the stream (acl.rt.destroy_stream failed)",
+                            (acl.rt.destroy_stream, stream))], synchronize=False)
 
         item = ran_item(call, "roundtrip")
         if call.error is not None:
@@ -284,9 +278,9 @@ def _results_item(results: list, payloads: list[bytes]) -> Item:
         elif len(got) != len(want):
             problem = f"{what} {len(got):,} bytes for a payload of {len(want):,}"
         elif bytes(got) != want:
-            at = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
+            at = first_difference(got, want)
             problem = f"{what} bytes that differ from the payload from byte {at:,} on"
-            if bytes(got[at:at + 4]) == (UNINIT_PATTERN * 2)[at % 4:at % 4 + 4]:
+            if bytes(got[at:at + 4]) == uninit_pattern(at, 4):
                 problem += (" (DE AD BE EF: memory nothing had written yet, so that chunk "
                             "was read before its copy ended)")
         if problem:
@@ -338,14 +332,10 @@ def _flat_item(views: list[tuple]) -> Item:
 
 
 def _sanitizer_item(runtime) -> Item:
-    findings = [f for f in sanitizer.analyze(runtime) if f.kind != "leak"]
-    if not findings:
-        return Item("sanitizer", True, "no hazards: nothing was freed or read while a copy "
-                                       "still used it")
-    lines = [f"[{f.kind}] {f.message}" for f in findings[:2]]
-    if len(findings) > 2:
-        lines.append(f"... and {len(findings) - 2} more")
-    fix = findings[0].fix
-    if findings[0].kind == "use-after-free":
-        fix = ("acl.rt.free does not wait for the stream: " + fix)
-    return Item("sanitizer", False, "\n".join(lines), fix)
+    def fix(first) -> str:
+        if first.kind == "use-after-free":
+            return "acl.rt.free does not wait for the stream: " + first.fix
+        return first.fix
+
+    return sanitizer_item(hazards(runtime), "no hazards: nothing was freed or read while a "
+                                            "copy still used it", shown=2, fix=fix)

@@ -27,25 +27,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import acl, sanitizer
+from .. import acl
 from ..constants import ACL_MEM_MALLOC_HUGE_ONLY, ACL_MEMCPY_HOST_TO_DEVICE
-from ..hardware import PROFILES, DeviceProfile, ceil_div, transfer_ns
+from ..hardware import PROFILES, DeviceProfile, KiB, MiB, ceil_div, transfer_ns
 from . import Call, Case, Item, call_learner, exercise, isolated, ran_item
+from ._common import (
+    first_difference,
+    format_hex,
+    format_us,
+    hazards,
+    is_int,
+    join_first,
+    new_case,
+    qualified,
+    resources_item,
+    sanitizer_item,
+    teardown,
+    uninit_pattern,
+)
 
 __all__ = ["grade_upload", "grade_predict", "measure_copy_ns", "Measured"]
 
-KiB = 1024
-MiB = 1024 * KiB
-
 _WAITS = ("synchronize",)      # API calls in which the host only waits
-
-
-def _us(ns: float) -> str:
-    return f"{ns / 1000:,.1f} us"
-
-
-def _hex(data: bytes) -> str:
-    return " ".join(f"{b:02X}" for b in data)
+# the uninitialised pattern as any 4 bytes of it read, whatever their alignment
+_UNINIT_WORDS = tuple(uninit_pattern(offset, 4) for offset in range(4))
 
 
 # -- 03.pinned_pipeline ------------------------------------------------------------------------
@@ -67,9 +72,8 @@ def grade_upload(fn, seed: int) -> Case:
         first_call = len(runtime.api_log)
 
         call = call_learner(fn, acl, list(chunks), stream)
-        case = Case(label, warnings=call.warnings, runtime=runtime)
-        if call.not_done:
-            case.not_done = True
+        case = new_case(label, call, runtime)
+        if case.not_done:
             return case
         tasks = runtime.tasks[call.first_task:]
         calls = runtime.api_log[first_call:]
@@ -80,14 +84,13 @@ def grade_upload(fn, seed: int) -> Case:
                for p, n in zip(pointers, sizes, strict=True)]
         failed = [f"the device buffer of chunk {i} (upload freed it)"
                   for i, p in enumerate(raw) if _freed_device_buffer(runtime, p)]
-        for p in dict.fromkeys(raw):                 # ... and frees what it was given
-            region = runtime.space.find(p) if p else None
-            if region is not None and region.kind == "device" and region.start == p:
-                acl.rt.free(p)
-        if not default_stream and acl.rt.destroy_stream(stream) != 0:
-            failed.append("the stream (acl.rt.destroy_stream failed)")
-        acl.rt.reset_device(0)
-        acl.finalize()
+        # ... and frees what it was given
+        release = [("", (acl.rt.free, p)) for p in dict.fromkeys(raw)
+                   if _starts_device_region(runtime, p)]
+        if not default_stream:
+            release.append(("the stream (acl.rt.destroy_stream failed)",
+                            (acl.rt.destroy_stream, stream)))
+        failed += teardown(release, synchronize=False)
 
         case.items.append(ran_item(call, "upload"))
         if call.error is not None:
@@ -111,8 +114,7 @@ def _device_pointers(runtime, value, sizes: list[int]) -> tuple[list[int], list[
     if len(value) != count:
         return [0] * count, [0] * count, (f"upload returned {len(value)} pointer(s) for {count} "
                                           "chunks: one device pointer per chunk, in order")
-    raw = [int(p) if isinstance(p, (int, np.integer)) and not isinstance(p, bool) else 0
-           for p in value]
+    raw = [int(p) if is_int(p) else 0 for p in value]
     pointers, problems = [], []
     for i, (p, n) in enumerate(zip(raw, sizes, strict=True)):
         region = runtime.space.find(p) if p else None
@@ -137,8 +139,13 @@ def _device_pointers(runtime, value, sizes: list[int]) -> tuple[list[int], list[
             pointers.append(p)
             continue
         pointers.append(0)
-    return raw, pointers, "; ".join(problems[:3]) + (
-        f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+    return raw, pointers, join_first(problems, 3)
+
+
+def _starts_device_region(runtime, p: int) -> bool:
+    """Whether ``p`` starts a device region that ``runtime.space`` still finds."""
+    region = runtime.space.find(p) if p else None
+    return region is not None and region.kind == "device" and region.start == p
 
 
 def _freed_device_buffer(runtime, p: int) -> bool:
@@ -167,16 +174,14 @@ def _results_item(pointer_problem: str, got: list, chunks: list[bytes]) -> Item:
         if others:
             bad.append(f"the buffer of chunk {i} holds the bytes of chunk {others[0]}")
             continue
-        at = next(k for k, (a, b) in enumerate(zip(data, want, strict=True)) if a != b)
+        at = first_difference(data, want)
         text = (f"the buffer of chunk {i} differs from chunk {i} from byte {at:,} on "
-                f"(it has {_hex(data[at:at + 8])} ...)")
-        if data[at:at + 4] in (b"\xde\xad\xbe\xef", b"\xad\xbe\xef\xde", b"\xbe\xef\xde\xad",
-                               b"\xef\xde\xad\xbe"):
+                f"(it has {format_hex(data[at:at + 8])} ...)")
+        if data[at:at + 4] in _UNINIT_WORDS:
             text += ", the DE AD BE EF pattern of memory nothing has written"
         bad.append(text)
     if bad:
-        return Item("results", False, "; ".join(bad[:2])
-                    + (f"; and {len(bad) - 2} more" if len(bad) > 2 else ""),
+        return Item("results", False, join_first(bad, 2),
                     "copy each whole chunk (len(chunk) bytes) into pinned memory, then from "
                     "there into that chunk's own device buffer")
     return Item("results", True, f"each of the {len(chunks)} device buffers holds its chunk, "
@@ -240,8 +245,9 @@ def _async_item(copies: list[list], calls) -> Item:
         if first.stream is None:
             return Item("asynchronous", False,
                         f"chunk {i} was sent by the blocking acl.rt.memcpy (task {first.id} "
-                        f"{first.name}): the host waited {_us(last.end_ns - first.start_ns)} for "
-                        "it and could do nothing else", hint)
+                        f"{first.name}): the host waited "
+                        f"{format_us(last.end_ns - first.start_ns)} for it and could do nothing "
+                        "else", hint)
         issued = _issuing_call(first, calls)
         if issued is not None and issued[2] >= last.end_ns:
             held.append((i, issued, last))
@@ -249,8 +255,9 @@ def _async_item(copies: list[list], calls) -> Item:
         i, issued, last = held[0]
         return Item("asynchronous", False,
                     f"acl.rt.memcpy_async for chunk {i} held the host from "
-                    f"{_us(issued[1])} to {_us(issued[2])}, until its copy (task {last.id}) had "
-                    "ended: with pageable memory the call silently becomes synchronous"
+                    f"{format_us(issued[1])} to {format_us(issued[2])}, until its copy (task "
+                    f"{last.id}) had ended: with pageable memory the call silently becomes "
+                    "synchronous"
                     + (f" ({len(held)} of {len(copies)} chunks)" if len(held) > 1 else ""),
                     hint)
     if not any(copies):
@@ -260,7 +267,7 @@ def _async_item(copies: list[list], calls) -> Item:
                   default=0)
     return Item("asynchronous", True,
                 "every memcpy_async returned while its copy was still running"
-                + (f" (up to {_us(longest)} before the copy ended)" if longest > 0 else ""))
+                + (f" (up to {format_us(longest)} before the copy ended)" if longest > 0 else ""))
 
 
 def _overlap_item(copies: list[list], calls) -> Item:
@@ -274,68 +281,50 @@ def _overlap_item(copies: list[list], calls) -> Item:
             c = during[0]
             return Item("overlap", True,
                         f"the host went on while the copies ran: for example it called "
-                        f"{_qualified(c[0])} at {_us(c[1])}, while task {t.id} {t.name} was "
-                        f"copying ({_us(t.start_ns)}-{_us(t.end_ns)})")
+                        f"{qualified(c[0])} at {format_us(c[1])}, while task {t.id} {t.name} was "
+                        f"copying ({format_us(t.start_ns)}-{format_us(t.end_ns)})")
     where = ""
     if dma:
         t = dma[0]
         after = [c for c in calls if c[1] >= t.start_ns]
         if after and after[0][0].startswith(_WAITS):
             where = (f": after queueing task {t.id} {t.name} the host called "
-                     f"{_qualified(after[0][0])} and waited until {_us(after[0][2])}")
+                     f"{qualified(after[0][0])} and waited until {format_us(after[0][2])}")
     return Item("overlap", False,
                 "the host never worked while a copy ran: it only waited" + where,
                 "queue every chunk first (prepare chunk i+1 while chunk i is copied), and "
                 "synchronise once, after the loop, before releasing the pinned memory")
 
 
-def _qualified(name: str) -> str:
-    if name.startswith("host:"):
-        return name
-    for module in ("rt", "util", "mdl"):
-        if name in getattr(getattr(acl, module), "__all__", ()):
-            return f"acl.{module}.{name}"
-    return f"acl.{name}"
-
-
 def _sanitizer_item(runtime) -> Item:
-    findings = [f for f in sanitizer.analyze(runtime) if f.kind != "leak"]
-    if not findings:
-        return Item("sanitizer", True, "no hazards: no copy raced with the host, and no "
-                                       "buffer was freed or refilled while a copy used it")
-    lines = [f"[{f.kind}] {f.message}" for f in findings[:3]]
-    if len(findings) > 3:
-        lines.append(f"... and {len(findings) - 3} more")
-    first = findings[0]
-    fix = first.fix
-    if first.kind == "race":
-        fix += ("; or give every chunk its own pinned buffer, so no buffer is refilled while "
-                "a copy still reads it")
-    elif first.kind == "use-after-free":
-        fix = ("synchronize the stream once, after queueing every chunk, and only then "
-               "free the pinned buffers")
-    return Item("sanitizer", False, "\n".join(lines), fix)
+    def fix(first) -> str:
+        if first.kind == "race":
+            return first.fix + ("; or give every chunk its own pinned buffer, so no buffer is "
+                                "refilled while a copy still reads it")
+        if first.kind == "use-after-free":
+            return ("synchronize the stream once, after queueing every chunk, and only then "
+                    "free the pinned buffers")
+        return first.fix
+
+    return sanitizer_item(hazards(runtime), "no hazards: no copy raced with the host, and no "
+                                            "buffer was freed or refilled while a copy used it",
+                          fix=fix)
 
 
 def _resources_item(runtime, failed: list[str]) -> Item:
-    if failed:
-        return Item("resources", False,
-                    "upload released things that belong to its caller: " + "; ".join(failed),
-                    "the device buffers you return belong to the caller, and so does the "
-                    "stream: free only the pinned memory you allocated")
-    if runtime.leaks:
-        shown = [leak.split(": ", 1)[-1] for leak in runtime.leaks[:4]]
-        more = f"; and {len(runtime.leaks) - 4} more" if len(runtime.leaks) > 4 else ""
-        hint = ("pinned memory is scarce: acl.rt.free_host every buffer from "
-                "acl.rt.malloc_host once the copies that read it have finished")
-        if not any("pinned" in leak for leak in runtime.leaks):
-            hint = ("return every device buffer you allocate (the caller frees those), and "
-                    "release anything else you create before returning")
-        return Item("resources", False,
-                    f"upload left {len(runtime.leaks)} thing(s) behind: " + "; ".join(shown)
-                    + more, hint)
-    return Item("resources", True, "nothing leaked: all pinned memory was released, and the "
-                                   "caller freed every device buffer")
+    if any("pinned" in leak for leak in runtime.leaks):
+        leaked_hint = ("pinned memory is scarce: acl.rt.free_host every buffer from "
+                       "acl.rt.malloc_host once the copies that read it have finished")
+    else:
+        leaked_hint = ("return every device buffer you allocate (the caller frees those), and "
+                       "release anything else you create before returning")
+    return resources_item(
+        runtime, failed, "upload",
+        released_hint="the device buffers you return belong to the caller, and so does the "
+                      "stream: free only the pinned memory you allocated",
+        leaked_hint=leaked_hint,
+        clean="nothing leaked: all pinned memory was released, and the caller freed every "
+              "device buffer")
 
 
 # -- 03.predict --------------------------------------------------------------------------------
@@ -440,7 +429,7 @@ def grade_predict(fn, seed: int) -> Case:
     case.items.append(Item("runs", True, f"predict_copy_ns ran and returned for all "
                                          f"{len(measured)} copies"))
     values = [calls[k].value for k in range(len(measured))]
-    wrong_type = [(m, v) for m, v in zip(measured, values, strict=True) if not _is_int(v)]
+    wrong_type = [(m, v) for m, v in zip(measured, values, strict=True) if not is_int(v)]
     if wrong_type:
         m, v = wrong_type[0]
         case.items.append(Item(
@@ -455,10 +444,6 @@ def grade_predict(fn, seed: int) -> Case:
                  if m.pinned == pinned]
         case.items.append(_prediction_item(group, pinned))
     return case
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def _prediction_item(group: list[tuple[Measured, int]], pinned: bool) -> Item:

@@ -24,109 +24,80 @@ from itertools import pairwise
 
 import numpy as np
 
-from .. import acl, sanitizer, trace
+from .. import acl, trace
 from ..constants import (
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_HOST_TO_DEVICE,
     ACL_MEMCPY_HOST_TO_HOST,
 )
-from ..memory import UNINIT_PATTERN
+from ..hardware import KiB, MiB
 from . import Call, Case, Item, call_learner, exercise, isolated, ran_item
+from ._common import (
+    BytesWording,
+    describe_bytes,
+    finding_line,
+    format_us,
+    hazards,
+    join_first,
+    new_case,
+    release_each,
+    resources_item,
+    sanitizer_item,
+    teardown,
+)
 
 __all__ = ["grade_fetch", "grade_pipeline"]
 
-KiB = 1024
-MiB = 1024 * KiB
+# lesson04's wording of wrong bytes: the copy had not finished
+_BYTES = BytesWording(
+    empty="{what} is empty (a failed read returns b''; see the warnings)",
+    length="{what} has {got:,} bytes, but the buffer holds {want:,}",
+    other="{what} holds the bytes of {name}",
+    differs="{what} differs from the right bytes from byte {at:,} on (it has {sample} ...)",
+    uninit=(", the DE AD BE EF pattern acllab puts in memory that nothing has written yet: "
+            "the copy had not finished when this memory was read"))
 
 
-def _us(ns: int) -> str:
-    return f"{ns / 1000:,.1f} us"
+# _describe_bytes and _resources_item word the shared helpers for lesson 04; lesson 06 imports
+# them, and _teardown, by these names
 
-
-def _hex(data: bytes) -> str:
-    return " ".join(f"{b:02X}" for b in data)
+_teardown = teardown
 
 
 def _describe_bytes(got, want: bytes, what: str, others: dict[str, bytes] | None = None) -> str:
     """Why ``got`` is not ``want``, without showing ``want``; '' when they are equal."""
-    if not isinstance(got, (bytes, bytearray)):
-        return f"{what} is a {type(got).__name__}, not bytes"
-    got = bytes(got)
-    if got == want:
-        return ""
-    if not got:
-        return f"{what} is empty (a failed read returns b''; see the warnings)"
-    if len(got) != len(want):
-        return f"{what} has {len(got):,} bytes, but the buffer holds {len(want):,}"
-    for name, other in (others or {}).items():
-        if got == other:
-            return f"{what} holds the bytes of {name}"
-    at = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
-    sample = got[at:at + 8]
-    text = f"{what} differs from the right bytes from byte {at:,} on (it has {_hex(sample)} ...)"
-    pattern = (UNINIT_PATTERN * (len(got) // 4 + 2))[at % 4:]
-    if got[at:] == pattern[:len(got) - at]:
-        text += (", the DE AD BE EF pattern acllab puts in memory that nothing has written "
-                 "yet: the copy had not finished when this memory was read")
-    return text
-
-
-def _teardown(release: list[tuple[str, object]]) -> list[str]:
-    """The caller synchronises, releases what it owns, resets the device and finalises.
-
-    Returns the caller's releases that failed, i.e. the things the learner released instead.
-    """
-    acl.rt.synchronize_device()
-    failed = []
-    for what, (fn, arg) in release:
-        if fn(arg) != 0:
-            failed.append(what)
-    acl.rt.reset_device(0)
-    acl.finalize()
-    return failed
+    return describe_bytes(got, want, what, others, _BYTES)
 
 
 def _resources_item(runtime, failed: list[str], function: str) -> Item:
     """'resources': nothing leaked at the caller's teardown; the caller's own things intact."""
-    if failed:
-        return Item("resources", False,
-                    f"{function} released things that belong to its caller: "
-                    + "; ".join(failed),
-                    "release only what your function created; the caller frees its own "
-                    "buffers and streams (and never call reset_device or finalize in a helper)")
-    if runtime.leaks:
-        shown = [leak.split(": ", 1)[-1] + f" (found at {leak.split(': ', 1)[0]})"
-                 for leak in runtime.leaks[:5]]
-        more = f"; and {len(runtime.leaks) - 5} more" if len(runtime.leaks) > 5 else ""
-        return Item("resources", False,
-                    f"{function} left {len(runtime.leaks)} thing(s) behind: "
-                    + "; ".join(shown) + more,
-                    "release what you create before returning, after synchronising: "
+    return resources_item(
+        runtime, failed, function,
+        released_hint="release only what your function created; the caller frees its own "
+                      "buffers and streams (and never call reset_device or finalize in a helper)",
+        shown=5, source=" (found at {source})",
+        leaked_hint="release what you create before returning, after synchronising: "
                     "acl.rt.free_host / acl.rt.free for memory, destroy_event, then "
-                    "destroy_stream")
-    return Item("resources", True, "nothing leaked: the caller's teardown found no leftovers")
+                    "destroy_stream",
+        clean="nothing leaked: the caller's teardown found no leftovers")
 
 
 def _sanitizer_item(runtime, call: Call, function: str) -> Item:
     """'sanitizer': no races, reads before sync, use after free, pageable copies ..."""
-    findings = [f for f in sanitizer.analyze(runtime) if f.kind != "leak"]
-    if not findings:
-        return Item("sanitizer", True, "no hazards: every read came after a synchronisation "
-                                       "and no two streams raced")
-    lines = []
-    for f in findings[:3]:
+    def line(f) -> str:
         if f.kind == "host-read-before-sync" and f.times_ns and f.times_ns[0] >= call.end_ns:
-            lines.append(f"[returned early] {function} returned at {_us(call.end_ns)}, and "
-                         f"then its caller read the results: {f.message}")
-        else:
-            lines.append(f"[{f.kind}] {f.message}")
-    if len(findings) > 3:
-        lines.append(f"... and {len(findings) - 3} more")
-    first = findings[0]
-    fix = first.fix
-    if first.kind == "host-read-before-sync" and first.times_ns[0] >= call.end_ns:
-        fix = f"{function} must wait for its copies before it returns: {fix}"
-    return Item("sanitizer", False, "\n".join(lines), fix)
+            return (f"[returned early] {function} returned at {format_us(call.end_ns)}, and "
+                    f"then its caller read the results: {f.message}")
+        return finding_line(f)
+
+    def fix(first) -> str:
+        if first.kind == "host-read-before-sync" and first.times_ns[0] >= call.end_ns:
+            return f"{function} must wait for its copies before it returns: {first.fix}"
+        return first.fix
+
+    return sanitizer_item(hazards(runtime), "no hazards: every read came after a "
+                                            "synchronisation and no two streams raced",
+                          line=line, fix=fix)
 
 
 # -- 04.read_after_sync ------------------------------------------------------------------------
@@ -158,9 +129,8 @@ def grade_fetch(fn, seed: int) -> Case:
                                     ACL_MEMCPY_HOST_TO_DEVICE, stream)
 
         call = call_learner(fn, acl, dev, nbytes, stream)
-        case = Case(label, warnings=call.warnings, runtime=runtime)
-        if call.not_done:
-            case.not_done = True
+        case = new_case(label, call, runtime)
+        if case.not_done:
             return case
 
         release = [("the device buffer dev_ptr (acl.rt.free failed)", (acl.rt.free, dev))]
@@ -169,7 +139,7 @@ def grade_fetch(fn, seed: int) -> Case:
                             (acl.rt.destroy_stream, stream)))
         release.append(("", (acl.rt.free_host, staging)))
         tasks = runtime.tasks[call.first_task:]
-        failed = [what for what in _teardown(release) if what]
+        failed = teardown(release)
 
         case.items.append(ran_item(call, "fetch"))
         if call.error is not None:
@@ -194,7 +164,7 @@ def _copy_item(tasks, stream_obj, dev: int, nbytes: int) -> Item:
     if on:
         t = on[0]
         return Item("copy on the stream", True,
-                    f"task {t.id} {t.name} ran on {stream_obj.name} at {_us(t.start_ns)}, "
+                    f"task {t.id} {t.name} ran on {stream_obj.name} at {format_us(t.start_ns)}, "
                     f"after the work already queued there")
     hint = ("copy with acl.rt.memcpy_async(..., ACL_MEMCPY_DEVICE_TO_HOST, stream) on the "
             "stream you were given: a stream runs its tasks in order, so the copy starts only "
@@ -203,9 +173,9 @@ def _copy_item(tasks, stream_obj, dev: int, nbytes: int) -> Item:
     if blocking:
         t = blocking[0]
         return Item("copy on the stream", False,
-                    f"task {t.id} {t.name} was a blocking acl.rt.memcpy at {_us(t.start_ns)}: "
-                    f"a blocking copy waits for no stream, so it did not wait for the work "
-                    f"queued on {stream_obj.name}", hint)
+                    f"task {t.id} {t.name} was a blocking acl.rt.memcpy at "
+                    f"{format_us(t.start_ns)}: a blocking copy waits for no stream, so it did "
+                    f"not wait for the work queued on {stream_obj.name}", hint)
     if d2h:
         t = d2h[0]
         return Item("copy on the stream", False,
@@ -235,17 +205,16 @@ def grade_pipeline(fn, seed: int) -> Case:
                           ACL_MEMCPY_HOST_TO_HOST)
 
         call = call_learner(fn, acl, list(host_in), list(host_out), nbytes)
-        case = Case(label, warnings=call.warnings, runtime=runtime)
-        if call.not_done:
-            case.not_done = True
+        case = new_case(label, call, runtime)
+        if case.not_done:
             return case
         got = [acl.util.ptr_to_bytes(ptr, nbytes) for ptr in host_out]   # the caller reads
         tasks = runtime.tasks[call.first_task:]
-        release = [(f"host_in[{i}] (acl.rt.free_host failed)", (acl.rt.free_host, p))
-                   for i, p in enumerate(host_in)]
-        release += [(f"host_out[{i}] (acl.rt.free_host failed)", (acl.rt.free_host, p))
-                    for i, p in enumerate(host_out)]
-        failed = _teardown(release)
+        release = release_each("host_in[{i}] (acl.rt.free_host failed)", acl.rt.free_host,
+                               host_in)
+        release += release_each("host_out[{i}] (acl.rt.free_host failed)", acl.rt.free_host,
+                                host_out)
+        failed = teardown(release)
 
         case.items.append(ran_item(call, "pipeline"))
         if call.error is not None:
@@ -257,7 +226,7 @@ def grade_pipeline(fn, seed: int) -> Case:
         case.items.append(Item(
             "results", not bad,
             f"every host_out[i] held chunk i when pipeline returned ({count} chunks)" if not bad
-            else "; ".join(bad[:2]) + (f"; and {len(bad) - 2} more" if len(bad) > 2 else ""),
+            else join_first(bad, 2),
             "" if not bad else "order each D2H copy after its H2D copy with an event, and "
                                "synchronize the D2H stream before returning"))
         h2d, d2h = _copies(tasks, host_in, host_out, nbytes)
@@ -325,7 +294,8 @@ def _overlap_item(runtime, h2d, d2h) -> Item:
     if both > 0:
         busy = trace.busy_ns(runtime, "d2h")
         return Item("overlap", True, f"the H2D and D2H DMA engines worked at the same time for "
-                                     f"{_us(both)} ({both / busy:.0%} of the D2H copies' time)")
+                                     f"{format_us(both)} ({both / busy:.0%} of the D2H copies' "
+                                     "time)")
     where = ""
     if len(up) > 1 and down:
         later = up[1]
@@ -334,8 +304,8 @@ def _overlap_item(runtime, h2d, d2h) -> Item:
             d = before[-1]
             on = later.stream.name if later.stream is not None else "the host"
             where = (f": for example H2D task {later.id} on {on} started at "
-                     f"{_us(later.start_ns)}, only after D2H task {d.id} had ended at "
-                     f"{_us(d.end_ns)}")
+                     f"{format_us(later.start_ns)}, only after D2H task {d.id} had ended at "
+                     f"{format_us(d.end_ns)}")
     return Item("overlap", False,
                 "the H2D and D2H DMA engines were never busy at the same time (overlap 0 us)"
                 + where,

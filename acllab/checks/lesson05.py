@@ -28,21 +28,33 @@ import numbers
 
 import numpy as np
 
-from .. import acl, sanitizer
+from .. import acl
 from ..constants import (
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_DEVICE_TO_HOST,
     ACL_MEMCPY_HOST_TO_DEVICE,
     ACL_MEMCPY_HOST_TO_HOST,
 )
+from ..hardware import KiB
 from ..kernels import kernel
-from ..memory import UNINIT_PATTERN
 from . import Call, Case, Item, call_learner, exercise, isolated, ran_item
+from ._common import (
+    BytesWording,
+    describe_bytes,
+    finding_line,
+    format_us,
+    hazards,
+    join_first,
+    new_case,
+    qualified,
+    release_each,
+    resources_item,
+    sanitizer_item,
+    teardown,
+)
 
 __all__ = ["grade_time_kernel", "grade_handoff", "axpy", "vadd", "matmul", "refine",
            "slack_ns"]
-
-KiB = 1024
 
 # the host calls that make the host wait for the device (or poll it)
 _BLOCKING = ("synchronize_stream", "synchronize_stream_with_timeout", "synchronize_event",
@@ -61,10 +73,13 @@ _ELAPSED_CODES = {
 _PRIORITY = ("stale-event-wait", "event-reset-while-waited", "wait-never-recorded", "race",
              "host-read-before-sync", "use-after-free", "host-write-while-read",
              "pageable-async", "uninitialised-read")
-
-
-def _us(ns: float) -> str:
-    return f"{ns / 1000:,.1f} us"
+# lesson05's wording of wrong bytes: read before the work that fills them had run
+_BYTES = BytesWording(
+    length="{what} has {got:,} bytes, but should have {want:,}",
+    differs="{what} is wrong from byte {at:,} on",
+    uninit=(" (it holds DE AD BE EF, the pattern of memory nothing has written yet: it was "
+            "read before the work that fills it had run)"),
+    uninit_span=16)
 
 
 # -- the kernels the timing cases launch -------------------------------------------------------
@@ -117,82 +132,58 @@ def slack_ns(profile) -> int:
     return profile.launch_ns + profile.record_host_ns + profile.record_device_ns
 
 
-# -- shared helpers ----------------------------------------------------------------------------
+# -- helpers of both exercises (the shared items, in this lesson's words) ----------------------
+
+def _call(runtime, fn, *args) -> tuple[Call, list, int, list]:
+    """Call the learner's ``fn(*args)``: (the call, its pyACL calls, the id of the first task
+    after it, its tasks)."""
+    api_from = len(runtime.api_log)
+    call = call_learner(fn, *args)
+    after_id = len(runtime.tasks)
+    return call, runtime.api_log[api_from:], after_id, runtime.tasks[call.first_task:after_id]
+
 
 def _describe(got, want: bytes, what: str, others: dict[str, bytes] | None = None) -> str:
     """Why ``got`` is not ``want``, without showing ``want``; '' when they are equal."""
-    if not isinstance(got, (bytes, bytearray)):
-        return f"{what} is a {type(got).__name__}, not bytes"
-    got = bytes(got)
-    if got == want:
-        return ""
-    if len(got) != len(want):
-        return f"{what} has {len(got):,} bytes, but should have {len(want):,}"
-    for name, other in (others or {}).items():
-        if got == other:
-            return f"{what} holds {name}"
-    at = int(np.flatnonzero(np.frombuffer(got, np.uint8) != np.frombuffer(want, np.uint8))[0])
-    text = f"{what} is wrong from byte {at:,} on"
-    pattern = (UNINIT_PATTERN * (len(got) // 4 + 2))[at % 4:]
-    if got[at:at + 16] == pattern[:min(16, len(got) - at)]:
-        text += (" (it holds DE AD BE EF, the pattern of memory nothing has written yet: it "
-                 "was read before the work that fills it had run)")
-    return text
-
-
-def _teardown(release: list[tuple[str, tuple]]) -> list[str]:
-    """The caller synchronises, releases what it owns, resets and finalises; what failed."""
-    acl.rt.synchronize_device()
-    failed = [what for what, (fn, arg) in release if fn(arg) != 0]
-    acl.rt.reset_device(0)
-    acl.finalize()
-    return failed
+    return describe_bytes(got, want, what, others, _BYTES)
 
 
 def _resources_item(runtime, failed: list[str], function: str) -> Item:
     """'resources': nothing leaked at the caller's teardown; the caller's own things intact."""
-    if failed:
-        return Item("resources", False,
-                    f"{function} released things that belong to its caller: "
-                    + "; ".join(failed),
-                    "release only what your function created; the caller destroys its own "
-                    "streams and frees its own buffers")
-    if runtime.leaks:
-        shown = [leak.split(": ", 1)[-1] for leak in runtime.leaks[:4]]
-        more = f"; and {len(runtime.leaks) - 4} more" if len(runtime.leaks) > 4 else ""
-        return Item("resources", False,
-                    f"{function} left {len(runtime.leaks)} thing(s) behind: "
-                    + "; ".join(shown) + more,
-                    "destroy every event you create (acl.rt.destroy_event) once the work that "
-                    "uses it is done, before returning")
-    return Item("resources", True, "nothing leaked: the caller's teardown found no leftovers")
+    return resources_item(
+        runtime, failed, function,
+        released_hint="release only what your function created; the caller destroys its own "
+                      "streams and frees its own buffers",
+        leaked_hint="destroy every event you create (acl.rt.destroy_event) once the work that "
+                    "uses it is done, before returning",
+        clean="nothing leaked: the caller's teardown found no leftovers")
 
 
 def _sanitizer_item(runtime, call: Call, after_id: int, function: str) -> Item:
     """'sanitizer': no race, stale wait, reset while waited, read before sync ..."""
-    findings = [f for f in sanitizer.analyze(runtime) if f.kind != "leak"]
     rank = {kind: k for k, kind in enumerate(_PRIORITY)}
-    findings.sort(key=lambda f: rank.get(f.kind, len(rank)))     # stable: time order kept
-    if not findings:
-        return Item("sanitizer", True, "no hazards: every cross-stream access was ordered by "
-                                       "an event and every read came after a synchronisation")
+    findings = sorted(hazards(runtime), key=lambda f: rank.get(f.kind, len(rank)))  # stable
 
     def late(f) -> bool:    # the caller's own access after the function returned
         if f.kind == "host-read-before-sync":
             return bool(f.times_ns) and f.times_ns[0] >= call.end_ns
         return any(t >= after_id for t in f.tasks)
 
-    lines = [(f"[returned early] {function} returned at {_us(call.end_ns)} and then its "
-              f"caller used the results: {f.message}") if late(f) else f"[{f.kind}] {f.message}"
-             for f in findings[:3]]
-    if len(findings) > 3:
-        lines.append(f"... and {len(findings) - 3} more")
-    first = findings[0]
-    fix = first.fix
-    if late(first):
-        fix = (f"{function} must wait for its work before it returns "
-               "(synchronize_event or synchronize_stream at the end)")
-    return Item("sanitizer", False, "\n".join(lines), fix)
+    def line(f) -> str:
+        if late(f):
+            return (f"[returned early] {function} returned at {format_us(call.end_ns)} and then "
+                    f"its caller used the results: {f.message}")
+        return finding_line(f)
+
+    def fix(first) -> str:
+        if late(first):
+            return (f"{function} must wait for its work before it returns "
+                    "(synchronize_event or synchronize_stream at the end)")
+        return first.fix
+
+    return sanitizer_item(findings, "no hazards: every cross-stream access was ordered by an "
+                                    "event and every read came after a synchronisation",
+                          line=line, fix=fix)
 
 
 # -- 05.time_kernel ----------------------------------------------------------------------------
@@ -260,19 +251,14 @@ def grade_time_kernel(fn, seed: int) -> Case:
             release.append(("the stream (acl.rt.destroy_stream failed)",
                             (acl.rt.destroy_stream, stream)))
 
-        api_from = len(runtime.api_log)
-        call = call_learner(fn, acl, kern, block_dim, build(ptrs), stream)
-        case = Case(label, warnings=call.warnings, runtime=runtime)
-        if call.not_done:
-            case.not_done = True
+        call, api, after_id, tasks = _call(runtime, fn, acl, kern, block_dim, build(ptrs), stream)
+        case = new_case(label, call, runtime)
+        if case.not_done:
             return case
-        api = runtime.api_log[api_from:]
-        after_id = len(runtime.tasks)
-        tasks = runtime.tasks[call.first_task:after_id]
         # the caller reads the output at once, with a blocking copy (it waits for no stream)
         acl.rt.memcpy(readback, out_size, ptrs[out_name], out_size, ACL_MEMCPY_DEVICE_TO_HOST)
         got = acl.util.ptr_to_bytes(readback, out_size)
-        failed = [what for what in _teardown(release) if what]
+        failed = teardown(release)
 
         case.items.append(ran_item(call, "time_kernel"))
         if call.error is not None:
@@ -380,8 +366,8 @@ def _measurement_item(value, kt, pair, tasks, runtime) -> Item:
     slack = slack_ns(runtime.profile)
     if k_ns <= got_ns <= k_ns + slack:
         return Item(name, True, f"you measured {float(value):.4f} ms; the kernel ran "
-                                f"{_us(k_ns)} in the trace; the rest is the end record's own time "
-                                "(and the launch, when the stream was idle)")
+                                f"{format_us(k_ns)} in the trace; the rest is the end record's own "
+                                "time (and the launch, when the stream was idle)")
     if got_ns == 0:
         return Item(name, False, "time_kernel returned 0 ms, what a failed "
                                  "event_elapsed_time returns as its first value",
@@ -418,7 +404,7 @@ def _measurement_item(value, kt, pair, tasks, runtime) -> Item:
                     "in between")
     gap = kt.start_ns - start.end_ns
     return Item(name, False, f"{float(value):.6g} ms is longer than the kernel ran: "
-                             f"{kt.stream.name} sat idle for {_us(gap)} between your start "
+                             f"{kt.stream.name} sat idle for {format_us(gap)} between your start "
                              "record and the kernel, while the host was busy elsewhere",
                 "launch the kernel right after recording the start event: no synchronize or "
                 "other work on the host in between")
@@ -478,28 +464,24 @@ def grade_handoff(fn, seed: int) -> Case:
                                     ACL_MEMCPY_DEVICE_TO_HOST, consumer)
             step("consume", i, body)
 
-        api_from = len(runtime.api_log)
-        call = call_learner(fn, acl, producer, consumer, produce, consume, n)
-        case = Case(label, warnings=call.warnings, runtime=runtime)
-        if call.not_done:
-            case.not_done = True
+        call, api, after_id, tasks = _call(runtime, fn, acl, producer, consumer, produce,
+                                           consume, n)
+        case = new_case(label, call, runtime)
+        if case.not_done:
             return case
-        api = runtime.api_log[api_from:]
-        after_id = len(runtime.tasks)
-        tasks = runtime.tasks[call.first_task:after_id]
         got = [acl.util.ptr_to_bytes(ptr, nbytes) for ptr in host_out]   # the caller reads
-        release = [(f"host_in[{i}] (acl.rt.free_host failed)", (acl.rt.free_host, p))
-                   for i, p in enumerate(host_in)]
-        release += [(f"host_out[{i}] (acl.rt.free_host failed)", (acl.rt.free_host, p))
-                    for i, p in enumerate(host_out)]
-        release += [(f"round {i}'s device buffer (acl.rt.free failed)", (acl.rt.free, p))
-                    for i, p in enumerate(dev)]
+        release = release_each("host_in[{i}] (acl.rt.free_host failed)", acl.rt.free_host,
+                               host_in)
+        release += release_each("host_out[{i}] (acl.rt.free_host failed)", acl.rt.free_host,
+                                host_out)
+        release += release_each("round {i}'s device buffer (acl.rt.free failed)", acl.rt.free,
+                                dev)
         release.append(("the producer stream (acl.rt.destroy_stream failed)",
                         (acl.rt.destroy_stream, producer)))
         if not consumer_default:
             release.append(("the consumer stream (acl.rt.destroy_stream failed)",
                             (acl.rt.destroy_stream, consumer)))
-        failed = _teardown(release)
+        failed = teardown(release)
 
         case.items.append(ran_item(call, "handoff"))
         if call.error is not None:
@@ -525,7 +507,7 @@ def _results_item(got, want, raw_in) -> Item:
         return Item("results", True, f"every host_out[i] held round i's result when handoff "
                                      f"returned ({len(got)} rounds)")
     return Item("results", False,
-                "; ".join(bad[:2]) + (f"; and {len(bad) - 2} more" if len(bad) > 2 else ""),
+                join_first(bad, 2),
                 "each consume(i) must wait until the producer stream has finished produce(i)'s "
                 "work, and handoff must wait for the consumer stream before returning")
 
@@ -629,11 +611,11 @@ def _host_item(api, rounds) -> Item:
     if not found:
         return Item("host never blocks", True, "the host queued all rounds without waiting: "
                                                "the consumer stream did the waiting")
-    names = ", ".join(f"acl.rt.{x}" for x in sorted({c[0] for c in found}))
+    names = ", ".join(qualified(x) for x in sorted({c[0] for c in found}))
     spent = sum(c[2] - c[1] for c in found)
     return Item("host never blocks", False,
                 f"while queueing the rounds the host called {names} {len(found)} time(s) and "
-                f"spent {_us(spent)} waiting: the consumer could have "
+                f"spent {format_us(spent)} waiting: the consumer could have "
                 "waited on its own, and the host could have queued the next rounds meanwhile",
                 "let the consumer stream wait (stream_wait_event); synchronize only once, "
                 "after the last consume")

@@ -24,9 +24,18 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import acl, sanitizer
+from .. import acl
 from ..model import TINY_CLASSES, compile_model, save, tiny_dataset, tiny_forward
-from . import Call, Case, Item, call_learner, exercise, isolated, ran_item
+from . import Case, Item, call_learner, exercise, isolated, ran_item
+from ._common import (
+    hazards,
+    is_int,
+    leak_texts,
+    new_case,
+    released_item,
+    sanitizer_item,
+    teardown,
+)
 
 __all__ = ["grade_infer", "tiny_model"]
 
@@ -67,36 +76,26 @@ def grade_infer(fn, seed: int) -> Case:
             acl.init()
             acl.rt.set_device(0)
             call = call_learner(fn, acl, path, images.copy())
-            case = Case(label, warnings=call.warnings, runtime=runtime)
-            if call.not_done:
-                case.not_done = True
+            case = new_case(label, call, runtime)
+            if case.not_done:
                 return case
             census = _census(runtime)
             executions = sum(m.executions for m in runtime.models.values())
-            failed = _teardown()
+            failed = teardown(          # the caller owns no buffer here: device and pyACL only
+                reset_failed="acl.rt.reset_device(0) failed: the device was reset already",
+                finalize_failed="acl.finalize() failed: pyACL was finalised already")
 
             case.items.append(ran_item(call, "infer"))
             if call.error is not None:
                 return case
             case.items.append(_labels_item(call.value, want, batch))
             case.items.append(_device_item(runtime, executions, count, batch))
-            case.items.append(_sanitizer_item(runtime, call))
+            case.items.append(_sanitizer_item(runtime))
             case.items.append(_resources_item(census, runtime.leaks, failed))
             return case
 
 
 # -- grading helpers ---------------------------------------------------------------------------
-
-def _teardown() -> list[str]:
-    """The caller resets the device and finalises; returns what failed (the learner did it)."""
-    failed = []
-    acl.rt.synchronize_device()
-    if acl.rt.reset_device(0) != 0:
-        failed.append("acl.rt.reset_device(0) failed: the device was reset already")
-    if acl.finalize() != 0:
-        failed.append("acl.finalize() failed: pyACL was finalised already")
-    return failed
-
 
 def _labels_item(value, want: list[int], batch: int) -> Item:
     problem, hint = _describe_labels(value, want, batch)
@@ -128,7 +127,7 @@ def _describe_labels(value, want: list[int], batch: int) -> tuple[str, str]:
         elif batch > 1 and len(value) * batch == n:
             text += f": one label per execute, but each execute classifies {batch} images"
         return text, hint
-    bad = [v for v in value if isinstance(v, bool) or not isinstance(v, (int, np.integer))]
+    bad = [v for v in value if not is_int(v)]
     if bad:
         return (f"the labels must be ints; infer returned {type(bad[0]).__name__} values such "
                 f"as {bad[0]!r}", argmax)
@@ -171,20 +170,15 @@ def _device_item(runtime, executions: int, count: int, batch: int) -> Item:
                 f"{count} images", "execute once per batch of images")
 
 
-def _sanitizer_item(runtime, call: Call) -> Item:
-    findings = [f for f in sanitizer.analyze(runtime) if f.kind != "leak"]
-    if not findings:
-        return Item("sanitizer", True, "no hazards: every read came after the work that "
-                                       "produced it")
-    lines = [f"[{f.kind}] {f.message}" for f in findings[:3]]
-    if len(findings) > 3:
-        lines.append(f"... and {len(findings) - 3} more")
-    first = findings[0]
-    hint = first.fix
-    if first.kind == "uninitialised-read":
-        hint = ("copy every input byte the model reads (a whole batch) into the input buffer "
-                "before execute; " + hint)
-    return Item("sanitizer", False, "\n".join(lines), hint)
+def _sanitizer_item(runtime) -> Item:
+    def fix(first) -> str:
+        if first.kind == "uninitialised-read":
+            return ("copy every input byte the model reads (a whole batch) into the input "
+                    "buffer before execute; " + first.fix)
+        return first.fix
+
+    return sanitizer_item(hazards(runtime), "no hazards: every read came after the work that "
+                                            "produced it", fix=fix)
 
 
 _KINDS = (  # (what the census counts, one, several, why it is a leak, what releases it)
@@ -221,9 +215,9 @@ def _census(runtime) -> dict[str, int]:
 
 def _resources_item(census: dict[str, int], leaks: list[str], failed: list[str]) -> Item:
     if failed:
-        return Item("resources", False, "infer released things that belong to its caller: "
-                    + "; ".join(failed), "leave acl.rt.reset_device and acl.finalize to the "
-                                         "caller: a helper releases only what it created")
+        return released_item("infer", failed, "leave acl.rt.reset_device and acl.finalize to "
+                                              "the caller: a helper releases only what it "
+                                              "created")
     left = []
     for kind, one, several, why, _ in _KINDS:
         n = census[kind]
@@ -232,8 +226,7 @@ def _resources_item(census: dict[str, int], leaks: list[str], failed: list[str])
                         f"{n} {one if n == 1 else several} ({why})")
     accounted = ("never unloaded", "data buffer", "dataset", "block", "pinned host buffer",
                  "model description")
-    other = [leak.split(": ", 1)[-1] for leak in leaks
-             if not any(word in leak for word in accounted)]
+    other = leak_texts(leak for leak in leaks if not any(word in leak for word in accounted))
     left += other[:3]
     if not left:
         return Item("resources", True, "nothing leaked: the model was unloaded and every "

@@ -1,0 +1,255 @@
+"""Helpers the lesson checks share: formatting, naming pyACL calls, bytes, teardown and items.
+
+Each lesson module grades its own exercises; what they all do the same way lives here, once:
+
+* formatting: :func:`format_us`, :func:`format_hex`, :func:`join_first`, :func:`short_repr`;
+* names and values: :func:`qualified` ('malloc' -> 'acl.rt.malloc'), :func:`is_int`;
+* bytes: :func:`first_difference`, :func:`uninit_pattern`, :func:`reads_uninit` and
+  :func:`describe_bytes`, which explain why bytes are wrong without showing the right ones;
+* the caller's side of a case: :func:`new_case` after the learner's call, :func:`teardown`
+  (with :func:`release_each`) at its end;
+* the items most checks grade: :func:`sanitizer_item` (over :func:`hazards`) and
+  :func:`resources_item` (with :func:`released_item` and :func:`leak_texts`).
+
+Where lessons word a message differently, the wording is a parameter: every lesson keeps its
+own text. Pure Python: numpy and the acllab core, no Jupyter or plotting module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import acl, sanitizer
+from ..memory import UNINIT_PATTERN
+from ..sanitizer import Finding
+from . import Call, Case, Item
+
+__all__ = ["format_us", "format_hex", "join_first", "short_repr", "qualified", "is_int",
+           "first_difference", "uninit_pattern", "reads_uninit", "BytesWording",
+           "describe_bytes", "new_case", "Release", "release_each", "teardown", "hazards",
+           "finding_line", "sanitizer_item", "leak_texts", "released_item", "resources_item"]
+
+
+# -- formatting --------------------------------------------------------------------------------
+
+def format_us(ns: float) -> str:
+    """Nanoseconds as microseconds with one decimal: 12_345 -> '12.3 us'."""
+    return f"{ns / 1000:,.1f} us"
+
+
+def format_hex(data: bytes) -> str:
+    """Bytes as spaced upper-case hex pairs: b'\\xde\\xad' -> 'DE AD'."""
+    return " ".join(f"{b:02X}" for b in data)
+
+
+def join_first(texts: Sequence[str], limit: int, *, sep: str = "; ",
+               more: str = "; and {n} more") -> str:
+    """The first ``limit`` of ``texts`` joined by ``sep``; then ``more`` (its ``{n}``: how many
+    were left out) if any were. ``more=""`` leaves the rest out silently."""
+    text = sep.join(texts[:limit])
+    if len(texts) > limit:
+        text += more.format(n=len(texts) - limit)
+    return text
+
+
+def short_repr(value: Any, width: int = 70, ellipsis: str = "...") -> str:
+    """``repr(value)``, cut to ``width`` characters (ending in ``ellipsis``) if it is longer."""
+    text = repr(value)
+    return text if len(text) <= width else text[:width - len(ellipsis)] + ellipsis
+
+
+# -- names and values --------------------------------------------------------------------------
+
+def qualified(name: str) -> str:
+    """A pyACL call as the learner writes it: 'create_context' -> 'acl.rt.create_context'.
+
+    The api log keeps bare names; host actions logged as 'host:...' are returned unchanged.
+    """
+    if name.startswith("host:"):
+        return name
+    for module in ("rt", "mdl", "util"):
+        if name in getattr(getattr(acl, module), "__all__", ()):
+            return f"acl.{module}.{name}"
+    return f"acl.{name}"
+
+
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an integer (Python or numpy), bools excluded."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+# -- bytes -------------------------------------------------------------------------------------
+
+def first_difference(got: bytes, want: bytes) -> int:
+    """The index of the first byte where ``got`` and ``want`` (equally long, not equal) differ."""
+    if len(got) != len(want):
+        raise ValueError(f"cannot compare {len(got)} bytes with {len(want)} byte by byte")
+    return int(np.flatnonzero(np.frombuffer(got, np.uint8) != np.frombuffer(want, np.uint8))[0])
+
+
+def uninit_pattern(offset: int, n: int) -> bytes:
+    """The ``n`` bytes that memory nothing has written holds from byte ``offset`` of a buffer
+    on: DE AD BE EF repeated, aligned to the buffer's start."""
+    return (UNINIT_PATTERN * (n // 4 + 2))[offset % 4:offset % 4 + n]
+
+
+def reads_uninit(got: bytes, at: int, span: int | None = None) -> bool:
+    """Whether ``got`` holds the uninitialised pattern from byte ``at`` on: up to its end, or
+    for ``span`` bytes (fewer where ``got`` ends sooner)."""
+    n = len(got) - at if span is None else min(span, len(got) - at)
+    return got[at:at + n] == uninit_pattern(at, n)
+
+
+@dataclass(frozen=True)
+class BytesWording:
+    """How a lesson words :func:`describe_bytes`'s findings (``str.format`` templates).
+
+    The fields a template may use: ``what`` (the bytes described), ``got`` and ``want`` (the
+    lengths), ``name`` (the other buffer matched), ``at`` (the first wrong byte) and ``sample``
+    (up to 8 bytes from there, in hex). ``empty`` is None where empty bytes are simply too few;
+    ``uninit`` is added when the wrong bytes are memory nothing has written, checked over
+    ``uninit_span`` bytes (None: up to the end).
+    """
+
+    length: str
+    differs: str
+    uninit: str
+    uninit_span: int | None = None
+    empty: str | None = None
+    other: str = "{what} holds {name}"
+
+
+def describe_bytes(got: Any, want: bytes, what: str, others: dict[str, bytes] | None,
+                   wording: BytesWording) -> str:
+    """Why ``got`` is not ``want``, without showing ``want``; '' when they are equal.
+
+    ``others`` names other buffers (name -> bytes) that ``got`` might hold instead.
+    """
+    if not isinstance(got, (bytes, bytearray)):
+        return f"{what} is a {type(got).__name__}, not bytes"
+    got = bytes(got)
+    if got == want:
+        return ""
+    if not got and wording.empty is not None:
+        return wording.empty.format(what=what)
+    if len(got) != len(want):
+        return wording.length.format(what=what, got=len(got), want=len(want))
+    for name, other in (others or {}).items():
+        if got == other:
+            return wording.other.format(what=what, name=name)
+    at = first_difference(got, want)
+    text = wording.differs.format(what=what, at=at, sample=format_hex(got[at:at + 8]))
+    if reads_uninit(got, at, wording.uninit_span):
+        text += wording.uninit
+    return text
+
+
+# -- the caller's side of a case ---------------------------------------------------------------
+
+def new_case(label: str, call: Call, runtime: Any = None) -> Case:
+    """The case of one call of the learner's function: its warnings, and whether it was done."""
+    return Case(label, warnings=call.warnings, runtime=runtime, not_done=call.not_done)
+
+
+# (what to report if the release fails, '' for nothing; (the release function, its argument))
+Release = tuple[str, tuple[Callable[[Any], int], Any]]
+
+
+def release_each(what: str, release: Callable[[Any], int], handles: Iterable[Any]) -> list[Release]:
+    """One :data:`Release` per handle; ``what`` may name the handle's index as ``{i}``."""
+    return [(what.format(i=i), (release, h)) for i, h in enumerate(handles)]
+
+
+def teardown(release: Iterable[Release] = (), *, device: int = 0, synchronize: bool = True,
+             reset_failed: str = "", finalize_failed: str = "") -> list[str]:
+    """The caller's teardown: synchronise the device, release what the caller owns, reset
+    ``device`` and finalise pyACL.
+
+    Returns what failed, i.e. what the learner released instead: the ``what`` of each release
+    that did not return 0, then ``reset_failed`` and ``finalize_failed`` if those calls failed.
+    Empty texts are not reported. ``synchronize=False`` when the caller has already waited (or
+    never queued any work).
+    """
+    if synchronize:
+        acl.rt.synchronize_device()
+    failed = [what for what, (fn, arg) in release if fn(arg) != 0]
+    if acl.rt.reset_device(device) != 0:
+        failed.append(reset_failed)
+    if acl.finalize() != 0:
+        failed.append(finalize_failed)
+    return [what for what in failed if what]
+
+
+# -- the sanitizer item ------------------------------------------------------------------------
+
+def hazards(runtime: Any) -> list[Finding]:
+    """The sanitizer's findings on ``runtime``, leaks left out (the resources item has them)."""
+    return [f for f in sanitizer.analyze(runtime) if f.kind != "leak"]
+
+
+def finding_line(finding: Finding) -> str:
+    """'[race] ...': one finding as a line of a sanitizer item."""
+    return f"[{finding.kind}] {finding.message}"
+
+
+def sanitizer_item(findings: Sequence[Finding], clean: str, *, shown: int = 3,
+                   line: Callable[[Finding], str] = finding_line,
+                   more: str = "\n... and {n} more",
+                   fix: Callable[[Finding], str] | None = None) -> Item:
+    """'sanitizer': passes with ``clean`` when there are no ``findings``.
+
+    Otherwise it lists the first ``shown`` findings, one ``line`` each, then ``more`` (see
+    :func:`join_first`), with a hint for the first one: ``fix(first)``, or its own fix.
+    """
+    if not findings:
+        return Item("sanitizer", True, clean)
+    first = findings[0]
+    text = join_first([line(f) for f in findings], shown, sep="\n", more=more)
+    return Item("sanitizer", False, text, fix(first) if fix is not None else first.fix)
+
+
+# -- the resources item ------------------------------------------------------------------------
+
+def leak_texts(leaks: Iterable[str], source: str = "") -> list[str]:
+    """What each leak of ``runtime.leaks`` ('finalize: 1 stream ...') left behind.
+
+    ``source`` is added to each, its ``{source}`` naming what found the leak, as in
+    ``" (found at {source})"``.
+    """
+    out = []
+    for leak in leaks:
+        parts = leak.split(": ", 1)        # (what found it, what was left) or (what was left)
+        out.append(parts[-1] + source.format(source=parts[0]))
+    return out
+
+
+def released_item(function: str, failed: Sequence[str], hint: str) -> Item:
+    """'resources' failed: ``function`` released ``failed``, things its caller owns."""
+    return Item("resources", False,
+                f"{function} released things that belong to its caller: " + "; ".join(failed),
+                hint)
+
+
+def resources_item(runtime: Any, failed: Sequence[str], function: str, *, clean: str,
+                   leaked_hint: str, released_hint: str = "",
+                   leaked: str = "{function} left {n} thing(s) behind: ", shown: int = 4,
+                   more: str = "; and {n} more", source: str = "") -> Item:
+    """'resources': nothing leaked at the caller's teardown, and the caller's things intact.
+
+    ``failed`` is what the caller could not release (see :func:`teardown`): it fails the item
+    with ``released_hint``. Leaks are listed after ``leaked`` (with ``{function}`` and ``{n}``,
+    the number of leaks), the first ``shown`` of them, then ``more`` (see :func:`join_first`);
+    ``source`` is passed to :func:`leak_texts`. ``clean`` is the message when all is well.
+    """
+    if failed:
+        return released_item(function, failed, released_hint)
+    leaks = runtime.leaks
+    if leaks:
+        return Item("resources", False,
+                    leaked.format(function=function, n=len(leaks))
+                    + join_first(leak_texts(leaks, source), shown, more=more), leaked_hint)
+    return Item("resources", True, clean)
