@@ -194,7 +194,7 @@ def test_the_timeline_toggle_switches_runs_without_rerunning(explorer):
     explorer.controls["show"].value = "serial"
     assert explorer.run is run
     assert "serial loop" in explorer._timeline.layout.title.text
-    assert any(t.name == "blocking copies" for t in explorer._timeline.data)
+    assert any(t.name == "blocking calls" for t in explorer._timeline.data)
     explorer.controls["show"].value = "double-stream"
     assert "double-stream loop" in explorer._timeline.layout.title.text
 

@@ -128,7 +128,7 @@ def lanes(runtime, *, host: bool = True) -> list[Lane]:
         dev, engine = rec["device"], rec["engine"]
         prefix = f"dev {dev} " if several else ""
         if rec["stream"] is None:
-            streams.setdefault((dev, 1 << 30), Lane(prefix + "blocking copies", "stream"))
+            streams.setdefault((dev, 1 << 30), Lane(prefix + "blocking calls", "stream"))
             streams[(dev, 1 << 30)].bars.append(bar)
         elif not engine.startswith("Host callbacks"):     # a report runs beside its stream
             lane = streams.setdefault((dev, rec["stream"]),
