@@ -1,0 +1,253 @@
+"""Lesson 09 checks: the reference solution passes, the placeholder is "not done", and each
+known-wrong launch (a tiling bug, a poor block count, the wrong stream ...) fails the items
+that should catch it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import acllab
+from acllab import kernels, session
+from acllab.checks import CheckResult, Item, check, exercises
+from acllab.constants import ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_HOST
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = range(6)          # both profiles, explicit and default streams
+
+
+def _solutions():
+    path = ROOT / "lessons" / "solutions" / "lesson09.py"
+    spec = importlib.util.spec_from_file_location("solutions_lesson09", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOLUTIONS = _solutions()
+COST = {"flops": lambda x, y, n: 10000 * n, "bytes": lambda x, y, n: 8 * n}
+
+
+def failed(result: CheckResult) -> set[str]:
+    return {i.name for i in result.items if not i.passed}
+
+
+def item(result: CheckResult, name: str) -> Item:
+    return next(i for i in result.items if i.name == name)
+
+
+def placeholder(*args):
+    raise NotImplementedError
+
+
+def cores() -> int:
+    return acllab.current_runtime().profile.ai_cores
+
+
+def tiled(tile, **cost):
+    """A y = 2x + 1 kernel whose tile bounds come from ``tile(ctx, n) -> (lo, hi)``."""
+    @acllab.kernel(**{**COST, **cost})
+    def affine(ctx, x, y, n):
+        lo, hi = tile(ctx, n)
+        if hi > lo:
+            ctx.store(y + 4 * lo, 2 * ctx.load(x + 4 * lo, np.float32, hi - lo) + 1)
+    return affine
+
+
+def launcher(k=SOLUTIONS.affine, blocks=lambda n: cores(), stream_of=lambda acl, s: s):
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        block_dim = blocks(n)
+        acl.rt.launch_kernel(k, block_dim, (x_ptr, y_ptr, n), stream_of(acl, stream))
+        return block_dim
+    return launch
+
+
+# -- the exercise: registered, solution passes, placeholder not done ----------------------------
+
+def test_lesson09_registers_its_exercise():
+    assert [(ex.id, ex.function) for ex in exercises("09")] == [("09.tiled", "launch")]
+
+
+def test_reference_solution_passes():
+    result = check("09.tiled", SOLUTIONS.launch)
+    assert result.status == "passed", str(result)
+    assert result.score == 1.0 and result.cases == 3 and result.warnings == []
+
+
+def test_reference_solution_passes_on_more_seeds():
+    result = check("09.tiled", SOLUTIONS.launch, seeds=range(3, 15))
+    assert result.status == "passed", str(result)
+
+
+def test_placeholder_is_not_done():
+    result = check("09.tiled", placeholder)
+    assert result.status == "not done" and result.score == 0.0
+    assert "NotImplementedError" in str(result)
+
+
+def test_the_check_leaves_the_learners_runtime_and_kernels_alone():
+    before = session.current_runtime()
+    store, cost = kernels.BlockContext.store, kernels.kernel_ns
+    check("09.tiled", SOLUTIONS.launch)
+    assert session.current_runtime() is before
+    assert (kernels.BlockContext.store, kernels.kernel_ns) == (store, cost)
+
+
+# -- other right answers ------------------------------------------------------------------------
+
+def test_ctx_tile_and_two_full_waves_pass():
+    k = tiled(lambda ctx, n: ctx.tile(n))
+    assert check("09.tiled", launcher(k, blocks=lambda n: 2 * cores()), seeds=SEEDS).passed
+
+
+def test_synchronizing_inside_launch_passes():
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        block_dim = SOLUTIONS.launch(acl, x_ptr, y_ptr, n, stream)
+        acl.rt.synchronize_stream(stream)
+        return block_dim
+
+    assert check("09.tiled", launch, seeds=SEEDS).passed
+
+
+# -- known-wrong answers ------------------------------------------------------------------------
+
+def test_a_floor_tile_leaves_the_tail_unwritten():
+    def floor_tile(ctx, n):
+        per = n // ctx.block_dim
+        return ctx.block_idx * per, (ctx.block_idx + 1) * per
+
+    result = check("09.tiled", launcher(tiled(floor_tile)))
+    assert {"results", "tiles"} <= failed(result), str(result)
+    assert "DE AD BE EF" in item(result, "results").message
+    assert "stored by no block" in item(result, "tiles").message
+
+
+def test_an_unclamped_tile_writes_past_y_and_reads_past_x():
+    def unclamped(ctx, n):
+        per = -(-n // ctx.block_dim)
+        return ctx.block_idx * per, (ctx.block_idx + 1) * per
+
+    # malloc rounds sizes up, so the last tile stays inside the allocations: no fault, but
+    # the tiles item sees the stray store and the sanitizer the read of unwritten memory
+    result = check("09.tiled", launcher(tiled(unclamped)))
+    assert {"tiles", "sanitizer"} <= failed(result), str(result)
+    assert "outside y" in item(result, "tiles").message
+
+
+def test_a_kernel_that_reads_far_past_x_faults_with_507015():
+    @acllab.kernel(**COST)
+    def doubles(ctx, x, y, n):                  # float64 offsets into a float32 buffer
+        lo, hi = ctx.tile(n)
+        ctx.store(y + 4 * lo, 2 * ctx.load(x + 8 * lo, np.float32, hi - lo) + 1)
+
+    result = check("09.tiled", launcher(doubles))
+    assert "no fault" in failed(result), str(result)
+    message = item(result, "no fault").message
+    assert "507015" in message and "past the end" in message
+
+
+def test_overlapping_tiles_fail_even_with_right_values():
+    def overlap(ctx, n):
+        lo, hi = ctx.tile(n)
+        return max(lo - 1, 0), hi
+
+    result = check("09.tiled", launcher(tiled(overlap)))
+    assert failed(result) == {"tiles"}, str(result)
+    assert "more than once" in item(result, "tiles").message
+
+
+def test_every_block_writing_everything_fails():
+    result = check("09.tiled", launcher(tiled(lambda ctx, n: (0, n))))
+    assert failed(result) == {"tiles"}, str(result)
+
+
+def test_one_block_is_too_slow():
+    result = check("09.tiled", launcher(blocks=lambda n: 1))
+    assert failed(result) == {"block count"}, str(result)
+    message = item(result, "block count").message
+    assert "x the time of the best block count" in message
+
+
+def test_a_hard_coded_block_count_fails_on_the_bigger_card():
+    result = check("09.tiled", launcher(blocks=lambda n: 8), seeds=SEEDS)
+    assert failed(result) == {"block count"} and "ascend910b" in result.case, str(result)
+
+
+def test_a_partial_last_wave_fails():
+    result = check("09.tiled", launcher(blocks=lambda n: cores() + 1))
+    assert failed(result) == {"block count"}, str(result)
+
+
+def test_far_too_many_blocks_fail():
+    result = check("09.tiled", launcher(blocks=lambda n: 16 * cores()))
+    assert failed(result) == {"block count"}, str(result)
+    assert "waves" in item(result, "block count").message
+
+
+def test_a_lighter_declared_cost_fails_the_launch():
+    result = check("09.tiled", launcher(tiled(lambda ctx, n: ctx.tile(n), flops=0)))
+    assert "launch" in failed(result), str(result)
+
+
+def test_a_returned_block_count_that_lies_fails():
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        SOLUTIONS.launch(acl, x_ptr, y_ptr, n, stream)
+        return 1
+
+    assert "launch" in failed(check("09.tiled", launch))
+
+
+def test_launching_on_a_stream_of_its_own_fails_and_leaks():
+    result = check("09.tiled", launcher(stream_of=lambda acl, s: acl.rt.create_stream()[0]))
+    assert {"launch", "resources"} <= failed(result), str(result)
+
+
+def test_two_launches_fail():
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        half = n // 2
+        acl.rt.launch_kernel(SOLUTIONS.affine, 2, (x_ptr, y_ptr, half), stream)
+        acl.rt.launch_kernel(SOLUTIONS.affine, 2, (x_ptr + 4 * half, y_ptr + 4 * half,
+                                                   n - half), stream)
+        return 2
+
+    assert "launch" in failed(check("09.tiled", launch))
+
+
+def test_reading_y_on_another_stream_races():
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        block_dim = SOLUTIONS.launch(acl, x_ptr, y_ptr, n, stream)
+        other, _ = acl.rt.create_stream()
+        host, _ = acl.rt.malloc_host(4 * n)
+        acl.rt.memcpy_async(host, 4 * n, y_ptr, 4 * n, ACL_MEMCPY_DEVICE_TO_HOST, other)
+        acl.rt.synchronize_stream(other)
+        acl.rt.free_host(host)
+        acl.rt.destroy_stream(other)
+        return block_dim
+
+    result = check("09.tiled", launch, seeds=[0])
+    assert failed(result) == {"sanitizer"}, str(result)
+    assert "[race]" in item(result, "sanitizer").message
+
+
+def test_a_scratch_buffer_left_behind_leaks():
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        acl.rt.malloc(4 * n, ACL_MEM_MALLOC_HUGE_FIRST)
+        return SOLUTIONS.launch(acl, x_ptr, y_ptr, n, stream)
+
+    assert failed(check("09.tiled", launch)) == {"resources"}
+
+
+@pytest.mark.parametrize("wrong", [lambda v: 2 * v, lambda v: (2 * v + 1).astype(np.float16)])
+def test_wrong_values_fail_without_showing_the_answer(wrong):
+    @acllab.kernel(**COST)
+    def bad(ctx, x, y, n):
+        lo, hi = ctx.tile(n)
+        if hi > lo:
+            ctx.store(y + 4 * lo, wrong(ctx.load(x + 4 * lo, np.float32, hi - lo)))
+
+    result = check("09.tiled", launcher(bad))
+    assert "results" in failed(result), str(result)
