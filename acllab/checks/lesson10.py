@@ -1,0 +1,308 @@
+"""Checks for lesson 10, Runtime vs graph compiler: explain what fusion did to a trace.
+
+``10.explain``: ``fused_ops(trace_records, graph_ops) -> dict[str, list[str]]``
+    ``trace_records`` is ``acllab.trace.records(runtime)`` after one execution of a model that
+    atc compiled with fusion on (copies included); ``graph_ops`` is the source graph's op list
+    (dicts with ``type``, ``name``, ``inputs``, ``outputs``, ``attrs``), in graph order. Return,
+    for every AI Core kernel the model ran (a ``model_op`` record), the names of the source ops
+    that kernel computes: its own name plus every op fused into it.
+
+``10.saving``: ``traffic_saved(fused, unfused) -> int``
+    Two :class:`~acllab.model.CompiledModel` of one graph at one shape, compiled with and
+    without fusion. Return how many bytes of activation traffic to and from device memory one
+    execution of ``fused`` avoids, compared with ``unfused``.
+
+Each case draws a random small CNN from the zoo's op vocabulary (Conv2D, BatchNorm, Relu, Add,
+MaxPool, GlobalAvgPool, Flatten, FullyConnected, Softmax) with fresh op names, so nothing can
+be matched by name. The answers are graded against what the compiler itself recorded (its
+FusionRecords and its per-op plans), on a real execution in a fresh runtime.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import acl, trace
+from ..constants import ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_HOST_TO_DEVICE
+from ..model import CompiledModel, compile_model, dumps
+from . import Case, Item, call_learner, exercise, isolated, ran_item
+from ._common import is_int, join_first, new_case
+
+__all__ = ["random_graph", "compile_pair", "expected_groups", "run_once", "example",
+           "grade_explain", "grade_saving"]
+
+_SHORT = {"Conv2D": "conv", "BatchNorm": "bn", "Relu": "relu", "Add": "add",
+          "MaxPool": "pool", "GlobalAvgPool": "gap", "Flatten": "flat",
+          "FullyConnected": "fc", "Softmax": "prob"}
+
+
+class _Net:
+    """Appends ops with fresh random names; each op's output tensor is named after it."""
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+        self.ops: list[dict] = []
+        self.used: set[str] = set()
+
+    def add(self, type_: str, inputs: list[str], **attrs) -> str:
+        while True:
+            name = f"{_SHORT[type_]}_{int(self.rng.integers(1 << 16)):04x}"
+            if name not in self.used:
+                break
+        self.used.add(name)
+        self.ops.append({"type": type_, "name": name, "inputs": list(inputs),
+                         "outputs": [name], "attrs": attrs})
+        return name
+
+    def conv(self, x: str, cout: int) -> str:
+        k = int(self.rng.choice([1, 3]))
+        return self.add("Conv2D", [x], out_channels=cout, kernel=k, pad=k // 2)
+
+
+def _block(net: _Net, kind: str, x: str, c: int, hw: int) -> tuple[str, int, int]:
+    """Append one block; return (its output tensor, channels, spatial size)."""
+    rng = net.rng
+    if kind == "cbr":                       # Conv + BatchNorm + Relu: one kernel
+        cout = int(min(32, c * rng.choice([1, 2])))
+        return net.add("Relu", [net.add("BatchNorm", [net.conv(x, cout)])]), cout, hw
+    if kind == "cb":                        # Conv + BatchNorm: one kernel
+        return net.add("BatchNorm", [net.conv(x, c)]), c, hw
+    if kind == "cr":                        # no BatchNorm: atc's pattern does not start
+        return net.add("Relu", [net.conv(x, c)]), c, hw
+    if kind == "bnr":                       # BatchNorm after no conv: nothing to fold into
+        return net.add("Relu", [net.add("BatchNorm", [x])]), c, hw
+    if kind == "pool":
+        return net.add("MaxPool", [x], kernel=2, stride=2), c, hw // 2
+    if kind == "res":                       # Conv + BN + Add + Relu: x has two readers
+        y = net.add("BatchNorm", [net.conv(x, c)])
+        pair = [y, x] if rng.random() < 0.5 else [x, y]
+        return net.add("Relu", [net.add("Add", pair)]), c, hw
+    if kind == "fork":                      # the BN output has two readers: the chain stops
+        y = net.add("BatchNorm", [net.conv(x, c)])
+        r = net.add("Relu", [y])
+        pair = [r, y] if rng.random() < 0.5 else [y, r]
+        return net.add("Add", pair), c, hw
+    if kind == "merge":                     # two branches, listed interleaved
+        a = net.conv(x, c)
+        b = net.conv(x, c)
+        a = net.add("BatchNorm", [a])
+        b = net.add("BatchNorm", [b])
+        a = net.add("Relu", [a])
+        pair = [a, b] if rng.random() < 0.5 else [b, a]
+        return net.add("Relu", [net.add("Add", pair)]), c, hw
+    raise ValueError(kind)
+
+
+def random_graph(seed: int) -> dict:
+    """A random small CNN (a graph JSON dict): every fusion story once, plus a few extras."""
+    rng = np.random.default_rng([10, seed])
+    net = _Net(rng)
+    batch, c, size = int(rng.choice([1, 2, 4])), int(rng.choice([4, 8])), int(rng.choice([8, 16]))
+    kinds = ["res", "fork", "merge", "cr", "bnr"]
+    kinds += [str(k) for k in rng.choice(["cbr", "cb", "res", "cr", "pool"],
+                                         int(rng.integers(1, 4)))]
+    rng.shuffle(kinds)
+    x, c, hw = _block(net, "cbr", "data", c, size)
+    for kind in kinds:
+        x, c, hw = _block(net, "cbr" if kind == "pool" and hw < 4 else kind, x, c, hw)
+    x = net.add("Flatten", [net.add("GlobalAvgPool", [x])])
+    x = net.add("FullyConnected", [x], out_features=int(rng.choice([4, 10])))
+    net.ops.append({"type": "Softmax", "name": "prob", "inputs": [x], "outputs": ["prob"],
+                    "attrs": {}})
+    return {"format": "acllab-graph", "version": 1, "name": f"net{seed}", "dtype": "fp16",
+            "inputs": [{"name": "data", "shape": [batch, 3, size, size], "dtype": "fp32",
+                        "format": "NCHW"}],
+            "outputs": [{"name": "prob", "dtype": "fp32"}], "ops": net.ops}
+
+
+def compile_pair(graph: dict) -> tuple[CompiledModel, CompiledModel]:
+    """``graph`` compiled for the default card with fusion on, and with fusion off."""
+    return (compile_model(graph, soc_version="Ascend310"),
+            compile_model(graph, soc_version="Ascend310", fusion=False))
+
+
+def expected_groups(model: CompiledModel) -> dict[str, list[str]]:
+    """Kernel name -> the source ops it computes, as the compiler recorded them."""
+    groups = {op.name: [op.name, *op.fused] for op in model.graph.ops}
+    for record in model.fusions:                # the FusionRecords say the same
+        assert groups[record.into] == list(record.ops), record
+    return groups
+
+
+def run_once(model: CompiledModel) -> None:
+    """Load ``model`` from memory, copy an input in, execute it once; release everything."""
+    blob = dumps(model)
+    model_id, _ = acl.mdl.load_from_mem(acl.util.bytes_to_ptr(blob), len(blob))
+    desc = acl.mdl.create_desc()
+    acl.mdl.get_desc(desc, model_id)
+    owned, datasets = [], []
+    for count, size_of in ((acl.mdl.get_num_inputs, acl.mdl.get_input_size_by_index),
+                           (acl.mdl.get_num_outputs, acl.mdl.get_output_size_by_index)):
+        dataset = acl.mdl.create_dataset()
+        for i in range(count(desc)):
+            size = size_of(desc, i)
+            ptr, _ = acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
+            buf = acl.create_data_buffer(ptr, size)
+            acl.mdl.add_dataset_buffer(dataset, buf)
+            owned.append((ptr, buf, size))
+        datasets.append(dataset)
+    ptr, _, size = owned[0]
+    data = bytes(size)
+    acl.rt.memcpy(ptr, size, acl.util.bytes_to_ptr(data), size, ACL_MEMCPY_HOST_TO_DEVICE)
+    acl.mdl.execute(model_id, *datasets)
+    for dataset in datasets:
+        acl.mdl.destroy_dataset(dataset)
+    for ptr, buf, _ in owned:
+        acl.destroy_data_buffer(buf)
+        acl.rt.free(ptr)
+    acl.mdl.destroy_desc(desc)
+    acl.mdl.unload(model_id)
+
+
+def example(seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """(trace_records, graph_ops) of one random graph, as ``10.explain`` hands them over."""
+    graph = random_graph(seed)
+    fused, _ = compile_pair(graph)
+    with isolated() as runtime:
+        acl.init()
+        acl.rt.set_device(0)
+        run_once(fused)
+        acl.rt.reset_device(0)
+        acl.finalize()
+        return trace.records(runtime), [dict(op) for op in graph["ops"]]
+
+
+# -- 10.explain --------------------------------------------------------------------------------
+
+@exercise("10.explain", "fused_ops: which source ops each kernel computes", "fused_ops")
+def grade_explain(fn, seed: int) -> Case:
+    """One case: a random graph compiled with fusion and executed once."""
+    graph = random_graph(seed)
+    fused, _ = compile_pair(graph)
+    want = expected_groups(fused)
+    label = (f"a {len(graph['ops'])}-op graph that atc compiled into {len(want)} kernels")
+    with isolated() as runtime:
+        acl.init()
+        acl.rt.set_device(0)
+        run_once(fused)
+        acl.rt.reset_device(0)
+        acl.finalize()
+        records = trace.records(runtime)
+        ops = [{**op, "inputs": list(op["inputs"]), "outputs": list(op["outputs"]),
+                "attrs": dict(op["attrs"])} for op in graph["ops"]]
+        call = call_learner(fn, records, ops)
+        case = new_case(label, call, runtime)
+        if case.not_done:
+            return case
+        case.items.append(ran_item(call, "fused_ops"))
+        if call.error is not None:
+            return case
+        case.items += _explain_items(call.value, want, graph["ops"])
+        return case
+
+
+def _explain_items(value, want: dict[str, list[str]], ops: list[dict]) -> list[Item]:
+    if not isinstance(value, dict):
+        return [Item("kernels", False, f"fused_ops returned a {type(value).__name__}, not a "
+                     "dict", "return {kernel name: [source op names]}")]
+    keys = {str(k) for k in value}
+    sources = {op["name"] for op in ops}
+    extra, missing = sorted(keys - set(want)), sorted(set(want) - keys)
+    if extra or missing:
+        parts = []
+        if extra:
+            absorbed = [k for k in extra if k in sources]
+            text = f"{len(extra)} key(s) name no kernel of the model (e.g. {extra[0]!r}"
+            text += ", a source op that never ran as a kernel)" if absorbed else ")"
+            parts.append(text)
+        if missing:
+            parts.append(f"{len(missing)} kernel(s) of the trace have no entry")
+        hint = ("one key per AI Core kernel of the model: the records whose kind is "
+                "'model_op' (copies are not kernels; fused-away ops have no record)")
+        return [Item("kernels", False, "; ".join(parts), hint)]
+    kernels = Item("kernels", True, f"one entry for each of the {len(want)} kernels the "
+                   "model ran")
+    wrong, notes = [], []
+    for kernel, members in want.items():
+        got = value.get(kernel)
+        if not isinstance(got, (list, tuple)) or not all(isinstance(n, str) for n in got):
+            wrong.append(kernel)
+            notes.append(f"{kernel!r} maps to a {type(got).__name__}, not a list of op names")
+            continue
+        if sorted(got) == sorted(members):
+            continue
+        wrong.append(kernel)
+        if len(got) > len(members):
+            notes.append(f"{kernel!r} lists too many ops")
+        elif len(got) < len(members):
+            notes.append(f"{kernel!r} lists too few ops")
+        else:
+            notes.append(f"{kernel!r} lists a wrong op")
+    if not wrong:
+        fused = sum(len(m) > 1 for m in want.values())
+        return [kernels, Item("fused ops", True, f"all {len(want)} kernels explained, "
+                              f"{fused} of them fused from several source ops")]
+    return [kernels, Item(
+        "fused ops", False,
+        f"{len(wrong)} of {len(want)} kernels list the wrong source ops: "
+        + join_first(notes, 3),
+        "a kernel named after a Conv2D also computes the ops atc fused into it: a BatchNorm, "
+        "then maybe an Add, then maybe a Relu, each the ONLY reader of the previous op's "
+        "output; every other kernel computes just itself")]
+
+
+# -- 10.saving ---------------------------------------------------------------------------------
+
+def _act_bytes(model: CompiledModel) -> int:
+    return sum(p.act_bytes for p in model.plan_for())
+
+
+def _weight_bytes(model: CompiledModel) -> int:
+    return sum(p.weight_bytes for p in model.plan_for())
+
+
+@exercise("10.saving", "traffic_saved: the device-memory traffic fusion avoids",
+          "traffic_saved")
+def grade_saving(fn, seed: int) -> Case:
+    """One case: a random graph compiled twice, with and without fusion."""
+    graph = random_graph(seed + 100)
+    fused, unfused = compile_pair(graph)
+    want = _act_bytes(unfused) - _act_bytes(fused)
+    assert want == sum(r.saved_bytes for r in fused.fusions) > 0
+    label = (f"a {len(graph['ops'])}-op graph, batch {graph['inputs'][0]['shape'][0]}: "
+             f"{len(unfused.graph.ops)} ops unfused, {len(fused.graph.ops)} fused")
+    with isolated() as runtime:
+        call = call_learner(fn, fused, unfused)
+        case = new_case(label, call, runtime)
+        if case.not_done:
+            return case
+        case.items.append(ran_item(call, "traffic_saved"))
+        if call.error is None:
+            weights = _weight_bytes(unfused) - _weight_bytes(fused)
+            case.items.append(_saving_item(call.value, want, weights, fused, unfused))
+        return case
+
+
+def _saving_item(value, want: int, weights: int, fused, unfused) -> Item:
+    hint = ("compare the activation bytes (act_bytes) of every planned op, unfused minus "
+            "fused: each tensor a fused kernel keeps on chip was written to device memory "
+            "once and read back once")
+    if not is_int(value):
+        return Item("saved bytes", False, f"traffic_saved returned a {type(value).__name__}, "
+                    "not an int number of bytes", "return an int")
+    value = int(value)
+    if value == want:
+        return Item("saved bytes", True, f"fusion keeps {value:,} bytes of traffic per run "
+                    "away from device memory")
+    if value == -want:
+        text = "the sign is reversed: fusion saves traffic, so the answer is positive"
+    elif 2 * value == want:
+        text = "half of the right amount: is each intermediate tensor counted only once?"
+    elif value == want + weights:
+        text = ("weights are counted too: folding a BatchNorm changes the weights a little, "
+                "but the question is about activation traffic")
+    elif value == unfused.execute_ns() - fused.execute_ns():
+        text = "that is the time saved in ns, not the bytes"
+    else:
+        text = f"{value:,} bytes is not the traffic fusion saved here"
+    return Item("saved bytes", False, text, hint)
