@@ -7,14 +7,14 @@ story of a mistake, with the items that must catch it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from checks_support import failed, item, load_solutions
 
-from acllab.checks import CheckResult, Item, check, exercises
+from acllab.checks import check, exercises
 from acllab.constants import (
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_DEVICE_TO_DEVICE,
@@ -27,53 +27,26 @@ NOTEBOOK = ROOT / "lessons" / "00-where-runtime-sits.ipynb"
 H2D, D2H, HUGE = ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEM_MALLOC_HUGE_FIRST
 
 
-def _solutions():
-    path = ROOT / "lessons" / "solutions" / "lesson00.py"
-    spec = importlib.util.spec_from_file_location("solutions_lesson00", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+SOLUTIONS = load_solutions("00")
 
 
-SOLUTIONS = _solutions()
-
-
-def failed(result: CheckResult) -> set[str]:
-    return {i.name for i in result.items if not i.passed}
-
-
-def item(result: CheckResult, name: str) -> Item:
-    return next(i for i in result.items if i.name == name)
-
-
-def placeholder(*args):
-    raise NotImplementedError
-
-
-# -- the exercise: solution passes, placeholder is not done ------------------------------------
+# -- registration and more seeds (the generic promises: test_checks_common.py) -----------------
 
 def test_lesson00_registers_its_tour_exercise():
     assert [(ex.id, ex.function) for ex in exercises("00")] == [("00.tour", "first_copy")]
+    assert [len(ex.seeds) for ex in exercises("00")] == [3]       # cases per check
 
 
-def test_reference_solution_passes():
+def test_reference_solution_reports_its_items():
     result = check("00.tour", SOLUTIONS.first_copy)
     assert result.status == "passed", str(result)
-    assert result.score == 1.0 and result.cases == 3
     assert [i.name for i in result.items] == ["runs", "result", "round trip", "sanitizer",
                                               "resources"]
-    assert result.warnings == []
 
 
 def test_reference_solution_passes_on_more_seeds():
     result = check("00.tour", SOLUTIONS.first_copy, seeds=range(3, 12))
     assert result.status == "passed", str(result)
-
-
-def test_placeholder_is_not_done():
-    result = check("00.tour", placeholder)
-    assert result.status == "not done" and result.score == 0.0
-    assert "NotImplementedError" in str(result)
 
 
 # -- known-wrong answers -----------------------------------------------------------------------

@@ -8,40 +8,15 @@ memory, one slot for everything, a slot per batch, and a model left loaded.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from checks_support import failed, item, load_solutions
 
-from acllab.checks import CheckResult, Item, check, exercises, lesson11
+from acllab.checks import check, exercises, lesson11
 from acllab.constants import ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEM_MALLOC_NORMAL_ONLY
 from acllab.constants import ACL_MEMCPY_DEVICE_TO_HOST as D2H
 from acllab.constants import ACL_MEMCPY_HOST_TO_DEVICE as H2D
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _solutions():
-    path = ROOT / "lessons" / "solutions" / "lesson11.py"
-    spec = importlib.util.spec_from_file_location("solutions_lesson11", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SOLUTIONS = _solutions()
-
-
-def failed(result: CheckResult) -> set[str]:
-    return {i.name for i in result.items if not i.passed}
-
-
-def item(result: CheckResult, name: str) -> Item:
-    return next(i for i in result.items if i.name == name)
-
-
-def placeholder(*args):
-    raise NotImplementedError
+SOLUTIONS = load_solutions("11")
 
 
 # -- a configurable service: every known-wrong answer is one choice away from the reference -----
@@ -134,16 +109,16 @@ def make_service(*, model="fixed", policy=ACL_MEM_MALLOC_HUGE_FIRST, pinned=True
     return service
 
 
-# -- the exercise: solution passes, placeholder is not done -------------------------------------
+# -- registration and more seeds (the generic promises: test_checks_common.py) -----------------
 
 def test_lesson11_registers_its_exercise():
     assert [(ex.id, ex.function) for ex in exercises("11")] == [("11.service", "service")]
+    assert [len(ex.seeds) for ex in exercises("11")] == [3]       # cases per check
 
 
-def test_reference_solution_passes():
+def test_reference_solution_reports_its_items():
     result = check("11.service", SOLUTIONS.service)
     assert result.status == "passed", str(result)
-    assert result.score == 1.0 and result.cases == 3 and result.warnings == []
     assert [i.name for i in result.items] == ["runs", "results", "throughput", "memory",
                                               "sanitizer", "resources"]
 
@@ -151,12 +126,6 @@ def test_reference_solution_passes():
 def test_reference_solution_passes_on_more_seeds():
     result = check("11.service", SOLUTIONS.service, seeds=range(3, 9))
     assert result.status == "passed", str(result)
-
-
-def test_placeholder_is_not_done():
-    result = check("11.service", placeholder)
-    assert result.status == "not done" and result.score == 0.0
-    assert "NotImplementedError" in str(result)
 
 
 def test_other_good_choices_pass_too():
