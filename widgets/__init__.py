@@ -7,6 +7,7 @@ package. In notebooks, alias ipywidgets as ``ipw``, never as ``widgets``.
     from widgets.timeline import Timeline       # lanes per stream and engine, live or static
     from widgets.memory_map import MemoryMap    # device memory: driver vs runtime views
     from widgets.copy_path import CopyPath      # pinned vs pageable copy paths, animated
+    from widgets.stream_stepper import StreamStepper  # Play / Step through virtual time
     from widgets.check_panel import show        # a check's result as a pass/fail list
 
 Importing this package loads neither plotly nor ipywidgets (nor needs a kernel); the names
@@ -16,11 +17,11 @@ below are loaded on first use.
 from __future__ import annotations
 
 __all__ = ["Timeline", "MemoryMap", "CopyPath", "SweepChart", "ShapeExplorer",
-           "PipelineExplorer", "show", "panel"]
+           "PipelineExplorer", "StreamStepper", "show", "panel"]
 
 _MODULES = {"Timeline": "timeline", "MemoryMap": "memory_map", "CopyPath": "copy_path",
             "SweepChart": "copy_path", "ShapeExplorer": "shape_explorer",
-            "PipelineExplorer": "pipeline_explorer"}
+            "PipelineExplorer": "pipeline_explorer", "StreamStepper": "stream_stepper"}
 
 
 def __getattr__(name: str):

@@ -1,0 +1,147 @@
+"""widgets.stream_stepper: the StreamStepper, headless (no browser, no kernel).
+
+The widget is driven by setting its controls' values (the slider, Play) and clicking its
+buttons, then reading the table's HTML and the figure's cursor.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import plotly.graph_objects as go
+
+import acllab
+from acllab import acl, stepper
+from acllab.constants import (
+    ACL_MEM_MALLOC_HUGE_FIRST,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+)
+from widgets.stream_stepper import StreamStepper, snapshot_html
+
+N = 256 * 1024
+
+
+def program(rounds: int = 1) -> dict:
+    """An H2D copy, a D2H copy queued behind it and an event record, all on one stream."""
+    acl.init()
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    ev, _ = acl.rt.create_event()
+    dev, _ = acl.rt.malloc(N, ACL_MEM_MALLOC_HUGE_FIRST)
+    src, _ = acl.rt.malloc_host(N)
+    h = {"stream": stream, "ev": ev, "dev": dev, "src": src}
+    more(h, rounds)
+    return h
+
+
+def more(h: dict, rounds: int) -> None:
+    for _ in range(rounds):
+        acl.rt.memcpy_async(h["dev"], N, h["src"], N, ACL_MEMCPY_HOST_TO_DEVICE, h["stream"])
+        acl.rt.memcpy_async(h["src"], N, h["dev"], N, ACL_MEMCPY_DEVICE_TO_HOST, h["stream"])
+        acl.rt.record_event(h["ev"], h["stream"])
+    acl.rt.synchronize_device()
+
+
+def row(page: str, kind: str, name: str) -> str:
+    """The HTML of one table row (stream, engine or event)."""
+    start = page.index(f'<tr data-row="{kind}" data-name="{name}"')
+    return page[start:page.index("</tr>", start)]
+
+
+def test_the_slider_shows_the_table_at_that_moment(fresh):
+    program()
+    rt = acllab.current_runtime()
+    h2d, d2h = rt.tasks[0], rt.tasks[1]
+    st = StreamStepper(rt)
+    st.widget()
+    moments = stepper.moments(rt, submits=True)
+    assert st.moments() == moments
+    assert (st._slider.min, st._slider.max) == (0, len(moments) - 1)
+    assert not st._slider.continuous_update
+
+    st._slider.value = moments.index(d2h.submit_ns)
+    page = st._table.value
+    assert "MemcpyHostToDevice" in row(page, "stream", "Stream 1")
+    assert "MemcpyDeviceToHost" in row(page, "stream", "Stream 1")
+    assert "MemcpyHostToDevice" in row(page, "engine", "H2D DMA")
+    assert "idle" in row(page, "engine", "D2H DMA")
+    assert f"{d2h.submit_ns / 1000:,.3f} us" in st._clock.value
+    assert st._fig.layout.shapes[0].x0 == d2h.submit_ns / 1000
+    assert st._play.value == st._slider.value
+
+    st._slider.value = moments.index(h2d.end_ns)
+    page = st._table.value
+    assert "idle" in row(page, "engine", "H2D DMA")
+    assert "MemcpyDeviceToHost" in row(page, "engine", "D2H DMA")
+    event = f"0x{rt.tasks[2].info['event']:x}"
+    assert 'data-state="recorded, not complete"' in row(page, "event", event)
+
+
+def test_step_buttons_move_between_moments(fresh):
+    program()
+    st = StreamStepper()                       # follows the live runtime
+    st.widget()
+    moments = st.moments()
+    assert st.index == 0 and st.t_ns == moments[0]
+    st._forward.click()
+    st._forward.click()
+    assert st.index == 2 and st._slider.value == 2 and st.t_ns == moments[2]
+    st._back.click()
+    assert st.index == 1 and st.t_ns == moments[1]
+    for _ in range(3):
+        st._back.click()                       # clamped at the first moment
+    assert st.index == 0
+    st.show(10**6)                             # ... and at the last
+    assert st.index == len(moments) - 1 and st._slider.value == st.index
+    st.go_to(moments[3] + 1)
+    assert st.index == 3
+    st._play.value = 1                         # Play drives the slider
+    assert st._slider.value == 1 and st.t_ns == moments[1]
+
+
+def test_at_renders_any_instant_and_refresh_follows_the_runtime(fresh):
+    h = program()
+    st = StreamStepper()
+    st.widget()
+    rt = acllab.current_runtime()
+    t = rt.tasks[0].start_ns
+    assert st.at(t) == snapshot_html(stepper.snapshot(rt, t), heading=(
+        f"(moment {st.moments().index(t) + 1} of {len(st.moments())})"))
+    n = st._slider.max
+    assert isinstance(st._fig, go.FigureWidget) and [tr.name for tr in st._fig.data] == [
+        "Stream 1"]
+    more(h, rounds=1)
+    assert st._slider.max == n                 # nothing changes until refresh()
+    st.refresh()
+    assert st._slider.max == len(st.moments()) - 1 > n
+    assert max(st._fig.data[0].y) >= 2
+
+
+def test_static_fallback_is_html(fresh):
+    program()
+    st = StreamStepper()
+    assert "static view" in st._repr_html_() and "Stream 1" in st._repr_html_()
+    bundle = st._repr_mimebundle_()
+    assert "image/svg+xml" not in bundle
+    assert bundle["text/html"].startswith('<div class="acllab-stream-stepper"')
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"].startswith("at ")
+
+
+def test_an_empty_runtime_says_so(fresh):
+    st = StreamStepper()
+    assert "no tasks yet" in st.to_html()
+    st.widget()
+    assert st._slider.disabled and st._clock.value == "no tasks yet"
+    st._forward.click()
+    assert st.index == 0
+
+
+def test_widgets_package_exposes_it_lazily():
+    code = ("import sys, widgets; assert 'plotly' not in sys.modules; "
+            "from widgets import StreamStepper; print(StreamStepper.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "widgets.stream_stepper"
