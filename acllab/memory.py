@@ -99,10 +99,6 @@ class Region:
         return self.start + self.size
 
     @property
-    def is_host(self) -> bool:
-        return self.kind != "device"
-
-    @property
     def data(self) -> np.ndarray:
         """The bytes behind the region as a writable uint8 array (allocated on first touch)."""
         if self._data is not None:

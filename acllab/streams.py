@@ -58,9 +58,6 @@ class Stream:
     def name(self) -> str:
         return f"Stream {self.index}" + (" (default)" if self.is_default else "")
 
-    def pending_tasks(self, tasks) -> int:
-        return sum(1 for t in tasks if t.stream is self and t.end_ns < 0)
-
     def __repr__(self) -> str:
         if self.last is None:
             return f"<{self.name} on device {self.device.id}: empty>"

@@ -18,7 +18,7 @@ from ..engine import Deadlock
 from ..errors import AclError, AclWarning, Fail, code_name
 from ..session import current_runtime
 
-__all__ = ["api", "as_int", "as_uint", "rt"]
+__all__ = ["api", "as_int", "rt"]
 
 rt = current_runtime
 _PREFIX = {"acllab.acl.rt": "acl.rt", "acllab.acl.util": "acl.util", "acllab.acl.mdl": "acl.mdl"}
@@ -34,13 +34,6 @@ def as_int(value, name: str) -> int:
         return operator.index(value)
     except TypeError:
         raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
-
-
-def as_uint(value, name: str) -> int:
-    v = as_int(value, name)
-    if v < 0:
-        raise Fail(100000, f"{name} must not be negative (got {v})")
-    return v
 
 
 def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = True):
