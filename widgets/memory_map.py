@@ -34,6 +34,8 @@ from acllab.constants import MALLOC_POLICY_NAMES
 from acllab.hardware import HUGE_PAGE, MiB, ceil_div
 from acllab.smi import smi_text
 
+from ._live import LiveRedraw
+
 __all__ = ["Block", "MemoryLayout", "memory_layout", "page_map", "MemoryMap", "COLOURS",
            "LEGEND", "ROWS", "PAGES"]
 
@@ -265,7 +267,7 @@ def figure(layout: MemoryLayout) -> go.Figure:
     return fig
 
 
-class MemoryMap:
+class MemoryMap(LiveRedraw):
     """One device's memory of a runtime (the live one by default), as a figure or a widget.
 
     ``runtime=None`` follows ``acllab.current_runtime()`` at every redraw; ``device`` is the
@@ -370,26 +372,6 @@ class MemoryMap:
                                                                      self._button])]
             self._view = ipw.VBox([*controls, side])
         return self._view
-
-    def _follow(self) -> None:
-        try:
-            from IPython import get_ipython
-        except ImportError:
-            return
-        ip = get_ipython()
-        if ip is not None:
-            self._hook = lambda *_: self.refresh()
-            ip.events.register("post_run_cell", self._hook)
-
-    def stop(self) -> None:
-        """Stop redrawing after every cell (``live=True``)."""
-        if self._hook is not None:
-            from IPython import get_ipython
-
-            ip = get_ipython()
-            if ip is not None:
-                ip.events.unregister("post_run_cell", self._hook)
-            self._hook = None
 
     # -- display -------------------------------------------------------------------------
     def to_text(self) -> str:

@@ -27,6 +27,8 @@ import plotly.graph_objects as go
 import acllab
 from acllab import acl, trace
 
+from ._live import LiveRedraw
+
 __all__ = ["Timeline", "Bar", "Lane", "lanes", "event_arrows", "busy_bins", "COLOURS"]
 
 COLOURS = {
@@ -193,7 +195,7 @@ def _extent(lane_list: list[Lane]) -> tuple[int, int]:
     return lo, max(hi, lo + 1000)
 
 
-class Timeline:
+class Timeline(LiveRedraw):
     """A timeline of a runtime's trace (the live one by default), as a figure or a widget.
 
     ``runtime=None`` follows ``acllab.current_runtime()`` at every redraw. ``host`` adds a
@@ -386,26 +388,6 @@ class Timeline:
         self._slider.step = max((hi - lo) / 1000 / 500, 0.001)
         self._slider.value = min(max(cursor, lo), hi) / 1000
         self._readout.value = self.at(int(self._slider.value * 1000))
-
-    def _follow(self) -> None:
-        try:
-            from IPython import get_ipython
-        except ImportError:
-            return
-        ip = get_ipython()
-        if ip is not None:
-            self._hook = lambda *_: self.refresh()
-            ip.events.register("post_run_cell", self._hook)
-
-    def stop(self) -> None:
-        """Stop redrawing after every cell (``live=True``)."""
-        if self._hook is not None:
-            from IPython import get_ipython
-
-            ip = get_ipython()
-            if ip is not None:
-                ip.events.unregister("post_run_cell", self._hook)
-            self._hook = None
 
     # -- display -------------------------------------------------------------------------
     def to_svg(self, width: int = 900) -> str:

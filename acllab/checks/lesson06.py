@@ -235,9 +235,15 @@ def _make_kit(setup: _Setup) -> tuple[PipelineKit, list]:
 # -- the host callbacks -------------------------------------------------------------------------
 
 class _Host:
-    """prepare/postprocess for one case: charge host time, move real bytes, remember it all."""
+    """prepare/postprocess for one case: charge host time, move real bytes, remember it all.
 
-    def __init__(self, setup: _Setup, kit: PipelineKit):
+    Lesson 11 reuses it; its kit has no host buffers, so the error messages name none.
+    """
+
+    in_example: str | None = "kit.host_in[0]"
+    out_example: str | None = "kit.host_out[0]"
+
+    def __init__(self, setup, kit):
         self.setup = setup
         self.kit = kit
         self.prepared: Counter = Counter()
@@ -255,16 +261,17 @@ class _Host:
                              f"{n - 1}")
         return int(i)
 
-    def _view(self, what: str, i: int, host_ptr, size: int, mode: str, example: str):
+    def _view(self, what: str, i: int, host_ptr, size: int, mode: str, example: str | None):
         """The host's view of ``size`` bytes at ``host_ptr`` (the sanitizer sees the access)."""
+        such_as = f" such as {example}" if example else ""
         if isinstance(host_ptr, bool) or not isinstance(host_ptr, (int, np.integer)):
-            raise TypeError(f"{what}({i}, host_ptr): host_ptr is an address (an int) such as "
-                            f"{example}, not {type(host_ptr).__name__}")
+            raise TypeError(f"{what}({i}, host_ptr): host_ptr is the address (an int) of a host "
+                            f"buffer of {size:,} bytes{such_as}, not {type(host_ptr).__name__}")
         try:
             return _host_view(int(host_ptr), size, "host_ptr", mode)
         except Fail as exc:
-            raise ValueError(f"{what}({i}, host_ptr): {exc.message}; pass a host buffer of "
-                             f"{size:,} bytes such as {example}") from None
+            raise ValueError(f"{what}({i}, host_ptr): {exc.message}; pass a host buffer of at "
+                             f"least {size:,} bytes{such_as}") from None
 
     def prepare(self, i, host_ptr) -> None:
         """Decode batch ``i`` into the host buffer ``host_ptr`` (kit.in_size bytes)."""
@@ -272,7 +279,7 @@ class _Host:
         runtime = session.current_runtime()
         start = runtime.host_ns
         session.host_work(self.setup.prepare_ns, f"prepare batch {i}")
-        view = self._view("prepare", i, host_ptr, self.kit.in_size, "w", "kit.host_in[0]")
+        view = self._view("prepare", i, host_ptr, self.kit.in_size, "w", self.in_example)
         view[:] = self.setup.images(i).view(np.uint8).ravel()
         self.prepared[i] += 1
         self.prepare_spans.append((start, runtime.host_ns))
@@ -282,8 +289,7 @@ class _Host:
         i = self._batch("postprocess", i)
         runtime = session.current_runtime()
         start = runtime.host_ns
-        view = self._view("postprocess", i, host_ptr, self.kit.out_size, "r",
-                          "kit.host_out[0]")
+        view = self._view("postprocess", i, host_ptr, self.kit.out_size, "r", self.out_example)
         self.got.setdefault(i, []).append(view.tobytes())
         session.host_work(self.setup.postprocess_ns, f"post-process batch {i}")
         self.postprocess_spans.append((start, runtime.host_ns))

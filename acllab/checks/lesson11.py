@@ -35,25 +35,23 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-from .. import acl, session
-from ..acl.util import _host_view
+from .. import acl
 from ..constants import (
     ACL_DDR_MEM,
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_DEVICE_TO_HOST,
     ACL_MEMCPY_HOST_TO_DEVICE,
 )
-from ..errors import Fail
 from ..model import compile_model, execute_ns, save
 from . import Call, Case, Item, call_learner, exercise, isolated, ran_item
 from ._common import hazards, new_case, resources_item, sanitizer_item, teardown
 from .lesson06 import _IMAGE, _close, _list, _model_spans, standin_graph
+from .lesson06 import _Host as _PipelineHost
 
 __all__ = ["ServiceKit", "serial_service", "best_service", "grade_service", "SERIAL_GOAL",
            "BEST_TOLERANCE", "GEARS"]
@@ -182,54 +180,19 @@ def _kit(setup: _Setup, budget: int) -> ServiceKit:
 
 # -- the host callbacks -------------------------------------------------------------------------
 
-class _Host:
-    """prepare/postprocess for one case: charge host time, move real bytes, remember it all."""
+class _Host(_PipelineHost):
+    """Lesson 06's prepare/postprocess, plus when the service's first prepare started and its
+    last post-process ended (the span the throughput is measured over)."""
 
-    def __init__(self, setup: _Setup, kit: ServiceKit):
-        self.setup = setup
-        self.kit = kit
-        self.prepared: Counter = Counter()
-        self.got: dict[int, list[bytes]] = {}
-        self.first_ns: int | None = None      # the first prepare started
-        self.last_ns = 0                      # the last post-process ended
+    in_example = out_example = None
 
-    def _batch(self, what: str, i) -> int:
-        n = self.setup.batches
-        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
-            raise TypeError(f"{what}(i, host_ptr): i is the batch number, an int from 0 to "
-                            f"{n - 1}, not {type(i).__name__}")
-        if not 0 <= int(i) < n:
-            raise ValueError(f"{what}({i}, host_ptr): there are {n} batches, numbered 0 to "
-                             f"{n - 1}")
-        return int(i)
+    @property
+    def first_ns(self) -> int | None:
+        return self.prepare_spans[0][0] if self.prepare_spans else None
 
-    def _view(self, what: str, i: int, host_ptr, size: int, mode: str):
-        if isinstance(host_ptr, bool) or not isinstance(host_ptr, (int, np.integer)):
-            raise TypeError(f"{what}({i}, host_ptr): host_ptr is the address (an int) of a host "
-                            f"buffer of {size:,} bytes, not {type(host_ptr).__name__}")
-        try:
-            return _host_view(int(host_ptr), size, "host_ptr", mode)
-        except Fail as exc:
-            raise ValueError(f"{what}({i}, host_ptr): {exc.message}; pass a host buffer of at "
-                             f"least {size:,} bytes") from None
-
-    def prepare(self, i, host_ptr) -> None:
-        """Decode batch ``i`` into the host buffer ``host_ptr`` (kit.in_size bytes)."""
-        i = self._batch("prepare", i)
-        if self.first_ns is None:
-            self.first_ns = session.current_runtime().host_ns
-        session.host_work(self.setup.prepare_ns, f"prepare batch {i}")
-        view = self._view("prepare", i, host_ptr, self.kit.in_size, "w")
-        view[:] = self.setup.images(i).view(np.uint8).ravel()
-        self.prepared[i] += 1
-
-    def postprocess(self, i, host_ptr) -> None:
-        """Read batch ``i``'s scores from the host buffer ``host_ptr`` (kit.out_size bytes)."""
-        i = self._batch("postprocess", i)
-        view = self._view("postprocess", i, host_ptr, self.kit.out_size, "r")
-        self.got.setdefault(i, []).append(view.tobytes())
-        session.host_work(self.setup.postprocess_ns, f"post-process batch {i}")
-        self.last_ns = session.current_runtime().host_ns
+    @property
+    def last_ns(self) -> int:
+        return self.postprocess_spans[-1][1] if self.postprocess_spans else 0
 
 
 # -- the check's own services -------------------------------------------------------------------
