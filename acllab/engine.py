@@ -123,10 +123,13 @@ class Task:
 class Engine:
     """Discrete-event scheduler over integer nanoseconds (see module docstring)."""
 
-    __slots__ = ("now_ns", "_heap", "_seq", "tasks", "record", "submitted")
+    __slots__ = ("now_ns", "_heap", "_seq", "tasks", "record", "submitted", "observer")
 
     def __init__(self, record: bool = True):
         self.now_ns = 0
+        # called with each task right after its data effect (on_end), in the order tasks end;
+        # the checks use it to see what every task wrote (acllab.checks._common.Provenance)
+        self.observer: Callable[[Task], None] | None = None
         self._heap: list[tuple[int, int, int, Task]] = []
         self._seq = 0
         self.tasks: list[Task] = []
@@ -208,6 +211,8 @@ class Engine:
                 if not task.cancelled:
                     task.on_end(task)
                 task.on_end = None       # drop the closure: the trace keeps only data
+            if self.observer is not None and not task.cancelled:
+                self.observer(task)
             task.on_start = None
             res = task.resource
             if res is not None:

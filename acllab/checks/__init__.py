@@ -11,6 +11,18 @@ AclWarnings raised meanwhile are collected and shown. A function that still rais
 ``NotImplementedError`` is "not done". The learner's own runtime (``acllab.current_runtime()``)
 and every ``acllab.configure`` setting are exactly as before once the check returns.
 
+Scoring (:data:`SCORING_RULE`): an exercise scores 0 unless every *result* item (the bytes,
+values and device work it asks for) is right in every case; then it scores the share of all
+its items that pass in its worst case, so the *process* items (overlap, throughput,
+sanitizer-clean, leak-free) earn their share only once the work was really done.
+
+Each call of the learner's function is guarded (:mod:`acllab.checks._guard`): a wall-clock
+limit per case (:attr:`Exercise.limit_s`, scaled by ``ACLLAB_CHECK_TIME_SCALE``) stops
+Python-only loops and sleeps too; every exception, BaseExceptions included, is contained;
+the grader's own helpers refuse to compute answers for it; and any change it makes to acllab's
+modules, to the runtime's records or to the settings (``acllab.configure``) fails the case
+with a plain message and is undone.
+
 One module per lesson (``lesson04`` ...) registers its exercises with :func:`exercise`.
 Pure Python: results render as HTML without ipywidgets.
 """
@@ -19,6 +31,7 @@ from __future__ import annotations
 
 import html
 import importlib
+import os
 import traceback
 import warnings
 from collections import Counter
@@ -31,10 +44,12 @@ from typing import Any
 from .. import session
 from ..errors import AclWarning, BudgetExceeded
 from ..hardware import PROFILES
+from . import _guard
 
 __all__ = ["Item", "CheckResult", "Case", "Call", "Exercise", "Summary", "check", "summary",
            "exercise", "exercises", "history", "isolated", "call_learner", "describe_exception",
-           "ran_item", "GRADING_SETTINGS", "STATUSES"]
+           "ran_item", "GRADING_SETTINGS", "STATUSES", "SCORING_RULE", "RESULT", "PROCESS",
+           "DEFAULT_LIMIT_S"]
 
 _ACLLAB_DIR = Path(__file__).resolve().parents[1]
 
@@ -53,16 +68,32 @@ GRADING_SETTINGS: dict[str, Any] = {
 }
 
 STATUSES = ("passed", "failed", "not done")
+RESULT, PROCESS = "result", "process"          # the two kinds of item
+DEFAULT_LIMIT_S = 20.0       # wall-clock seconds per call of the learner's function
+SCORING_RULE = ("An exercise scores 0 unless every result item is right in every case; then "
+                "it scores the share of all its items (process items such as overlap, "
+                "throughput, sanitizer-clean and leak-free included) that pass in its worst "
+                "case.")
 
 
 @dataclass
 class Item:
-    """One graded point: its name, whether it passed, what was found, and a hint if not."""
+    """One graded point: its name, whether it passed, what was found, and a hint if not.
+
+    ``kind`` is :data:`RESULT` (the work asked for: right bytes, values, device tasks; any
+    failed result item makes the exercise score 0) or :data:`PROCESS` (how well it was done:
+    overlap, speed, sanitizer, leaks; these count only once every result is right).
+    """
 
     name: str
     passed: bool
     message: str = ""
     hint: str = ""
+    kind: str = RESULT
+
+    def __post_init__(self) -> None:
+        if self.kind not in (RESULT, PROCESS):
+            raise ValueError(f"an item's kind is {RESULT!r} or {PROCESS!r}, not {self.kind!r}")
 
     def __str__(self) -> str:
         mark = "pass" if self.passed else "FAIL"
@@ -88,6 +119,8 @@ class CheckResult:
     cases: int = 0
     warnings: list[str] = field(default_factory=list)
     runtime: Any = field(default=None, repr=False, compare=False)
+    public: bool = True          # graded on the exercise's own (public) seeds
+    graded_score: float | None = None      # set by check() from every case (SCORING_RULE)
 
     @property
     def passed(self) -> bool:
@@ -95,25 +128,40 @@ class CheckResult:
 
     @property
     def score(self) -> float:
-        """The fraction of items passed (0.0 when not done)."""
+        """The score by :data:`SCORING_RULE`, from 0.0 to 1.0 (0.0 when not done)."""
         if self.status == "not done" or not self.items:
             return 0.0
-        return sum(i.passed for i in self.items) / len(self.items)
+        if self.graded_score is not None:
+            return self.graded_score
+        return case_score(self.items)
 
     def to_dict(self) -> dict:
         return {"exercise": self.exercise, "title": self.title, "status": self.status,
                 "score": self.score, "case": self.case, "cases": self.cases,
+                "public": self.public,
                 "items": [vars(i).copy() for i in self.items], "warnings": list(self.warnings)}
 
     def _headline(self) -> str:
         if self.status == "passed":
-            return f"passed ({self.cases} randomised case{'s' if self.cases != 1 else ''})"
+            n = f"{self.cases} randomised case{'s' if self.cases != 1 else ''}"
+            return f"public checks passed ({n})" if self.public else f"passed ({n})"
         if self.status == "not done":
             return "not done"
         return f"failed ({self.case})" if self.case else "failed"
 
+    def _score_line(self) -> str:
+        if self.status != "failed":
+            return ""
+        if self.score == 0:
+            return ("score 0: a result item failed, and an exercise earns nothing until every "
+                    "result is right")
+        return (f"score {self.score:.2f}: every result is right; the failed items below are "
+                "about how well it was done")
+
     def __str__(self) -> str:
         lines = [f"{self.exercise} {self.title}: {self._headline()}"]
+        if self._score_line():
+            lines.append(f"  {self._score_line()}")
         lines += ["  " + str(i).replace("\n", "\n  ") for i in self.items]
         if self.warnings:
             lines.append(f"  warnings while your function ran ({len(self.warnings)}):")
@@ -143,11 +191,14 @@ class CheckResult:
                     f'</summary><pre style="white-space:pre-wrap">'
                     f"{esc(chr(10).join(self.warnings))}</pre></details>")
         return (f'<div class="acllab-check" data-exercise="{esc(self.exercise)}" '
-                f'data-status="{esc(self.status)}" style="border-left:4px solid {colour};'
+                f'data-status="{esc(self.status)}" data-score="{self.score:.4f}" '
+                f'style="border-left:4px solid {colour};'
                 f'padding:4px 10px;margin:4px 0">'
                 f"<div><b>{esc(self.exercise)}</b> {esc(self.title)}: "
                 f'<b style="color:{colour}">{esc(self._headline())}</b></div>'
-                f'<ul style="list-style:none;padding-left:0.5em;margin:4px 0">'
+                + (f'<div style="opacity:0.85">{esc(self._score_line())}</div>'
+                   if self._score_line() else "")
+                + f'<ul style="list-style:none;padding-left:0.5em;margin:4px 0">'
                 f"{''.join(rows)}</ul>{warn}</div>")
 
 
@@ -162,37 +213,53 @@ class Case:
     runtime: Any = None
 
 
+def case_score(items: list[Item]) -> float:
+    """One case's score by :data:`SCORING_RULE`: 0 if a result item failed (or there are no
+    items), else the share of items that passed."""
+    if not items or not all(i.passed for i in items if i.kind == RESULT):
+        return 0.0
+    return sum(i.passed for i in items) / len(items)
+
+
 @dataclass(frozen=True)
 class Exercise:
-    """A graded exercise: its id ('04.overlap'), the function's name, and a grader per seed."""
+    """A graded exercise: its id ('04.overlap'), the function's name, and a grader per seed.
+
+    ``limit_s`` is the wall-clock limit for each call of the learner's function.
+    """
 
     id: str
     title: str
     function: str
     grade: Callable[[Callable, int], Case]
     seeds: tuple[int, ...] = (0, 1, 2)
+    limit_s: float = DEFAULT_LIMIT_S
 
 
 _EXERCISES: dict[str, Exercise] = {}
 history: dict[str, CheckResult] = {}   # the latest result of each exercise in this process
 
 
-def exercise(id: str, title: str, function: str, seeds: tuple[int, ...] = (0, 1, 2)):
+def exercise(id: str, title: str, function: str, seeds: tuple[int, ...] = (0, 1, 2),
+             limit_s: float = DEFAULT_LIMIT_S):
     """Decorator for a lesson module's grader ``grade(fn, seed) -> Case``: registers it."""
 
     def deco(grade: Callable[[Callable, int], Case]) -> Callable[[Callable, int], Case]:
-        _EXERCISES[id] = Exercise(id, title, function, grade, tuple(seeds))
+        _EXERCISES[id] = Exercise(id, title, function, grade, tuple(seeds), float(limit_s))
         return grade
 
     return deco
 
 
 def _load(lesson: str) -> None:
+    name = f"{__name__}.lesson{lesson}"
     try:
-        importlib.import_module(f"{__name__}.lesson{lesson}")
+        module = importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.lesson{lesson}":
+        if exc.name != name:
             raise
+        return
+    _guard.seal(module)
 
 
 def exercises(lesson: str) -> list[Exercise]:
@@ -209,46 +276,89 @@ def _find(exercise_id: str) -> Exercise:
     return _EXERCISES[exercise_id]
 
 
-def check(exercise_id: str, fn: Callable, *, seeds: tuple[int, ...] | None = None) -> CheckResult:
+def _time_scale() -> float:
+    try:
+        scale = float(os.environ.get("ACLLAB_CHECK_TIME_SCALE", "1"))
+    except ValueError:
+        return 1.0
+    return scale if scale > 0 else 1.0
+
+
+class _Aborted(BaseException):
+    """The learner's call went wrong in a way that ends its case at once (see call_learner)."""
+
+    def __init__(self, item: Item, call: Call, runtime: Any):
+        super().__init__(item.message)
+        self.item, self.call, self.runtime = item, call, runtime
+
+
+_limit: list[float | None] = [None]       # the limit of the check running now
+
+
+def check(exercise_id: str, fn: Callable, *, seeds: tuple[int, ...] | None = None,
+          limit_s: float | None = None) -> CheckResult:
     """Grade the learner's function ``fn`` for ``exercise_id`` on randomised cases.
 
-    Cases run in order and the first failing one is reported; ``seeds`` overrides the
-    exercise's own. The result is also kept in :data:`history` for :func:`summary`.
+    Cases run in order and the first failing one is reported; the score follows
+    :data:`SCORING_RULE` over every case run. ``seeds`` overrides the exercise's own (public)
+    seeds, as an instructor's hidden cases do; ``limit_s`` overrides its wall-clock limit per
+    call. The result is also kept in :data:`history` for :func:`summary`.
     """
+    _guard.refuse_if_learner("acllab.checks.check")
     ex = _find(exercise_id)
-    seeds = ex.seeds if seeds is None else tuple(seeds)
-    result = CheckResult(ex.id, ex.title, cases=len(seeds))
+    public = seeds is None
+    seeds = ex.seeds if seeds is None else tuple(int(s) for s in seeds)
+    result = CheckResult(ex.id, ex.title, cases=len(seeds), public=public)
     if not callable(fn):
         result.items = [Item("function", False, f"expected the function {ex.function}, got "
                              f"{type(fn).__name__}", f"pass the function itself: check("
                              f"{ex.id!r}, {ex.function})")]
-    last = None
-    for k, seed in enumerate(seeds if callable(fn) else ()):
-        try:
-            case = ex.grade(fn, seed)
-        except Exception as exc:        # the learner left a state the grader did not expect
-            case = Case(f"seed {seed}", [Item(
-                "grading", False, "the check could not finish grading this case: "
-                + describe_exception(exc),
-                "your function may have released or reset something its caller still "
-                "needed; if not, this is a bug in the check: please report it")])
-        result.warnings, result.runtime = case.warnings, case.runtime
-        if case.not_done:
-            result.status, result.items = "not done", [Item(
-                ex.function, False, f"{ex.function} still raises NotImplementedError",
-                "replace the `raise NotImplementedError` line with your code, run that cell, "
-                "then this one")]
-            break
-        last = case
-        if not all(i.passed for i in case.items) or not case.items:
+    limit = (ex.limit_s if limit_s is None else float(limit_s)) * _time_scale()
+    saved_limit = _limit[0]
+    _limit[0] = limit
+    done: list[Case] = []
+    try:
+        for seed in seeds if callable(fn) else ():
+            case = _run_case(ex, fn, seed)
+            result.warnings, result.runtime = case.warnings, case.runtime
+            if case.not_done:
+                result.status, result.items = "not done", [Item(
+                    ex.function, False, f"{ex.function} still raises NotImplementedError",
+                    "replace the `raise NotImplementedError` line with your code, run that "
+                    "cell, then this one")]
+                break
+            done.append(case)
+            if case_score(case.items) == 0:
+                break           # a wrong result: the exercise scores 0 whatever comes next
+    finally:
+        _limit[0] = saved_limit
+    if result.status != "not done" and done:
+        failing = next((k for k, c in enumerate(done)
+                        if not c.items or not all(i.passed for i in c.items)), None)
+        if failing is None:
+            result.status, result.items = "passed", done[-1].items
+        else:
+            case = done[failing]
             result.items = case.items
-            result.case = f"case {k + 1} of {len(seeds)}: {case.label}"
-            break
-    else:
-        if last is not None:
-            result.status, result.items = "passed", last.items
+            result.case = f"case {failing + 1} of {len(seeds)}: {case.label}"
+            result.warnings, result.runtime = case.warnings, case.runtime
+        result.graded_score = min(case_score(c.items) for c in done)
     history[ex.id] = result
     return result
+
+
+def _run_case(ex: Exercise, fn: Callable, seed: int) -> Case:
+    try:
+        return ex.grade(fn, seed)
+    except _Aborted as abort:
+        return Case(f"seed {seed}", [abort.item], warnings=abort.call.warnings,
+                    runtime=abort.runtime)
+    except Exception as exc:        # the learner left a state the grader did not expect
+        return Case(f"seed {seed}", [Item(
+            "grading", False, "the check could not finish grading this case: "
+            + describe_exception(exc),
+            "your function may have released or reset something its caller still "
+            "needed; if not, this is a bug in the check: please report it")])
 
 
 @dataclass
@@ -314,7 +424,7 @@ class Call:
     """What happened when the learner's function ran: its value or exception, and when."""
 
     value: Any = None
-    error: Exception | None = None
+    error: BaseException | None = None
     error_text: str = ""
     warnings: list[str] = field(default_factory=list)
     start_ns: int = 0
@@ -342,18 +452,123 @@ def describe_exception(exc: BaseException) -> str:
     return text
 
 
-def call_learner(fn: Callable, *args) -> Call:
-    """Call ``fn(*args)`` in the current runtime; catch its exception and its warnings."""
+def _trusted(fn: Callable) -> bool:
+    """The check's own code (a reference loop): sealed helpers stay open to it."""
+    if isinstance(fn, _guard._Sealed):
+        return True
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    return code is not None and code.co_filename.startswith(str(_ACLLAB_DIR))
+
+
+def _records(runtime: Any) -> tuple:
+    """What the learner's function may extend through pyACL but never rewrite."""
+    engine = runtime.engine
+    return (type(runtime), engine, engine.tasks, list(engine.tasks), runtime.api_log,
+            len(runtime.api_log), runtime.host_ops, len(runtime.host_ops), engine.observer,
+            (runtime.task_budget, runtime.call_budget, runtime.time_budget_ns),
+            runtime.host_ns, engine.now_ns)
+
+
+def _record_changes(before: tuple, runtime: Any) -> list[str]:
+    (kind, engine, tasks, prefix, api_log, n_api, host_ops, n_ops, observer, budgets,
+     host_ns, now_ns) = before
+    out = []
+    if type(runtime) is not kind or runtime.engine is not engine:
+        return ["the runtime's engine was replaced"]
+    if engine.tasks is not tasks or len(tasks) < len(prefix) or any(
+            a is not b for a, b in zip(prefix, tasks, strict=False)):
+        out.append("the runtime's list of tasks (the trace) was edited")
+    if runtime.api_log is not api_log or len(api_log) < n_api:
+        out.append("the runtime's log of pyACL calls was edited")
+    if runtime.host_ops is not host_ops or len(host_ops) < n_ops:
+        out.append("the runtime's record of host accesses was edited")
+    if engine.observer is not observer:
+        out.append("the engine's observer was replaced")
+    if (runtime.task_budget, runtime.call_budget, runtime.time_budget_ns) != budgets:
+        out.append("the runtime's budgets were changed")
+    last_end = max((entry[2] for entry in api_log[n_api:]), default=host_ns)
+    if runtime.host_ns < max(host_ns, last_end) or engine.now_ns < now_ns:
+        out.append("the virtual clock was turned back")
+    return out
+
+
+def _abort_item(fn: Callable, out: _guard.Outcome, limit: float | None, configured: bool,
+                records: list[str]) -> Item | None:
+    """The item that ends the case when the call went wrong beyond a plain exception."""
+    name = getattr(fn, "__name__", "your function")
+    if out.timed_out:
+        return Item("runs", False,
+                    f"{name} was stopped after {limit:g} s of wall-clock time: it was still "
+                    "running (a loop that never ends, a sleep, or a wait in Python that no "
+                    "pyACL call will ever satisfy)",
+                    "make every loop end; wait with pyACL calls (synchronize_stream, "
+                    "synchronize_event), not with time.sleep or busy loops")
+    if out.changes or records:
+        changes = out.changes + records
+        shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more"
+                                           if len(changes) > 3 else "")
+        return Item("acllab unchanged", False,
+                    f"{name} changed acllab itself, which a check never accepts: {shown}. "
+                    "The check has put it back.",
+                    "solve the exercise with pyACL calls; leave acllab's modules, the "
+                    "checks and the runtime's records alone")
+    if out.refused:
+        return Item("own work", False,
+                    f"{name} called {out.refused[0]}, which belongs to the grader: a check "
+                    "gives no credit for answers the grader computes",
+                    "compute the answer in your own code, from pyACL calls and the lesson's "
+                    "formulas")
+    if configured:
+        return Item("runs", False,
+                    f"{name} called acllab.configure(), acllab.reset() or "
+                    "acllab.restore_defaults(): that throws away the runtime the check gave "
+                    "it (its device, buffers and streams), so nothing it did can be graded",
+                    "leave acllab's settings alone inside the function; the check sets them "
+                    "up for each case (and puts yours back afterwards)")
+    if out.error is not None and not isinstance(out.error, Exception):
+        return Item("runs", False,
+                    f"{name} raised {describe_exception(out.error)}: the check stopped "
+                    "this case there",
+                    "SystemExit (sys.exit, exit, quit) and KeyboardInterrupt end a program, "
+                    "not a function: return instead")
+    return None
+
+
+def call_learner(fn: Callable, *args, limit_s: float | None = None) -> Call:
+    """Call ``fn(*args)`` in the current runtime, guarded; catch its exception and warnings.
+
+    The call runs under the check's wall-clock limit (``limit_s`` or the exercise's) with the
+    grader sealed and acllab watched (:func:`acllab.checks._guard.run_guarded`). An ordinary
+    exception is returned in the :class:`Call`. A timeout, a BaseException, a change to
+    acllab (undone at once), a call to the grader's helpers or to ``acllab.configure`` ends the
+    whole case instead, with an item that says so.
+    """
     runtime = session.current_runtime()
     call = Call(start_ns=runtime.host_ns, first_task=len(runtime.tasks))
+    settings = dict(session._settings)
+    before = _records(runtime)
+    limit = limit_s if limit_s is not None else (
+        _limit[0] if _limit[0] is not None else DEFAULT_LIMIT_S * _time_scale())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            call.value = fn(*args)
-        except Exception as exc:        # a learner's mistake must never break the notebook
-            call.error = exc
-            call.error_text = describe_exception(exc)
-    runtime = session.current_runtime()
+        out = _guard.run_guarded(fn, args, limit, trusted=_trusted(fn))
+    configured = session._runtime is not runtime or session._settings != settings
+    if configured:                  # put the case's runtime and settings back
+        session._runtime = runtime
+        session._settings.clear()
+        session._settings.update(settings)
+    records = [] if configured else _record_changes(before, runtime)
+    counts = Counter(f"{w.category.__name__}: {w.message}" for w in caught)
+    call.warnings = [text if n == 1 else f"{text} (x{n})" for text, n in counts.items()][:10]
+    abort = _abort_item(fn, out, limit, configured, records)
+    if abort is not None:
+        runtime.task_budget = runtime.call_budget = runtime.time_budget_ns = 1 << 62
+        call.end_ns = runtime.host_ns
+        raise _Aborted(abort, call, runtime)
+    call.value = out.value
+    if out.error is not None:
+        call.error = out.error
+        call.error_text = describe_exception(out.error)
     if isinstance(call.error, BudgetExceeded):
         call.error_text = (f"BudgetExceeded: the check stops a function after "
                            f"{runtime.task_budget:,} tasks, {runtime.call_budget:,} pyACL calls "
@@ -363,8 +578,6 @@ def call_learner(fn: Callable, *args) -> Call:
         # lift the budgets of this throwaway runtime, so that the caller can tear down
         runtime.task_budget = runtime.call_budget = runtime.time_budget_ns = 1 << 62
     call.end_ns = runtime.host_ns
-    counts = Counter(f"{w.category.__name__}: {w.message}" for w in caught)
-    call.warnings = [text if n == 1 else f"{text} (x{n})" for text, n in counts.items()][:10]
     return call
 
 

@@ -9,7 +9,9 @@ Each lesson module grades its own exercises; what they all do the same way lives
 * the caller's side of a case: :func:`new_case` after the learner's call, :func:`teardown`
   (with :func:`release_each`) at its end;
 * the items most checks grade: :func:`sanitizer_item` (over :func:`hazards`) and
-  :func:`resources_item` (with :func:`released_item` and :func:`leak_texts`).
+  :func:`resources_item` (with :func:`released_item` and :func:`leak_texts`);
+* provenance: :class:`Provenance` records what every task wrote, so a check can verify that
+  the bytes it grades were computed on the device (and carried by copies), not on the host.
 
 Where lessons word a message differently, the wording is a parameter: every lesson keeps its
 own text. Pure Python: numpy and the acllab core, no Jupyter or plotting module.
@@ -17,6 +19,7 @@ own text. Pure Python: numpy and the acllab core, no Jupyter or plotting module.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,12 +29,13 @@ import numpy as np
 from .. import acl, sanitizer
 from ..memory import UNINIT_PATTERN
 from ..sanitizer import Finding
-from . import Call, Case, Item
+from . import PROCESS, Call, Case, Item
 
 __all__ = ["format_us", "format_hex", "join_first", "short_repr", "qualified", "is_int",
            "first_difference", "uninit_pattern", "reads_uninit", "BytesWording",
            "describe_bytes", "new_case", "Release", "release_each", "teardown", "hazards",
-           "finding_line", "sanitizer_item", "leak_texts", "released_item", "resources_item"]
+           "finding_line", "sanitizer_item", "leak_texts", "released_item", "resources_item",
+           "Write", "Piece", "Provenance"]
 
 
 # -- formatting --------------------------------------------------------------------------------
@@ -199,17 +203,18 @@ def finding_line(finding: Finding) -> str:
 def sanitizer_item(findings: Sequence[Finding], clean: str, *, shown: int = 3,
                    line: Callable[[Finding], str] = finding_line,
                    more: str = "\n... and {n} more",
-                   fix: Callable[[Finding], str] | None = None) -> Item:
+                   fix: Callable[[Finding], str] | None = None, kind: str = PROCESS) -> Item:
     """'sanitizer': passes with ``clean`` when there are no ``findings``.
 
     Otherwise it lists the first ``shown`` findings, one ``line`` each, then ``more`` (see
     :func:`join_first`), with a hint for the first one: ``fix(first)``, or its own fix.
     """
     if not findings:
-        return Item("sanitizer", True, clean)
+        return Item("sanitizer", True, clean, kind=kind)
     first = findings[0]
     text = join_first([line(f) for f in findings], shown, sep="\n", more=more)
-    return Item("sanitizer", False, text, fix(first) if fix is not None else first.fix)
+    return Item("sanitizer", False, text, fix(first) if fix is not None else first.fix,
+                kind=kind)
 
 
 # -- the resources item ------------------------------------------------------------------------
@@ -227,17 +232,18 @@ def leak_texts(leaks: Iterable[str], source: str = "") -> list[str]:
     return out
 
 
-def released_item(function: str, failed: Sequence[str], hint: str) -> Item:
+def released_item(function: str, failed: Sequence[str], hint: str, kind: str = PROCESS) -> Item:
     """'resources' failed: ``function`` released ``failed``, things its caller owns."""
     return Item("resources", False,
                 f"{function} released things that belong to its caller: " + "; ".join(failed),
-                hint)
+                hint, kind=kind)
 
 
 def resources_item(runtime: Any, failed: Sequence[str], function: str, *, clean: str,
                    leaked_hint: str, released_hint: str = "",
                    leaked: str = "{function} left {n} thing(s) behind: ", shown: int = 4,
-                   more: str = "; and {n} more", source: str = "") -> Item:
+                   more: str = "; and {n} more", source: str = "",
+                   kind: str = PROCESS) -> Item:
     """'resources': nothing leaked at the caller's teardown, and the caller's things intact.
 
     ``failed`` is what the caller could not release (see :func:`teardown`): it fails the item
@@ -246,10 +252,197 @@ def resources_item(runtime: Any, failed: Sequence[str], function: str, *, clean:
     ``source`` is passed to :func:`leak_texts`. ``clean`` is the message when all is well.
     """
     if failed:
-        return released_item(function, failed, released_hint)
+        return released_item(function, failed, released_hint, kind)
     leaks = runtime.leaks
     if leaks:
         return Item("resources", False,
                     leaked.format(function=function, n=len(leaks))
-                    + join_first(leak_texts(leaks, source), shown, more=more), leaked_hint)
-    return Item("resources", True, clean)
+                    + join_first(leak_texts(leaks, source), shown, more=more), leaked_hint,
+                    kind=kind)
+    return Item("resources", True, clean, kind=kind)
+
+
+# -- provenance: did the device do the work? ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Write:
+    """What one task wrote into one range when it ended: the bytes (or their CRC-32 only, past
+    :class:`Provenance`'s byte budget)."""
+
+    task: Any
+    lo: int
+    hi: int
+    data: bytes | None
+    crc: int
+
+    def covers(self, lo: int, hi: int) -> bool:
+        return self.lo <= lo and hi <= self.hi
+
+    def matches(self, lo: int, got: bytes) -> bool | None:
+        """Whether ``got`` (the bytes found from ``lo`` on) is what this write put there; None
+        when only a CRC was kept and ``got`` is not the whole write."""
+        if self.data is not None:
+            off = lo - self.lo
+            return self.data[off:off + len(got)] == got
+        if lo == self.lo and len(got) == self.hi - self.lo:
+            return zlib.crc32(got) == self.crc
+        return None
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A range of bytes, the copies that carried it (last first) and the write it came from
+    (None: no task wrote it while the check watched, i.e. the host did)."""
+
+    lo: int
+    hi: int
+    carried_by: tuple
+    origin: Write | None
+
+
+_COPY_KINDS = ("memcpy", "staging")
+
+
+class Provenance:
+    """What every task wrote, seen as it ended: how a check verifies that the device did the
+    work it grades, rather than the host.
+
+    Install it before the check sets up its case and calls the learner's function::
+
+        prov = Provenance(runtime)
+        ...
+        why = prov.computed_on(host_ptr, got, at_ns, engines=("aicore",), what="batch 3's scores")
+
+    Device memory can only change through tasks (copies, memsets, model runs, kernels), so
+    following the copies back from a buffer names the task that computed its bytes. Host
+    memory also changes through plain Python writes (a numpy view, ``bytes_to_ptr``); those
+    show as bytes that differ from what the last task wrote there.
+    """
+
+    def __init__(self, runtime: Any, byte_budget: int = 256 << 20):
+        self.runtime = runtime
+        self.writes: list[Write] = []
+        self.budget = byte_budget
+        runtime.engine.observer = self._seen
+
+    def _seen(self, task: Any) -> None:
+        for _base, _gen, lo, hi, mode in sanitizer._accesses(task):
+            if "w" not in mode or hi <= lo:
+                continue
+            region = self.runtime.region(lo)
+            data: bytes | None = None
+            crc = 0
+            if region is not None and region.materialised and not region.dangling:
+                try:
+                    raw = region.data[lo - region.start:hi - region.start]
+                except Exception:           # noqa: BLE001 - a vanished pageable object
+                    raw = None
+                if raw is not None:
+                    blob = raw.tobytes()
+                    crc = zlib.crc32(blob)
+                    if self.budget >= len(blob):
+                        self.budget -= len(blob)
+                        data = blob
+            elif region is not None:
+                crc = zlib.crc32(uninit_pattern(lo - region.start, hi - lo))
+            self.writes.append(Write(task, lo, hi, data, crc))
+
+    # -- queries --------------------------------------------------------------------------------
+    def writers(self, lo: int, hi: int, at_ns: int | None = None) -> list[tuple[int, int, Any]]:
+        """[lo, hi) cut into pieces, each with the last :class:`Write` over it that ended by
+        ``at_ns`` (None: every write so far), or None where no task wrote."""
+        pieces: list[tuple[int, int, Any]] = [(lo, hi, None)]
+        for w in self.writes:
+            if w.hi <= lo or hi <= w.lo or (at_ns is not None and w.task.end_ns > at_ns):
+                continue
+            out = []
+            for a, b, who in pieces:
+                if b <= w.lo or w.hi <= a:
+                    out.append((a, b, who))
+                    continue
+                if a < w.lo:
+                    out.append((a, w.lo, who))
+                out.append((max(a, w.lo), min(b, w.hi), w))
+                if w.hi < b:
+                    out.append((w.hi, b, who))
+            pieces = out
+        return pieces
+
+    def _source(self, task: Any) -> tuple[int, int] | None:
+        """(read address, time it was read) of a copy task: a staged copy read in its pair."""
+        if task.reads:
+            return task.reads[0][0], task.start_ns
+        for dep_id, label in task.deps:
+            if label == "staging":
+                first = self.runtime.engine.tasks[dep_id]
+                if first.reads:
+                    return first.reads[0][0], first.start_ns
+        return None
+
+    def trace_back(self, lo: int, hi: int, at_ns: int | None = None,
+                   depth: int = 8) -> list[Piece]:
+        """Where the bytes in [lo, hi) at ``at_ns`` came from: follow the copies back to the
+        task that first wrote them (a model run, a kernel, a memset), or to the host."""
+        out = []
+        for a, b, w in self.writers(lo, hi, at_ns):
+            if w is None or w.task.kind not in _COPY_KINDS or depth == 0:
+                out.append(Piece(a, b, (), w))
+                continue
+            src = self._source(w.task)
+            if src is None:
+                out.append(Piece(a, b, (w.task,), None))
+                continue
+            base, read_ns = src
+            shift = base - w.lo
+            for p in self.trace_back(a + shift, b + shift, read_ns, depth - 1):
+                out.append(Piece(p.lo - shift, p.hi - shift, (w.task, *p.carried_by),
+                                 p.origin))
+        return out
+
+    def changed_after(self, lo: int, got: bytes, at_ns: int | None = None) -> int | None:
+        """The first offset in ``got`` (the bytes found at ``lo`` at ``at_ns``) that differs
+        from what the last task wrote there, or that no task wrote; None if all match."""
+        for a, b, w in self.writers(lo, lo + len(got), at_ns):
+            chunk = got[a - lo:b - lo]
+            if w is None or w.matches(a, chunk) is False:
+                return a - lo
+        return None
+
+    def computed_on(self, lo: int, got: bytes, at_ns: int | None = None, *,
+                    engines: Sequence[str] = ("aicore",), what: str = "the result") -> str:
+        """'' when ``got`` (the bytes found at ``lo`` at ``at_ns``) was computed by tasks on
+        ``engines`` and carried there by copies, unchanged; else why not, in plain words."""
+        from .. import trace
+
+        off = self.changed_after(lo, got, at_ns)
+        if off is not None:
+            if not any(w for *_ab, w in self.writers(lo + off, lo + off + 1, at_ns)):
+                return (f"no device task wrote {what} (from byte {off:,} on): the host put "
+                        "those bytes there itself")
+            return (f"{what} was changed by the host after the device wrote it (from byte "
+                    f"{off:,} on)")
+        wanted = {trace.resolve_resource(self.runtime, e) for e in engines}
+        for p in self.trace_back(lo, lo + len(got), at_ns):
+            if p.origin is not None and p.origin.task.resource in wanted:
+                continue
+            names = " and ".join(trace.resolve_resource(self.runtime, e).name
+                                 for e in engines)
+            if p.origin is None:
+                came = ("from host memory the host filled itself"
+                        + (f" (copied by task {p.carried_by[-1].id} "
+                           f"{p.carried_by[-1].name})" if p.carried_by else ""))
+            else:
+                t = p.origin.task
+                came = f"from task {t.id} {t.name} on {t.engine_name}"
+            return (f"{what} (bytes {p.lo - lo:,} to {p.hi - lo:,}) came {came}, not from "
+                    f"work on {names}")
+        return ""
+
+    def copies_of(self, data: bytes, direction: str = "d2h") -> list[Write]:
+        """The copy writes (``direction``: 'd2h', 'h2d', 'd2d' or 'h2h') that wrote exactly
+        ``data``, oldest first."""
+        crc = zlib.crc32(data)
+        return [w for w in self.writes
+                if w.task.kind in _COPY_KINDS and (w.task.info or {}).get("direction")
+                == direction and w.hi - w.lo == len(data) and w.crc == crc
+                and (w.data is None or w.data == data)]

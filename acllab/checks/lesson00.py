@@ -12,11 +12,13 @@ the caller's teardown.
 
 from __future__ import annotations
 
+import sys as _sys
+
 import numpy as np
 
 from .. import acl
 from ..hardware import KiB
-from . import Call, Case, Item, call_learner, exercise, isolated, ran_item
+from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     first_difference,
     format_hex,
@@ -141,3 +143,6 @@ def grade_first_copy(fn, seed: int) -> Case:
         case.items.append(_sanitizer_item(runtime))
         case.items.append(_resources_item(runtime, failed))
         return case
+
+
+_guard.seal(_sys.modules[__name__])        # the grader's own helpers refuse learner code

@@ -20,6 +20,8 @@ streams, the pyACL calls and their return codes, and what finalize reports as le
 
 from __future__ import annotations
 
+import sys as _sys
+
 import numpy as np
 
 from .. import acl
@@ -32,7 +34,7 @@ from ..constants import (
 from ..errors import code_name
 from ..hardware import PROFILES
 from ..streams import Context, Stream
-from . import Call, Case, Item, call_learner, exercise, isolated, ran_item
+from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import join_first, leak_texts, new_case, qualified, short_repr
 
 __all__ = ["grade_setup", "grade_teardown", "STREAM_LIMIT"]
@@ -390,3 +392,6 @@ def _order_item(calls) -> Item:
                         "streams with it, reset_device takes the device's contexts, finalize "
                         "takes everything, and what they take is reported as leaked")
     return Item("order", True, "the stream, then the context, then the device, then pyACL")
+
+
+_guard.seal(_sys.modules[__name__])        # the grader's own helpers refuse learner code

@@ -19,6 +19,7 @@ caller's teardown reports whatever was left behind.
 from __future__ import annotations
 
 import os
+import sys as _sys
 import tempfile
 from functools import lru_cache
 
@@ -26,7 +27,7 @@ import numpy as np
 
 from .. import acl
 from ..model import TINY_CLASSES, compile_model, save, tiny_dataset, tiny_forward
-from . import Case, Item, call_learner, exercise, isolated, ran_item
+from . import Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     hazards,
     is_int,
@@ -236,3 +237,6 @@ def _resources_item(census: dict[str, int], leaks: list[str], failed: list[str])
             + ", ".join(release or ["everything you created"])
             + " (destroy_dataset does not destroy the data buffers in it: destroy them too)")
     return Item("resources", False, "infer left behind: " + "; ".join(left), hint)
+
+
+_guard.seal(_sys.modules[__name__])        # the grader's own helpers refuse learner code

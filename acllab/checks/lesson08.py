@@ -16,6 +16,7 @@ also used by the lesson and the ShapeExplorer widget); its names are re-exported
 from __future__ import annotations
 
 import os
+import sys as _sys
 import tempfile
 from dataclasses import dataclass
 
@@ -46,7 +47,7 @@ from ..model.deploy import (
     reserved_bytes,
     route,
 )
-from . import Case, Item, call_learner, exercise, isolated, ran_item
+from . import Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import new_case, short_repr
 
 __all__ = ["MAX_BATCH", "TOLERANCE", "Deployment", "Route", "Costing", "Comparison",
@@ -257,3 +258,6 @@ def _throughput_item(plan: Costing, traffic: dict[int, float], budget: int) -> I
         hint = ("compare every combination that fits: each fixed model costs its own weights, "
                 "a dynamic model one copy for all its gears")
     return Item("throughput", False, text, hint)
+
+
+_guard.seal(_sys.modules[__name__])        # the grader's own helpers refuse learner code

@@ -17,6 +17,7 @@ findings and what is left at the caller's teardown.
 
 from __future__ import annotations
 
+import sys as _sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -29,7 +30,7 @@ from ..constants import (
     ACL_MEMCPY_HOST_TO_HOST,
 )
 from ..hardware import PROFILES
-from . import Case, Item, call_learner, exercise, isolated, ran_item
+from . import Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     format_us,
     hazards,
@@ -258,3 +259,6 @@ def _blocks_item(task, k, profile) -> Item:
                                           "tiny tile and its own start-up on a real card", hint)
     return Item("block count", True, f"{block_dim} blocks on {cores} AI cores: the kernel took "
                                      f"{format_us(took)}, as fast as the roofline allows")
+
+
+_guard.seal(_sys.modules[__name__])        # the grader's own helpers refuse learner code

@@ -34,6 +34,7 @@ data), the four points the lesson plan names, plus "runs":
 from __future__ import annotations
 
 import os
+import sys as _sys
 import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
@@ -48,7 +49,7 @@ from ..constants import (
     ACL_MEMCPY_HOST_TO_DEVICE,
 )
 from ..model import compile_model, execute_ns, save
-from . import Call, Case, Item, call_learner, exercise, isolated, ran_item
+from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import hazards, new_case, resources_item, sanitizer_item, teardown
 from .lesson06 import _IMAGE, _close, _list, _model_spans, standin_graph
 from .lesson06 import _Host as _PipelineHost
@@ -444,3 +445,6 @@ def _resources_item(runtime, failed) -> Item:
         leaked_hint="release everything your service made before it returns: destroy "
                     "events and streams, destroy datasets and data buffers, free device and "
                     "pinned host memory, and unload the model")
+
+
+_guard.seal(_sys.modules[__name__])        # the grader's own helpers refuse learner code
