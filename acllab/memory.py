@@ -100,19 +100,38 @@ class Region:
 
     @property
     def data(self) -> np.ndarray:
-        """The bytes behind the region as a writable uint8 array (allocated on first touch)."""
-        if self._data is not None:
-            return self._data
+        """The bytes behind the region as a writable uint8 array (allocated on first touch).
+
+        A device block keeps one store for all its pages (``reserved`` bytes), so a block the
+        caching pool hands out again with another size is still the same memory; this property
+        shows its first ``size`` bytes.
+        """
+        d = self._data
+        if d is not None:
+            return d if d.size == self.size else d[:self.size]
         if self.kind == "pageable":
             if self.dangling or not self.buffer_unchanged():
                 raise Fail(100000, f"host address 0x{self.start:x} is dangling: its object is "
                                    "gone or its buffer moved (a bytearray that was resized)")
             buf = (ctypes.c_ubyte * self.size).from_address(self._real_addr)
             return np.ctypeslib.as_array(buf)
-        arr = np.empty(self.size, dtype=np.uint8)
+        n = self.reserved if self.kind == "device" and self.reserved > self.size else self.size
+        arr = np.empty(n, dtype=np.uint8)
         _fill_pattern(arr)
         self._data = arr
-        return arr
+        return arr if n == self.size else arr[:self.size]
+
+    def span(self, off: int, n: int) -> np.ndarray:
+        """Bytes ``[off, off + n)`` of the region's memory as a writable view.
+
+        A task resolves its buffers when it runs, by address: a device block that the caching
+        pool has handed out again with a smaller size still holds the bytes an older task
+        (of an earlier generation) was given, so that task reads or writes the same memory.
+        """
+        data = self.data
+        if off + n > data.size and self._data is not None:
+            data = self._data
+        return data[off:off + n]
 
     def buffer_unchanged(self) -> bool:
         """For a registered bytearray: is its buffer still where and as large as it was?"""

@@ -113,6 +113,8 @@ class Runtime:
         # (kind, host_ns, tasks submitted so far, *payload)
         self.host_ops: list[tuple] = []
         self.models: dict[int, object] = {}        # model id -> LoadedModel
+        self.fault_codes: dict[int, int] = {}      # id(stream) -> the code of its fault
+        self.blocking_fault: tuple[int, str] | None = None
         self.model_count = 0
 
     # -- handles ---------------------------------------------------------------------------
@@ -320,6 +322,10 @@ class Runtime:
         """
         if self.engine.submitted >= self.task_budget:
             self._over("task", f"{self.task_budget:,} tasks", "task_budget")
+        if task.on_start is not None:
+            task.on_start = self._guarded(task.on_start)
+        if task.on_end is not None:
+            task.on_end = self._guarded(task.on_end)
         if stream is not None:
             last = stream.last
             if last is not None:
@@ -337,6 +343,58 @@ class Runtime:
         if heap and heap[0][0] <= host:
             self.process(host)            # ... then runs what ends at once (zero-length tasks)
         return task
+
+    def _guarded(self, effect):
+        """``effect`` (a task's on_start or on_end) made safe: an exception inside it becomes
+        a fault of the task (see :meth:`task_fault`) instead of escaping whatever API call
+        happened to advance the device. A fault the effect recorded itself
+        (``task.info['fault']``, as copies do) is reported the same way."""
+
+        def run(task: Task) -> None:
+            try:
+                effect(task)
+            except Exception as exc:   # noqa: BLE001 (a task's data effect failed)
+                self.task_fault(task, f"{type(exc).__name__}: {exc}")
+                return
+            info = task.info
+            if info and "fault" in info and "fault_reported" not in info:
+                self.task_fault(task, info["fault"])
+
+        return run
+
+    def task_fault(self, task: Task, message: str) -> None:
+        """Record that ``task``'s data effect failed; the next synchronisation reports it.
+
+        The task keeps ``info['fault']``; its stream reports the first fault at its next
+        synchronize_stream / synchronize_device (507015 for work on the AI Core, 507000
+        otherwise), as a kernel's AI Core exception is; a blocking call (no stream) returns
+        the error itself when it has waited for its tasks.
+        """
+        if task.info is None:
+            task.info = {}
+        info = task.info
+        info.setdefault("fault", message)
+        info["fault_reported"] = True
+        code = 507015 if task.kind in ("model_op", "kernel") else 507000
+        text = f"{task.name} (task {task.id}) failed: {message}"
+        s = task.stream
+        if s is not None:
+            if s.fault is None:
+                s.fault = text
+                self.fault_codes[id(s)] = code
+        elif self.blocking_fault is None:
+            self.blocking_fault = (code, text)
+
+    def raise_fault(self, stream: Stream | None) -> None:
+        """Raise (once) the fault recorded for ``stream`` (None: for the blocking calls)."""
+        if stream is None:
+            if self.blocking_fault is not None:
+                (code, text), self.blocking_fault = self.blocking_fault, None
+                raise Fail(code, text)
+            return
+        if stream.fault is not None:
+            text, stream.fault = stream.fault, None
+            raise Fail(self.fault_codes.pop(id(stream), 507015), text)
 
     def process(self, limit_ns: int, target: Task | None = None) -> bool:
         """Advance the device to ``limit_ns`` (or until ``target`` ends, if sooner).

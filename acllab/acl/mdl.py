@@ -508,6 +508,7 @@ def _run(model_id, inputs, outputs, stream):
         m.last_task = tasks[-1]
         if s is None:
             r.wait_for(tasks[-1])
+            r.raise_fault(None)
 
 
 @api("aclmdlExecute")

@@ -370,6 +370,7 @@ def memcpy(dst, dest_max, src, count, kind):
     r.wait_for(tasks[-1])
     r.spend(r.profile.sync_copy_overhead_ns - r.profile.sync_wakeup_ns
             if r.profile.sync_copy_overhead_ns > r.profile.sync_wakeup_ns else 0)
+    r.raise_fault(None)
 
 
 @api("aclrtMemcpyAsync")
@@ -430,6 +431,7 @@ def memset(dev_ptr, max_size, value, count):
     dev, region, off, value, n = plan
     task = r.submit(memset_task(dev, region, off, value, n, None, "memset"), None)
     r.wait_for(task)
+    r.raise_fault(None)
 
 
 @api("aclrtMemsetAsync")
@@ -528,10 +530,9 @@ def _sync_stream(stream, timeout_ms):
 
 
 def _raise_fault(s: Stream) -> None:
-    """Report (once) an AI Core exception raised by a kernel on this stream."""
-    if s.fault is not None:
-        message, s.fault = s.fault, None
-        raise Fail(507015, message)
+    """Report (once) a fault of a task on this stream: a kernel's AI Core exception (507015),
+    or a task whose data effect failed (Runtime.task_fault)."""
+    rt().raise_fault(s)
 
 
 @api("aclrtSynchronizeStream")

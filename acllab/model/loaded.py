@@ -5,7 +5,9 @@ planned them, from the device heap (so ``get_mem_info`` and ``smi`` show it). On
 one task per compiled (fused) op on the device's AI Core, timed by the roofline in
 :mod:`acllab.model.cost`. The first op reads the inputs when it starts; the last op writes the
 outputs when it ends. A model with real weights computes its outputs with numpy; a cost-only
-model (ResNet-50) writes uniform probabilities.
+model (ResNet-50) writes uniform probabilities. Buffers are resolved by address when a task
+runs (``Region.span``), so a block the caching pool handed out again is the same memory; if a
+data effect fails anyway, the runtime records a fault and the next synchronisation reports it.
 
 Differs from hardware: ops run one after another on all AI cores (no op-level parallelism
 inside one model), and a cost-only model's outputs carry no information.
@@ -110,7 +112,7 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
             shape = gear_shapes[spec.name]
             dt = _np_dtype(spec.dtype)
             count = int(np.prod(shape)) * dt.itemsize
-            arrays[spec.name] = np.frombuffer(region.data[off:off + count].tobytes(),
+            arrays[spec.name] = np.frombuffer(region.span(off, count).tobytes(),
                                               dtype=dt).reshape(shape)
         box["inputs"] = arrays
 
@@ -127,7 +129,7 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
             if region.dangling:
                 continue
             raw = np.ascontiguousarray(arr, dtype=_np_dtype(desc.dtype)).tobytes()[:n]
-            region.data[off:off + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+            region.span(off, len(raw))[:] = np.frombuffer(raw, dtype=np.uint8)
 
     tasks: list[Task] = []
     plans = c.plan_for(batch, hw)

@@ -1,0 +1,126 @@
+"""Regression tests for defects of the runtime core (issue 9, point 6), one story each."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import setup_device
+
+import acllab
+from acllab import acl
+from acllab.engine import Task
+from acllab.model import compile_model, save
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture(autouse=True)
+def _fresh(fresh):
+    yield fresh
+
+
+def rt():
+    return acllab.current_runtime()
+
+
+def ok(result):
+    ret = result[-1] if isinstance(result, tuple) else result
+    assert ret == 0, acl.get_recent_err_msg()
+    return result[0] if isinstance(result, tuple) and len(result) == 2 else None
+
+
+# ---------------------------------------------------------------------------------------
+# 1. a model's output lands in a pooled block that held a smaller buffer before
+# ---------------------------------------------------------------------------------------
+
+def _datasets(mid):
+    """Device buffers for every input (zeroed) and output of a model; (desc, in, out, ptrs)."""
+    desc = acl.mdl.create_desc()
+    ok(acl.mdl.get_desc(desc, mid))
+    ins, outs, ptrs = acl.mdl.create_dataset(), acl.mdl.create_dataset(), []
+    for i in range(acl.mdl.get_num_inputs(desc)):
+        n = acl.mdl.get_input_size_by_index(desc, i)
+        p = ok(acl.rt.malloc(n, 0))
+        ok(acl.rt.memset(p, n, 0, n))
+        ok(acl.mdl.add_dataset_buffer(ins, acl.create_data_buffer(p, n)))
+        ptrs.append(p)
+    for i in range(acl.mdl.get_num_outputs(desc)):
+        n = acl.mdl.get_output_size_by_index(desc, i)
+        p = ok(acl.rt.malloc(n, 0))
+        ok(acl.mdl.add_dataset_buffer(outs, acl.create_data_buffer(p, n)))
+        ptrs.append(p)
+    return desc, ins, outs, ptrs
+
+
+def test_model_output_in_a_reused_pool_block_is_written_whole(tmp_path):
+    """The dynamic-batch ResNet-50's 8-byte hidden input is freed; the fixed model's
+    4,000-byte output reuses its block. The execution writes all 4,000 bytes (it used to
+    raise ValueError out of write_outputs: the block kept its old, 64-byte store)."""
+    dyn = compile_model("zoo:resnet50", input_shape="data:-1,3,224,224",
+                        dynamic_batch_size=",".join(str(b) for b in range(1, 33)),
+                        soc_version="Ascend310")
+    fixed = compile_model("zoo:resnet50", input_shape="data:1,3,224,224",
+                          soc_version="Ascend310")
+    save(dyn, tmp_path / "dyn.om")
+    save(fixed, tmp_path / "fixed.om")
+    stream = setup_device()
+    mid = ok(acl.mdl.load_from_file(str(tmp_path / "dyn.om")))
+    desc, ins, outs, ptrs = _datasets(mid)
+    hidden = ok(acl.mdl.get_input_index_by_name(desc, "ascend_mbatch_shape_data"))
+    assert acl.mdl.get_input_size_by_index(desc, hidden) == 8
+    ok(acl.mdl.set_dynamic_batch_size(mid, ins, hidden, 4))
+    ok(acl.mdl.execute(mid, ins, outs))
+    for p in ptrs:
+        ok(acl.rt.free(p))
+    ok(acl.mdl.unload(mid))
+
+    mid2 = ok(acl.mdl.load_from_file(str(tmp_path / "fixed.om")))
+    desc2, ins2, outs2, ptrs2 = _datasets(mid2)
+    out = ptrs2[-1]
+    assert acl.mdl.get_output_size_by_index(desc2, 0) == 4000
+    assert out == ptrs[hidden], "the output should reuse the hidden input's block"
+    ok(acl.mdl.execute_async(mid2, ins2, outs2, stream))
+    assert acl.rt.synchronize_stream(stream) == 0
+    host = ok(acl.rt.malloc_host(4000))
+    ok(acl.rt.memcpy(host, 4000, out, 4000, 2))
+    probs = np.frombuffer(acl.util.ptr_to_bytes(host, 4000), dtype=np.float32)
+    assert np.allclose(probs, 1 / 1000)          # uniform: every byte was written
+
+
+def test_a_failing_data_effect_is_a_fault_reported_at_sync_not_an_exception():
+    """An exception inside a task's start or end never escapes an API call: the task records
+    a fault and the next synchronisation of its stream returns the error code."""
+    stream = setup_device()
+    r = rt()
+    s = r.stream_for(stream)
+
+    def boom(task):
+        raise ValueError("could not broadcast")
+
+    r.launch(0)
+    task = r.submit(Task("Broken", "memcpy", duration_ns=1000, device=0, on_end=boom), s)
+    assert acl.rt.malloc(64, 0)[1] == 0          # the device passes the task's end here
+    assert task.info["fault"] == "ValueError: could not broadcast"
+    assert acl.rt.synchronize_stream(stream) == 507000
+    assert "could not broadcast" in acl.get_recent_err_msg()
+    assert acl.rt.synchronize_stream(stream) == 0   # reported once
+
+
+def test_a_failing_model_execution_returns_507015(tmp_path, monkeypatch):
+    """A blocking execute whose output write fails returns an AI Core exception; an
+    asynchronous one returns it at synchronize_stream."""
+    model = compile_model("zoo:tiny")
+    save(model, tmp_path / "tiny.om")
+    stream = setup_device()
+    mid = ok(acl.mdl.load_from_file(str(tmp_path / "tiny.om")))
+    _desc, ins, outs, _ptrs = _datasets(mid)
+    loaded = rt().models[mid]
+
+    def broken_forward(*args, **kwargs):
+        raise RuntimeError("broken weights")
+
+    monkeypatch.setattr(loaded.compiled, "forward", broken_forward)
+    assert acl.mdl.execute(mid, ins, outs) == 507015
+    assert "broken weights" in acl.get_recent_err_msg()
+    assert acl.mdl.execute_async(mid, ins, outs, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 507015
