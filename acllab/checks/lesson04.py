@@ -16,6 +16,12 @@
 
 Each case draws its sizes from the seed; the grades come from the real bytes, the trace, the
 sanitizer's findings and what is left at the caller's teardown.
+
+Result items (the exercise scores 0 unless all of them pass in every case) grade the work
+asked for: the bytes, that device copies carried them (:class:`~._common.Provenance`), that
+they were ordered after the work they depend on (the sanitizer's happens-before order, see
+:class:`Order`), two streams and real overlap for ``04.overlap``. Process items (sanitizer,
+resources) count only once every result is right.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from .. import acl, trace
+from .. import acl, sanitizer
 from ..constants import (
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_HOST_TO_DEVICE,
@@ -35,6 +41,7 @@ from ..hardware import KiB, MiB
 from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     BytesWording,
+    Provenance,
     describe_bytes,
     finding_line,
     format_us,
@@ -47,7 +54,7 @@ from ._common import (
     teardown,
 )
 
-__all__ = ["grade_fetch", "grade_pipeline"]
+__all__ = ["grade_fetch", "grade_pipeline", "Order"]
 
 # lesson04's wording of wrong bytes: the copy had not finished
 _BYTES = BytesWording(
@@ -101,9 +108,110 @@ def _sanitizer_item(runtime, call: Call, function: str) -> Item:
                           line=line, fix=fix)
 
 
+# -- the order of events: what the host and the streams knew, when --------------------------------
+
+class Order:
+    """The happens-before order of a runtime's tasks and host actions, as the sanitizer sees it.
+
+    Tasks on one stream are ordered, ``stream_wait_event`` orders a stream after a record, and
+    the host learns that a task is done when it synchronises (or a blocking call returns);
+    whatever it submits afterwards comes after that task. ``marks`` are indices into
+    ``runtime.host_ops``: :meth:`host_knows` answers what the host knew just before that op
+    (``len(runtime.host_ops)`` taken right after a call: what it knew when the call returned).
+    """
+
+    def __init__(self, runtime, marks=()):
+        st = sanitizer._State(runtime)
+        ops = runtime.host_ops
+        marks = set(marks)
+        self._host_at: dict[int, dict] = {}
+
+        def snap(j: int) -> None:
+            if j in marks:
+                self._host_at[j] = dict(st.host)
+
+        j = 0
+        snap(0)
+        for t in st.tasks:
+            while j < len(ops) and ops[j][2] <= t.id:
+                sanitizer._visit_op(st, ops[j])
+                j += 1
+                snap(j)
+            sanitizer._visit_task(st, t)
+        while j < len(ops):
+            sanitizer._visit_op(st, ops[j])
+            j += 1
+            snap(j)
+        self._st = st
+
+    def before(self, a, b) -> bool:
+        """Whether task ``a`` is ordered before task ``b`` (tasks or ids)."""
+        a, b = getattr(a, "id", a), getattr(b, "id", b)
+        return a != b and self._st.before(a, self._st.vc[b])
+
+    def host_knows(self, task, mark: int) -> bool:
+        """Whether the host had synchronised with ``task`` just before host op ``mark``."""
+        vc = self._host_at.get(mark)
+        return vc is not None and self._st.before(getattr(task, "id", task), vc)
+
+
+def _merged(intervals) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(intervals):
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _covered(intervals, lo: int, hi: int) -> bool:
+    """Whether the union of ``intervals`` covers [lo, hi)."""
+    return any(a <= lo and hi <= b for a, b in _merged(intervals)) or hi <= lo
+
+
+def _overlap(a_tasks, b_tasks) -> int:
+    """Nanoseconds in which some task of ``a_tasks`` and some of ``b_tasks`` ran at once."""
+    a = _merged((t.start_ns, t.end_ns) for t in a_tasks if t.start_ns >= 0)
+    b = _merged((t.start_ns, t.end_ns) for t in b_tasks if t.start_ns >= 0)
+    return sum(max(0, min(x1, y1) - max(x0, y0)) for x0, x1 in a for y0, y1 in b)
+
+
+def _direction(t) -> str | None:
+    return (t.info or {}).get("direction") if t.kind in ("memcpy", "staging") else None
+
+
+def _reader(prov: Provenance, t):
+    """The task of a copy that read its source (the DMA before a staged copy's host part)."""
+    if t.reads:
+        return t
+    for dep_id, label in t.deps:
+        if label == "staging":
+            return prov.runtime.engine.tasks[dep_id]
+    return t
+
+
+def _carried(prov: Provenance, mine: set[int], direction: str, lo: int, hi: int):
+    """The writes of the learner's copies (``direction``) whose bytes were read in [lo, hi):
+    [(write, the copy task that read them, offset of that read from lo)]."""
+    out = []
+    for w in prov.writes:
+        t = w.task
+        if t.id not in mine or _direction(t) != direction:
+            continue
+        src = prov._source(t)
+        if src is None or not lo <= src[0] < hi:
+            continue
+        out.append((w, _reader(prov, t), src[0] - lo))
+    return out
+
+
 # -- 04.read_after_sync ------------------------------------------------------------------------
 
-@exercise("04.read_after_sync", "fetch: read a result only after synchronising", "fetch")
+@exercise("04.read_after_sync", "fetch: read a result only after synchronising", "fetch",
+          limit_s=10)
 def grade_fetch(fn, seed: int) -> Case:
     """One case: random size, the payload still in flight on the stream, maybe stream 0."""
     rng = np.random.default_rng([4, 1, seed])
@@ -114,6 +222,7 @@ def grade_fetch(fn, seed: int) -> Case:
     label = (f"{nbytes:,} bytes, still being copied in {pieces} piece(s) on "
              + ("the default stream (0)" if default_stream else "an explicit stream"))
     with isolated() as runtime:
+        prov = Provenance(runtime)
         acl.init()
         acl.rt.set_device(0)
         stream = 0 if default_stream else acl.rt.create_stream()[0]
@@ -124,12 +233,17 @@ def grade_fetch(fn, seed: int) -> Case:
                       ACL_MEMCPY_HOST_TO_HOST)
         cuts = [0, *sorted({int(c) // 64 * 64 for c in rng.integers(64, nbytes, pieces - 1)}),
                 nbytes]
+        work_from = len(runtime.tasks)
         for lo, hi in pairwise(cuts):           # the caller's work, still in flight
             if hi > lo:
                 acl.rt.memcpy_async(dev + lo, hi - lo, staging + lo, hi - lo,
                                     ACL_MEMCPY_HOST_TO_DEVICE, stream)
+        work = runtime.tasks[work_from:]
+        ops_from = len(runtime.host_ops)
 
         call = call_learner(fn, acl, dev, nbytes, stream)
+        ops_ret = len(runtime.host_ops)
+        after_id = len(runtime.tasks)
         case = new_case(label, call, runtime)
         if case.not_done:
             return case
@@ -139,7 +253,7 @@ def grade_fetch(fn, seed: int) -> Case:
             release.append(("the stream (acl.rt.destroy_stream failed)",
                             (acl.rt.destroy_stream, stream)))
         release.append(("", (acl.rt.free_host, staging)))
-        tasks = runtime.tasks[call.first_task:]
+        mine = {t.id for t in runtime.tasks[call.first_task:after_id]}
         failed = teardown(release)
 
         case.items.append(ran_item(call, "fetch"))
@@ -151,44 +265,110 @@ def grade_fetch(fn, seed: int) -> Case:
                                "" if not problem else
                                "the bytes are in host memory only once the copy has finished: "
                                "synchronize the stream, then read them (acl.util.ptr_to_bytes)"))
-        case.items.append(_copy_item(tasks, stream_obj, dev, nbytes))
+        carried = _carried(prov, mine, "d2h", dev, dev + nbytes)
+        case.items.append(_device_item(call.value, carried, nbytes, bool(problem)))
+        order = Order(runtime, marks=range(ops_from, ops_ret + 1))
+        useful = [(w, r, off) for w, r, off in carried if isinstance(call.value, bytes)
+                  and w.matches(w.lo, call.value[off:off + (w.hi - w.lo)])]
+        case.items.append(_copy_item(order, carried, work, stream_obj))
+        case.items.append(_read_item(runtime, order, useful or carried, ops_from, ops_ret))
         case.items.append(_sanitizer_item(runtime, call, "fetch"))
         case.items.append(_resources_item(runtime, failed, "fetch"))
         return case
 
 
-def _copy_item(tasks, stream_obj, dev: int, nbytes: int) -> Item:
-    """'copy on the stream': a device-to-host copy of dev_ptr ran on the caller's stream."""
-    d2h = [t for t in tasks if t.kind == "memcpy" and (t.info or {}).get("direction") == "d2h"
-           and dev <= t.info.get("src", -1) < dev + nbytes]
-    on = [t for t in d2h if t.stream is stream_obj]
-    if on:
-        t = on[0]
-        return Item("copy on the stream", True,
-                    f"task {t.id} {t.name} ran on {stream_obj.name} at {format_us(t.start_ns)}, "
-                    f"after the work already queued there")
+def _device_item(value, carried, nbytes: int, wrong: bool) -> Item:
+    """'from the device': device-to-host copies of dev_ptr carried every byte returned."""
+    name = "from the device"
+    hint = ("copy the bytes out of device memory with the pyACL copy the exercise asks for, "
+            "into host memory you allocate, and return what that copy brought back")
+    if not carried:
+        return Item(name, False, "no device-to-host copy of dev_ptr ran in fetch: the bytes it "
+                                 "returned did not come out of device memory through pyACL",
+                    hint)
+    if wrong:
+        return Item(name, False, "fetch returned other bytes than dev_ptr holds once the "
+                                 "caller's work has run (see result)", hint)
+    spans = [(off, off + (w.hi - w.lo)) for w, _r, off in carried
+             if w.matches(w.lo, value[off:off + (w.hi - w.lo)])]
+    if not _covered(spans, 0, nbytes):
+        gap = next((a for a in range(0, nbytes, 64) if not _covered(spans, a, a + 1)), 0)
+        return Item(name, False, f"no device-to-host copy of dev_ptr brought the bytes fetch "
+                                 f"returned from byte {gap:,} on", hint)
+    ids = sorted({r.id for w, r, off in carried})
+    return Item(name, True, f"device-to-host copies of dev_ptr (task "
+                            f"{', '.join(map(str, ids[:4]))}) carried every byte returned")
+
+
+def _copy_item(order: Order, useful, work, stream_obj) -> Item:
+    """'copy on the stream': each copy that carried the result came after the caller's work
+    on the stream (in the stream's order, after a synchronisation, or after an event)."""
+    name = "copy on the stream"
     hint = ("copy with acl.rt.memcpy_async(..., ACL_MEMCPY_DEVICE_TO_HOST, stream) on the "
             "stream you were given: a stream runs its tasks in order, so the copy starts only "
             "after the work queued before it")
-    blocking = [t for t in d2h if t.stream is None]
-    if blocking:
-        t = blocking[0]
-        return Item("copy on the stream", False,
-                    f"task {t.id} {t.name} was a blocking acl.rt.memcpy at "
-                    f"{format_us(t.start_ns)}: a blocking copy waits for no stream, so it did "
-                    f"not wait for the work queued on {stream_obj.name}", hint)
-    if d2h:
-        t = d2h[0]
-        return Item("copy on the stream", False,
-                    f"task {t.id} {t.name} ran on {t.stream.name}, not on {stream_obj.name}: "
-                    f"nothing orders it after the work queued on {stream_obj.name}", hint)
-    return Item("copy on the stream", False,
-                "the trace has no device-to-host copy of dev_ptr", hint)
+    if not useful:
+        return Item(name, False, "no device-to-host copy of dev_ptr to look at", hint)
+    for _w, r, _off in useful:
+        behind = [t for t in work if not order.before(t, r)]
+        if not behind:
+            continue
+        t = behind[0]
+        if r.stream is None:
+            text = (f"task {r.id} {r.name} was a blocking acl.rt.memcpy that started at "
+                    f"{format_us(r.start_ns)}, and nothing ordered it after task {t.id} "
+                    f"{t.name} queued on {stream_obj.name}: a blocking copy waits for no "
+                    "stream, and the host had not synchronised the stream before it")
+            hint = ("synchronize the stream before a blocking copy, or queue the copy on the "
+                    "stream itself with memcpy_async")
+        elif r.stream is not stream_obj:
+            text = (f"task {r.id} {r.name} ran on {r.stream.name}, not on {stream_obj.name}, "
+                    f"and nothing (no event, no synchronisation) ordered it after task {t.id} "
+                    f"{t.name} queued there")
+        else:
+            text = f"task {r.id} {r.name} was not ordered after task {t.id} {t.name}"
+        return Item(name, False, text, hint)
+    r = useful[0][1]
+    how = ("in the stream's order" if r.stream is stream_obj
+           else "after the host had synchronised with it" if r.stream is None
+           else "by an event or a synchronisation")
+    return Item(name, True, f"task {r.id} {r.name} ran after the work the caller had queued on "
+                            f"{stream_obj.name}, {how}")
+
+
+def _read_item(runtime, order: Order, useful, ops_from: int, ops_ret: int) -> Item:
+    """'read after sync': fetch read the copied bytes only once the host knew the copy done."""
+    name = "read after sync"
+    hint = ("wait for the copy (acl.rt.synchronize_stream) before reading the host buffer: "
+            "until then it may hold old bytes")
+    if not useful:
+        return Item(name, False, "no device-to-host copy of dev_ptr to look at", hint)
+    ops = runtime.host_ops
+    for w, _r, _off in useful:
+        done = w.task
+        reads = [j for j in range(ops_from, ops_ret) if ops[j][0] == "host_access"
+                 and ops[j][5] < w.hi and w.lo < ops[j][5] + ops[j][6]]
+        if any(order.host_knows(done, j) for j in reads):
+            continue
+        if reads:
+            op = ops[reads[0]]
+            return Item(name, False, f"fetch read the host buffer at {format_us(op[1])}, before "
+                                     f"it had synchronised with task {done.id} {done.name}, the "
+                                     "copy that fills it (it ended at "
+                                     f"{format_us(done.end_ns)})", hint)
+        if not order.host_knows(done, ops_ret):
+            return Item(name, False, f"fetch returned before it had synchronised with task "
+                                     f"{done.id} {done.name}, the copy that fills its buffer",
+                        hint)
+    return Item(name, True, "fetch read the host buffer only after synchronising with the copy")
 
 
 # -- 04.overlap --------------------------------------------------------------------------------
 
-@exercise("04.overlap", "pipeline: overlap copies on two streams", "pipeline")
+_MIN_OVERLAP = 1 / 3      # the share of the D2H copies' time the H2D engine must also be busy
+
+
+@exercise("04.overlap", "pipeline: overlap copies on two streams", "pipeline", limit_s=10)
 def grade_pipeline(fn, seed: int) -> Case:
     """One case: 3 to 6 chunks of 0.5 to 2 MiB in pinned memory."""
     rng = np.random.default_rng([4, 2, seed])
@@ -197,6 +377,7 @@ def grade_pipeline(fn, seed: int) -> Case:
     chunks = [rng.bytes(nbytes) for _ in range(count)]
     label = f"{count} chunks of {nbytes:,} bytes"
     with isolated() as runtime:
+        prov = Provenance(runtime)
         acl.init()
         acl.rt.set_device(0)
         host_in = [acl.rt.malloc_host(nbytes)[0] for _ in range(count)]
@@ -206,11 +387,14 @@ def grade_pipeline(fn, seed: int) -> Case:
                           ACL_MEMCPY_HOST_TO_HOST)
 
         call = call_learner(fn, acl, list(host_in), list(host_out), nbytes)
+        ops_ret = len(runtime.host_ops)
+        after_id = len(runtime.tasks)
         case = new_case(label, call, runtime)
         if case.not_done:
             return case
         got = [acl.util.ptr_to_bytes(ptr, nbytes) for ptr in host_out]   # the caller reads
-        tasks = runtime.tasks[call.first_task:]
+        at_ns = runtime.host_ns
+        tasks = runtime.tasks[call.first_task:after_id]
         release = release_each("host_in[{i}] (acl.rt.free_host failed)", acl.rt.free_host,
                                host_in)
         release += release_each("host_out[{i}] (acl.rt.free_host failed)", acl.rt.free_host,
@@ -231,37 +415,72 @@ def grade_pipeline(fn, seed: int) -> Case:
             "" if not bad else "order each D2H copy after its H2D copy with an event, and "
                                "synchronize the D2H stream before returning"))
         h2d, d2h = _copies(tasks, host_in, host_out, nbytes)
-        case.items.append(_copies_item(h2d, d2h))
+        case.items.append(_copies_item(prov, h2d, d2h, host_in, host_out, got, nbytes, at_ns))
         case.items.append(_streams_item(h2d, d2h))
-        case.items.append(_overlap_item(runtime, h2d, d2h))
+        order = Order(runtime, marks=(ops_ret,))
+        case.items.append(_ordered_item(order, h2d, d2h, ops_ret))
+        case.items.append(_overlap_item(h2d, d2h))
         case.items.append(_sanitizer_item(runtime, call, "pipeline"))
         case.items.append(_resources_item(runtime, failed, "pipeline"))
         return case
 
 
 def _copies(tasks, host_in, host_out, nbytes):
-    """Per chunk: the H2D copies that read host_in[i] and the D2H copies that wrote host_out[i]."""
-    def direction(t):
-        return (t.info or {}).get("direction") if t.kind == "memcpy" else None
+    """Per chunk: the H2D copies that read host_in[i] and the D2H copies that wrote host_out[i]
+    (for a staged copy, its DMA task)."""
+    def reads_from(t, p):
+        return any(p <= a < p + nbytes for a, _n in t.reads)
 
-    h2d = [[t for t in tasks if direction(t) == "h2d" and p <= t.info["src"] < p + nbytes]
+    def writes_to(t, p):
+        return any(p <= a < p + nbytes for a, _n in t.writes)
+
+    h2d = [[t for t in tasks if _direction(t) == "h2d" and t.kind == "memcpy"
+            and (reads_from(t, p) or p <= (t.info or {}).get("src", -1) < p + nbytes)]
            for p in host_in]
-    d2h = [[t for t in tasks if direction(t) == "d2h" and p <= t.info["dst"] < p + nbytes]
+    d2h = [[t for t in tasks if _direction(t) == "d2h" and t.kind == "memcpy"
+            and (writes_to(t, p) or p <= (t.info or {}).get("dst", -1) < p + nbytes)]
            for p in host_out]
     return h2d, d2h
 
 
-def _copies_item(h2d, d2h) -> Item:
+def _copies_item(prov: Provenance, h2d, d2h, host_in, host_out, got, nbytes: int,
+                 at_ns: int) -> Item:
+    """'copies': every byte of host_out[i] came from host_in[i] through the device: a D2H copy
+    wrote it, carrying what an H2D copy had brought from host_in[i]."""
+    hint = ("for each i: memcpy_async host_in[i] -> a device buffer (HOST_TO_DEVICE), then that "
+            "device buffer -> host_out[i] (DEVICE_TO_HOST)")
     missing = [f"chunk {i} never went to the device (no H2D copy read host_in[{i}])"
                for i, ts in enumerate(h2d) if not ts]
     missing += [f"nothing was copied back into host_out[{i}] (no D2H copy wrote it)"
                 for i, ts in enumerate(d2h) if not ts]
     if missing:
-        return Item("copies", False, "; ".join(missing[:3]),
-                    "for each i: memcpy_async host_in[i] -> a device buffer (HOST_TO_DEVICE), "
-                    "then that device buffer -> host_out[i] (DEVICE_TO_HOST)")
+        return Item("copies", False, join_first(missing, 3), hint)
+    for i, (ptr, data) in enumerate(zip(host_out, got, strict=True)):
+        off = prov.changed_after(ptr, data, at_ns)
+        if off is not None:
+            if not any(w for *_ab, w in prov.writers(ptr + off, ptr + off + 1, at_ns)):
+                return Item("copies", False, f"when pipeline returned no copy had written "
+                                             f"host_out[{i}] from byte {off:,} on", hint)
+            return Item("copies", False, f"the host changed host_out[{i}] (from byte {off:,} "
+                                         "on) after a copy had written it", hint)
+        for p in prov.trace_back(ptr, ptr + nbytes, at_ns):
+            dirs = [_direction(t) for t in p.carried_by]
+            srcs = [t for t in p.carried_by if _direction(t) == "h2d"]
+            ok = (dirs[:1] == ["d2h"] and srcs and p.origin is None
+                  and any(_reads_in(prov, t, host_in[i], nbytes) for t in srcs))
+            if not ok:
+                how = (" -> ".join(reversed([d or "?" for d in dirs])) or "no copy")
+                return Item("copies", False,
+                            f"bytes {p.lo - ptr:,} to {p.hi - ptr:,} of host_out[{i}] did not "
+                            f"make the round trip from host_in[{i}] through the device (their "
+                            f"path: {how})", hint)
     return Item("copies", True, f"each of the {len(h2d)} chunks went to the device and came "
                                 "back through the DMA engines")
+
+
+def _reads_in(prov: Provenance, t, ptr: int, nbytes: int) -> bool:
+    src = prov._source(t)
+    return src is not None and ptr <= src[0] < ptr + nbytes
 
 
 def _streams_item(h2d, d2h) -> Item:
@@ -282,18 +501,45 @@ def _streams_item(h2d, d2h) -> Item:
                                           "order, so they can never overlap", hint)
     if not up or not down:
         return Item("two streams", False, "no H2D or no D2H copies to look at", hint)
+
     def names(ts) -> str:
         return ", ".join(sorted({t.stream.name for t in ts}))
 
     return Item("two streams", True, f"H2D copies on {names(up)}, D2H copies on {names(down)}")
 
 
-def _overlap_item(runtime, h2d, d2h) -> Item:
+def _ordered_item(order: Order, h2d, d2h, ops_ret: int) -> Item:
+    """'events': each D2H copy came after the H2D copies that wrote what it reads, and the host
+    had waited for every D2H copy before pipeline returned."""
+    hint = ("after chunk i's H2D copy: record_event(ev, up); then stream_wait_event(down, ev) "
+            "before chunk i's D2H copy; synchronize the D2H stream once, after the loop")
+    for i, ts in enumerate(d2h):
+        for t in ts:
+            lo, n = t.reads[0] if t.reads else (t.info.get("src", 0), t.nbytes)
+            for u in h2d[i]:
+                if not any(a < lo + n and lo < a + m for a, m in u.writes):
+                    continue
+                if not order.before(u, t):
+                    return Item("events", False,
+                                f"D2H task {t.id} {t.name} (chunk {i}) reads device memory that "
+                                f"H2D task {u.id} {u.name} on "
+                                f"{u.stream.name if u.stream else 'the host'} writes, and "
+                                "nothing ordered the two: it may copy back bytes that have not "
+                                "arrived yet", hint)
+            if not order.host_knows(t, ops_ret):
+                return Item("events", False,
+                            f"pipeline returned before it had waited for D2H task {t.id} "
+                            f"{t.name} (chunk {i}): host_out[{i}] was not ready", hint)
+    return Item("events", True, "each D2H copy was ordered after its chunk's H2D copy, and "
+                                "pipeline waited for all of them before returning")
+
+
+def _overlap_item(h2d, d2h) -> Item:
     up = sorted((t for ts in h2d for t in ts if t.start_ns >= 0), key=lambda t: t.start_ns)
     down = sorted((t for ts in d2h for t in ts if t.start_ns >= 0), key=lambda t: t.start_ns)
-    both = trace.overlap_ns(runtime, "h2d", "d2h")
-    if both > 0:
-        busy = trace.busy_ns(runtime, "d2h")
+    both = _overlap(up, down)
+    busy = sum(b - a for a, b in _merged((t.start_ns, t.end_ns) for t in down))
+    if busy and both >= _MIN_OVERLAP * busy:
         return Item("overlap", True, f"the H2D and D2H DMA engines worked at the same time for "
                                      f"{format_us(both)} ({both / busy:.0%} of the D2H copies' "
                                      "time)")
@@ -307,7 +553,11 @@ def _overlap_item(runtime, h2d, d2h) -> Item:
             where = (f": for example H2D task {later.id} on {on} started at "
                      f"{format_us(later.start_ns)}, only after D2H task {d.id} had ended at "
                      f"{format_us(d.end_ns)}")
+    share = f"{both / busy:.0%}" if busy else "0%"
     return Item("overlap", False,
+                f"the H2D and D2H DMA engines were busy at the same time for only "
+                f"{format_us(both)} ({share} of the D2H copies' time; a pipeline overlaps most "
+                "of it)" + where if both else
                 "the H2D and D2H DMA engines were never busy at the same time (overlap 0 us)"
                 + where,
                 "queue the next chunk's H2D copy while the previous chunk's D2H copy runs: no "
