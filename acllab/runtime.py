@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import traceback
 import warnings
+from collections import deque
 from threading import get_ident
 
 from .constants import ACL_CALLBACK_BLOCK
@@ -114,6 +115,7 @@ class Runtime:
         self.host_ops: list[tuple] = []
         self.models: dict[int, object] = {}        # model id -> LoadedModel
         self.fault_codes: dict[int, int] = {}      # id(stream) -> the code of its fault
+        self._queued: dict[Stream, deque[Task]] = {}   # per stream: tasks not yet started
         self.blocking_fault: tuple[int, str] | None = None
         self.model_count = 0
 
@@ -253,7 +255,33 @@ class Runtime:
             ctx.streams[stream.handle] = stream
         return stream
 
+    def queued_tasks(self, stream: Stream) -> deque[Task]:
+        """The stream's tasks that have not started yet, in submission order.
+
+        A stream runs its tasks in order (each depends on the one before), so the tasks that
+        have started are a prefix of what it was given: dropping that prefix leaves exactly
+        the queued ones, in time proportional to what is dropped.
+        """
+        queue = self._queued.get(stream)
+        if queue is None:
+            return deque()
+        while queue and (queue[0].start_ns >= 0 or queue[0].cancelled):
+            queue.popleft()
+        return queue
+
+    def cancel_queued(self, stream: Stream) -> int:
+        """Discard the stream's tasks that have not started (destroy_stream_force); return
+        how many. They still pass through the engine as zero-length tasks without effects,
+        so whatever waits for them (an event wait on another stream) is released."""
+        queue = self.queued_tasks(stream)
+        n = len(queue)
+        for task in queue:
+            task.cancelled = True
+        queue.clear()
+        return n
+
     def destroy_stream(self, stream: Stream) -> None:
+        self._queued.pop(stream, None)
         stream.alive = False
         stream.context.streams.pop(stream.handle, None)
         stream.device.stream_count -= 1
@@ -333,6 +361,13 @@ class Runtime:
             stream.last = task
             stream.submitted += 1
             task.stream = stream
+            queue = self._queued.get(stream)
+            if queue is None:
+                queue = self._queued[stream] = deque()
+            else:
+                while queue and (queue[0].start_ns >= 0 or queue[0].cancelled):
+                    queue.popleft()
+            queue.append(task)
         host = self.host_ns
         heap = self.engine._heap
         if heap and heap[0][0] <= host or self._due_reports:

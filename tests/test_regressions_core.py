@@ -124,3 +124,49 @@ def test_a_failing_model_execution_returns_507015(tmp_path, monkeypatch):
     assert "broken weights" in acl.get_recent_err_msg()
     assert acl.mdl.execute_async(mid, ins, outs, stream) == 0
     assert acl.rt.synchronize_stream(stream) == 507015
+
+
+# ---------------------------------------------------------------------------------------
+# 4. destroy_stream_force cancels the stream's own queued tasks, with or without a trace
+# ---------------------------------------------------------------------------------------
+
+class _NoScan(list):
+    def __iter__(self):
+        raise AssertionError("destroy_stream_force scanned every task of the runtime")
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_destroy_stream_force_discards_exactly_the_queued_tasks(record):
+    """A copy queued behind a long one never runs once its stream is force-destroyed, also
+    under configure(record=False) (which keeps no list of tasks); the stream's running task
+    finishes; and the runtime does not scan all tasks to find the queued ones."""
+    acllab.configure(record=record)
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    s = ok(acl.rt.create_stream())
+    other = ok(acl.rt.create_stream())
+    big = 16 * MiB
+    dev_big, host_big = ok(acl.rt.malloc(big, 0)), ok(acl.rt.malloc_host(big))
+    dev, host = ok(acl.rt.malloc(4096, 0)), ok(acl.rt.malloc_host(4096))
+    data = bytes(range(256)) * 16
+    ok(acl.rt.memcpy(host, 4096, acl.util.bytes_to_ptr(data), 4096, 0))
+    for _ in range(50):                      # history on another stream
+        ok(acl.rt.memcpy_async(dev_big, 4096, host, 4096, 1, other))
+    ok(acl.rt.synchronize_stream(other))
+    ok(acl.rt.memcpy_async(dev_big, big, host_big, big, 1, s))      # running
+    ok(acl.rt.memcpy_async(dev, 4096, host, 4096, 1, s))            # queued behind it
+    ok(acl.rt.memcpy_async(dev, 4096, host, 4096, 1, s))
+    r = rt()
+    assert len(r.queued_tasks(r.stream_for(s))) == 2
+    saved, r.engine.tasks = r.engine.tasks, _NoScan(r.engine.tasks)
+    try:
+        assert acl.rt.destroy_stream_force(s) == 0
+    finally:
+        r.engine.tasks = saved
+    acllab.host_work(1_000_000_000)          # long after both copies would have ended
+    back = ok(acl.rt.malloc_host(4096))
+    ok(acl.rt.memcpy(back, 4096, dev, 4096, 2))
+    assert acl.util.ptr_to_bytes(back, 4096)[:4] == bytes([0xDE, 0xAD, 0xBE, 0xEF])
+    if record:
+        copies = [t for t in r.tasks if t.stream is not None and t.stream.handle == s]
+        assert [t.cancelled for t in copies] == [False, True, True]
+        assert copies[0].end_ns > copies[0].start_ns

@@ -505,9 +505,7 @@ def destroy_stream_force(stream):
     r = rt()
     s = _explicit_stream(r, stream)
     r.spend(r.profile.api_ns)
-    for t in r.engine.tasks:
-        if t.stream is s and t.start_ns < 0:
-            t.cancelled = True
+    r.cancel_queued(s)
     r.destroy_stream(s)
 
 
