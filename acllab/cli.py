@@ -12,6 +12,9 @@
         an ``npu-smi info``-like view of the simulated devices
     acllab devices
         the device profiles, their figures and sources
+    acllab grade SUBMISSIONS... --out DIR [--jobs N] [--resume] [--scheduler ADDRESS] ...
+        grade a class's notebooks, each exercise in its own sandboxed process (the grading
+        package, imported only for this command: run ``acllab grade --help``)
 """
 
 from __future__ import annotations
@@ -154,6 +157,8 @@ def _parser() -> argparse.ArgumentParser:
     e.set_defaults(func=_cmd_seed, device=None)
     d = sub.add_parser("devices", help="list the device profiles and their sources")
     d.set_defaults(func=_cmd_devices)
+    sub.add_parser("grade", help="grade submitted notebooks in sandboxes (run "
+                                 "``acllab grade --help``)")
     return parser
 
 
@@ -164,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         from .model import atc_main
 
         return atc_main(argv[1:])
+    if argv and argv[0] == "grade":        # the grading package (Jupyter-side), loaded lazily
+        from grading.__main__ import main as grade_main
+
+        return grade_main(argv[1:], prog="acllab grade")
     ns = _parser().parse_args(argv)
     return ns.func(ns)
 

@@ -1,0 +1,166 @@
+"""Grade one submission: the job that runs on this machine or on a Dask worker.
+
+:func:`grade_submission` takes a plain dict (the notebook's bytes, its submitter's name and
+the grader's :class:`Options`) and returns a plain dict, so the same job runs in a local
+thread pool or on a ``dask.distributed`` worker that has acllab installed but sees none of
+the grader's files. For each exercise of the notebook's lesson it starts a fresh sandboxed
+process (:func:`grading.sandbox.run_worker`) with its own scratch copy of the notebook, so a
+hang or a crash costs only that exercise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import socket
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import sandbox
+
+__all__ = ["Options", "grade_submission", "lesson_of", "lesson_in", "code_cells",
+           "error_result"]
+
+_LESSON = re.compile(r"^(\d{2})-")
+_CHECK_CALL = re.compile(r"""check\(\s*["'](\d{2})\.""")
+
+
+@dataclass
+class Options:
+    """How to grade, the same for every submission of a run (and part of --resume's key)."""
+
+    lesson: str | None = None            # for notebooks whose name and cells do not say
+    timeout: float = 120.0               # the learner's cells, in each exercise's process
+    cell_timeout: float = 30.0           # one cell
+    limit_s: float | None = None         # each call of the learner's function (default: the
+                                         # exercise's own limit)
+    seeds: dict[str, list[int]] = field(default_factory=dict)   # exercise id, lesson or '*'
+    sandbox: str = "auto"                # 'auto', 'bwrap' or 'none'
+    memory_bytes: int = 4 << 30
+
+    def seeds_for(self, exercise_id: str) -> list[int] | None:
+        """The hidden seeds for this exercise, or None for its public ones."""
+        for key in (exercise_id, exercise_id.split(".")[0], "*"):
+            if key in self.seeds:
+                return [int(s) for s in self.seeds[key]]
+        return None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def lesson_of(path: str | Path) -> str | None:
+    """'04' for '04-streams.ipynb'; None when the name does not start with two digits."""
+    match = _LESSON.match(Path(path).name)
+    return match.group(1) if match else None
+
+
+def lesson_in(nb) -> str | None:
+    """The lesson whose exercises the notebook's check cells name most often, if any."""
+    found = Counter(m.group(1) for cell in nb.cells if cell.cell_type == "code"
+                    for m in _CHECK_CALL.finditer(cell.source))
+    return found.most_common(1)[0][0] if found else None
+
+
+def code_cells(nb) -> list[dict]:
+    """The learner's code cells to run, in order (check cells too: while they run, ``check``
+    and ``summary`` are inert, so ``result = check(...)`` costs nothing and grades nothing)."""
+    return [{"index": i, "source": cell.source} for i, cell in enumerate(nb.cells)
+            if cell.cell_type == "code"]
+
+
+def error_result(exercise, message: str) -> dict:
+    """A result row for an exercise that could not be graded (it scores 0)."""
+    return {"exercise": exercise.id, "title": exercise.title, "status": "error", "score": 0.0,
+            "case": "", "cases": 0, "public": True, "items": [], "warnings": [],
+            "text": f"{exercise.id} {exercise.title}: not graded: {message}", "error": message}
+
+
+def _deadline(exercise, options: Options, seeds: list[int] | None) -> float:
+    cases = len(seeds) if seeds else len(exercise.seeds)
+    per_call = options.limit_s if options.limit_s is not None else exercise.limit_s
+    return options.timeout + cases * per_call * 1.5 + 20
+
+
+def grade_submission(job: dict) -> dict:
+    """Grade one notebook, every exercise in its own sandboxed process; never raises for the
+    learner's sake.
+
+    ``job``: ``name`` (the submitter), ``notebook`` (its path, for the records), ``content``
+    (the notebook's bytes) and ``options`` (:meth:`Options.to_dict`). Returns ``name``,
+    ``notebook``, ``sha256``, ``lesson``, ``results`` (one dict per exercise), ``errors``,
+    ``seconds``, ``sandbox`` ('bwrap' or 'none') and ``host``.
+    """
+    import nbformat
+
+    from acllab.checks import exercises
+
+    start = time.monotonic()
+    options = Options(**job["options"])
+    content: bytes = job["content"]
+    filename = Path(job["notebook"]).name or "submission.ipynb"
+    graded = {"name": job["name"], "notebook": job["notebook"],
+              "sha256": hashlib.sha256(content).hexdigest(), "lesson": None, "results": [],
+              "errors": [], "seconds": 0.0, "sandbox": "", "host": socket.gethostname()}
+
+    def done() -> dict:
+        graded["seconds"] = round(time.monotonic() - start, 2)
+        return graded
+
+    try:
+        graded["sandbox"] = sandbox.mode(options.sandbox)
+    except RuntimeError as exc:
+        graded["errors"].append(str(exc))
+        return done()
+    nb, unreadable = None, ""
+    try:
+        nb = nbformat.reads(content.decode("utf-8"), as_version=4)
+    except Exception as exc:        # not UTF-8, not JSON, not a notebook...
+        unreadable = f"cannot read the notebook: {type(exc).__name__}: {exc}"[:300]
+        graded["errors"].append(unreadable)
+    lesson = options.lesson or lesson_of(filename) or (lesson_in(nb) if nb else None)
+    graded["lesson"] = lesson
+    if lesson is None:
+        graded["errors"].append("cannot tell the lesson: name the notebook NN-topic.ipynb or "
+                                "pass --lesson NN")
+        return done()
+    todo = exercises(lesson)
+    if not todo:
+        graded["errors"].append(f"lesson {lesson} has no graded exercises")
+        return done()
+    if nb is None:
+        graded["results"] = [error_result(ex, unreadable) for ex in todo]
+        return done()
+
+    cells = code_cells(nb)
+    cell_errors: list[str] = []
+    for ex in todo:
+        seeds = options.seeds_for(ex.id)
+        worker_job = {"exercise": ex.id, "function": ex.function, "cells": cells,
+                      "seeds": seeds, "limit_s": options.limit_s,
+                      "cell_s": options.cell_timeout, "cells_s": options.timeout,
+                      "cpu_s": _deadline(ex, options, seeds) + 5,
+                      "memory_bytes": options.memory_bytes}
+        with tempfile.TemporaryDirectory(prefix="acllab-grade-") as tmp:
+            scratch = Path(tmp)
+            scratch.chmod(0o777)
+            (scratch / filename).write_bytes(content)
+            run = sandbox.run_worker(worker_job, scratch, sandbox=graded["sandbox"],
+                                     deadline_s=_deadline(ex, options, seeds))
+        if run.payload is None:
+            graded["results"].append(error_result(ex, run.error))
+            graded["errors"].append(f"{ex.id}: {run.error}")
+            continue
+        result = run.payload["result"]
+        for change in run.payload.get("tampered", []):
+            result["warnings"].append(f"a cell changed acllab ({change}); the grader put it "
+                                      "back before checking")
+        graded["results"].append(result)
+        for line in run.payload.get("cell_errors", []):
+            if line not in cell_errors:
+                cell_errors.append(line)
+    graded["errors"] = cell_errors[:5] + graded["errors"]
+    return done()

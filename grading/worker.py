@@ -1,0 +1,251 @@
+"""Grade one exercise of one notebook, in a fresh process (run inside the sandbox).
+
+    python -I .../grading/worker.py PACKAGE_ROOT...      (the job arrives as JSON on stdin)
+
+The order of events is the point of this module:
+
+1. read the whole job (the exercise, the grader's seeds and limits, the learner's cells, a
+   random nonce and the number of the result pipe) from stdin, then close stdin;
+2. lower this process's resource limits (CPU time, memory, file size, core dumps): hard
+   limits too, so learner code cannot raise them again;
+3. import acllab and the checks, load the lesson's check module (sealed), and keep the real
+   ``check`` function and a :class:`acllab.checks._guard.Snapshot` of acllab's modules;
+4. only then run the learner's code cells, each in turn, in one fresh namespace, each with a
+   time limit and its exceptions contained (BaseExceptions too); check cells are skipped,
+   and inside the cells ``check`` and ``summary`` are inert stand-ins;
+5. undo whatever the cells changed in acllab (and say so), call the real ``check`` kept in
+   step 3 on the learner's function, and write one line, the nonce then the JSON result, to
+   the result pipe; then leave with ``os._exit`` (no learner atexit hooks, no threads).
+
+The learner's stdout and stderr go to /dev/null. The grader accepts exactly one line that
+starts with the nonce; a second one, or none, makes the exercise an error. The process runs
+under the grader's wall-clock kill as well, so a cell or function that ignores its own time
+limit costs this exercise only.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":          # run as a script with -I: import only from the roots named
+    sys.path[0:1] = sys.argv[1:]
+
+import builtins  # noqa: E402
+import json  # noqa: E402
+import linecache  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+import types  # noqa: E402
+
+_BLOCKED_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                             "sys._current_frames"})
+
+
+class CellTimeout(BaseException):
+    """A learner's cell ran past its time limit."""
+
+
+class _Inert:
+    """What ``check``, ``summary`` and the widgets are while the learner's cells run: any
+    call, attribute or iteration gives another inert value."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *args, **kwargs):
+        return _Inert()
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return _Inert()
+
+    def __iter__(self):
+        return iter(())
+
+    def __bool__(self):
+        return False
+
+    def __repr__(self):
+        return "<not shown while grading>"
+
+
+class _InertModule(types.ModuleType):
+    """A stand-in for the widgets package and its modules (no figures while grading)."""
+
+    __path__: list[str] = []
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return _Inert
+
+
+class _InertFinder:
+    """Serves :class:`_InertModule` for ``widgets`` and ``IPython`` imports."""
+
+    prefixes = ("widgets", "IPython", "ipywidgets", "plotly", "matplotlib")
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] not in self.prefixes:
+            return None
+        import importlib.machinery
+
+        return importlib.machinery.ModuleSpec(name, self, is_package=True)
+
+    def create_module(self, spec):
+        return _InertModule(spec.name)
+
+    def exec_module(self, module):
+        pass
+
+
+class _RefuseFinder:
+    """Refuses the repository's own packages (lessons.solutions, tests) to learner code, for
+    the run without a sandbox, where the repository may be on the import path."""
+
+    refused = ("lessons", "tests")
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in self.refused:
+            raise ModuleNotFoundError(f"No module named {name!r} (not while grading)", name=name)
+        return None
+
+
+def _limit_resources(job: dict) -> None:
+    try:
+        import resource
+    except ImportError:          # not POSIX: the grader's wall-clock kill still applies
+        return
+    cpu = max(1, int(job.get("cpu_s", 600)))
+    memory = int(job.get("memory_bytes", 4 << 30))
+    for name, value in (("RLIMIT_CPU", cpu), ("RLIMIT_AS", memory),
+                        ("RLIMIT_FSIZE", 64 << 20), ("RLIMIT_CORE", 0)):
+        which = getattr(resource, name, None)
+        if which is None:
+            continue
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):
+            pass
+
+
+def _audit(event: str, args: tuple) -> None:
+    """Refuse the introspection that would reach the grader's objects through the heap."""
+    if event in _BLOCKED_EVENTS:
+        raise RuntimeError(f"{event} is not available while grading")
+    if event == "open" and args and isinstance(args[0], str) and args[0].startswith("/proc/") \
+            and args[0].endswith(("/mem", "/environ")):
+        raise PermissionError(f"{args[0]} is not available while grading")
+
+
+def _writer(fd: int, nonce: str):
+    def write(payload: dict) -> None:
+        data = (nonce + json.dumps(payload, default=str) + "\n").encode()
+        while data:
+            data = data[os.write(fd, data):]
+    return write
+
+
+def learner_source(source: str) -> str | None:
+    """The cell's Python: IPython magics and shell lines dropped; None for a cell magic."""
+    if source.lstrip().startswith("%%"):
+        return None
+    lines = []
+    for line in source.splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith(("%", "!")):
+            line = line[: len(line) - len(stripped)] + "pass"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _on_alarm(signum, frame):
+    raise CellTimeout()
+
+
+def run_cells(cells: list[dict], namespace: dict, cell_s: float, total_s: float) -> list[str]:
+    """Execute the cells in ``namespace``; return one line per cell that raised or ran over."""
+    errors: list[str] = []
+    deadline = time.monotonic() + total_s
+    for cell in cells:
+        index, source = cell["index"], learner_source(cell["source"])
+        if source is None:
+            continue
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            errors.append(f"cell {index} not run: the cells' {total_s:g} s were used up")
+            continue
+        filename = f"<cell {index}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        limit = min(cell_s, remaining)
+        try:
+            signal.signal(signal.SIGALRM, _on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, limit, 0.1)
+            try:
+                exec(compile(source, filename, "exec"), namespace)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except CellTimeout:
+            errors.append(f"cell {index} was stopped after {limit:g} s")
+        except BaseException as exc:     # noqa: B036 - the learner's: contained
+            errors.append(f"cell {index} raised {type(exc).__name__}: {exc}".rstrip(": "))
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    return errors
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.buffer.read())
+    sys.stdin.close()
+    write = _writer(int(job.pop("result_fd")), job.pop("nonce"))
+    try:
+        payload = _grade(job)
+    except BaseException:           # noqa: B036 - a bug in grading, reported as such
+        payload = {"crash": traceback.format_exc(limit=8)}
+    write(payload)
+    os._exit(0)
+
+
+def _grade(job: dict) -> dict:
+    _limit_resources(job)
+    import acllab  # noqa: F401 - the real modules, loaded before any learner code
+    import acllab.checks as checks
+    from acllab.checks import _guard
+
+    check, summary = checks.check, checks.summary
+    lesson = job["exercise"].split(".")[0]
+    checks.exercises(lesson)                  # the lesson's graders: imported and sealed
+    snapshot = _guard.Snapshot.take()
+    changes_of, restore = snapshot.changes, snapshot.restore
+
+    sys.meta_path[0:0] = [_RefuseFinder(), _InertFinder()]
+    for name in [m for m in sys.modules if m.split(".")[0] in _InertFinder.prefixes]:
+        del sys.modules[name]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    sys.addaudithook(_audit)
+
+    checks.check = checks.summary = _Inert()
+    namespace = {"__name__": "__main__", "__builtins__": builtins, "display": _Inert(),
+                 "get_ipython": _Inert()}
+    cell_errors = run_cells(job["cells"], namespace, float(job["cell_s"]),
+                            float(job["cells_s"]))
+    checks.check, checks.summary = check, summary
+    tampered = changes_of()
+    if tampered:
+        restore()
+    function = namespace.get(job["function"])
+    seeds = job.get("seeds")
+    result = check(job["exercise"], function, seeds=tuple(seeds) if seeds else None,
+                   limit_s=job.get("limit_s"))
+    return {"result": {**result.to_dict(), "text": str(result)}, "cell_errors": cell_errors,
+            "tampered": tampered[:10]}
+
+
+if __name__ == "__main__":
+    main()
