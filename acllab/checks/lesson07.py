@@ -10,10 +10,16 @@
     buffers, datasets, device memory, the description, and the model itself. The caller has
     already called ``acl.init()`` and ``acl.rt.set_device(0)``, and tears down after.
 
-Each case draws B, N and the images from the seed. The labels are compared with what the
-model itself computes on those images (:func:`acllab.model.tiny_forward`, the numpy reference),
-the trace shows whether the device really ran the model, the sanitizer reports hazards, and the
-caller's teardown reports whatever was left behind.
+Each case draws B, N and the images from the seed. The labels are compared with what the model
+itself computes on those images (the compiled model run in numpy, batch by batch, as the
+device runs it). The device work is verified, not assumed: a :class:`~._common.Provenance`
+records what every task wrote, and every image's row of probabilities must have reached host
+memory through copies from an execution of that model on the AI Core, on that image's batch.
+Labels computed on the host (numpy inference, a device run on zeros or on other images) fail.
+The sanitizer reports hazards, and the caller's teardown reports whatever was left behind.
+
+Items: ``runs``, ``labels`` and ``ran on the device`` are results (any failure scores 0);
+``sanitizer`` and ``resources`` are process items, counted once every result is right.
 """
 
 from __future__ import annotations
@@ -26,9 +32,10 @@ from functools import lru_cache
 import numpy as np
 
 from .. import acl
-from ..model import TINY_CLASSES, compile_model, save, tiny_dataset, tiny_forward
-from . import Case, Item, _guard, call_learner, exercise, isolated, ran_item
+from ..model import TINY_CLASSES, compile_model, dumps, loads, tiny_dataset
+from . import PROCESS, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
+    Provenance,
     hazards,
     is_int,
     leak_texts,
@@ -38,17 +45,23 @@ from ._common import (
     teardown,
 )
 
-__all__ = ["grade_infer", "tiny_model"]
+__all__ = ["grade_infer", "tiny_model", "tiny_model_bytes"]
 
 # (B, how many batches) per seed; seeds beyond these draw from the same ranges.
 _CASES = ((1, 5), (4, 3), (2, 4))
 
 
 @lru_cache(maxsize=8)
+def tiny_model_bytes(batch: int) -> bytes:
+    """The .om bytes of the zoo's tiny classifier compiled for a fixed ``batch`` (cached per
+    process as immutable bytes, so nothing a function under test does can alter them)."""
+    return dumps(compile_model("zoo:tiny", input_shape=f"data:{batch},1,16,16",
+                               soc_version="Ascend310"))
+
+
 def tiny_model(batch: int):
-    """The zoo's tiny classifier compiled for a fixed ``batch`` (cached per process)."""
-    return compile_model("zoo:tiny", input_shape=f"data:{batch},1,16,16",
-                         soc_version="Ascend310")
+    """A fresh :class:`~acllab.model.CompiledModel` of the tiny classifier for ``batch``."""
+    return loads(tiny_model_bytes(batch))
 
 
 def _case(seed: int) -> tuple[int, np.ndarray, str]:
@@ -63,17 +76,33 @@ def _case(seed: int) -> tuple[int, np.ndarray, str]:
     return batch, np.ascontiguousarray(images, dtype=np.float32), name
 
 
-@exercise("07.infer", "infer: run an offline model end to end", "infer")
+def _expected_rows(blob: bytes, images: np.ndarray, batch: int) -> list[bytes]:
+    """Each image's row of probabilities (float32 bytes) as the model computes it on the
+    device: batch by batch, with the compiled model's own weights."""
+    model = loads(blob)
+    rows = []
+    for start in range(0, len(images), batch):
+        (probs,) = model.forward({"data": images[start:start + batch]}, batch)
+        probs = np.ascontiguousarray(probs, dtype=np.float32)
+        rows += [probs[r].tobytes() for r in range(batch)]
+    return rows
+
+
+@exercise("07.infer", "infer: run an offline model end to end", "infer", limit_s=20.0)
 def grade_infer(fn, seed: int) -> Case:
     """One case: a tiny model of batch 1, 2 or 4 (or 8), 2 to 5 batches of images."""
     batch, images, name = _case(seed)
     count = len(images)
     label = f"{count} images, a model compiled for batch {batch}"
-    want = [int(k) for k in tiny_forward(images).argmax(axis=1)]
+    blob = tiny_model_bytes(batch)
+    rows = _expected_rows(blob, images, batch)
+    want = [int(np.frombuffer(r, np.float32).argmax()) for r in rows]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, name)
-        save(tiny_model(batch), path)
+        with open(path, "wb") as f:
+            f.write(blob)
         with isolated() as runtime:
+            prov = Provenance(runtime)
             acl.init()
             acl.rt.set_device(0)
             call = call_learner(fn, acl, path, images.copy())
@@ -81,7 +110,9 @@ def grade_infer(fn, seed: int) -> Case:
             if case.not_done:
                 return case
             census = _census(runtime)
-            executions = sum(m.executions for m in runtime.models.values())
+            ours = {m.id for m in runtime.models.values() if _is_the_model(m, blob)}
+            executions = sum(m.executions for m in runtime.models.values() if m.id in ours)
+            others = sum(m.executions for m in runtime.models.values() if m.id not in ours)
             failed = teardown(          # the caller owns no buffer here: device and pyACL only
                 reset_failed="acl.rt.reset_device(0) failed: the device was reset already",
                 finalize_failed="acl.finalize() failed: pyACL was finalised already")
@@ -90,7 +121,8 @@ def grade_infer(fn, seed: int) -> Case:
             if call.error is not None:
                 return case
             case.items.append(_labels_item(call.value, want, batch))
-            case.items.append(_device_item(runtime, executions, count, batch))
+            case.items.append(_device_item(runtime, prov, executions, others, count, batch,
+                                           rows, ours))
             case.items.append(_sanitizer_item(runtime))
             case.items.append(_resources_item(census, runtime.leaks, failed))
             return case
@@ -155,20 +187,96 @@ def _describe_labels(value, want: list[int], batch: int) -> tuple[str, str]:
                   "output after it, and keep the labels in image order")
 
 
-def _device_item(runtime, executions: int, count: int, batch: int) -> Item:
+def _is_the_model(model, blob: bytes) -> bool:
+    """Whether a loaded model is the one the check handed over (loaded from model_path)."""
+    try:
+        return dumps(model.compiled) == blob
+    except Exception:           # noqa: BLE001 - anything else is simply not that model
+        return False
+
+
+_DEVICE = "ran on the device"
+_HOST_COPIES = ("d2h", "h2h")
+
+
+def _device_item(runtime, prov: Provenance, executions: int, others: int, count: int,
+                 batch: int, rows: list[bytes], ours: set[int]) -> Item:
+    """'ran on the device': the model from model_path ran once per batch, on the AI Core, on
+    that batch's images, and every image's probabilities reached host memory by copies."""
     need = -(-count // batch)
-    if executions >= need:
-        return Item("ran on the device", True,
-                    f"the model ran {executions} time(s) on the simulated NPU, {batch} "
-                    f"image(s) each")
+    run_hint = ("labels must come from the model's outputs: acl.mdl.execute (or "
+                "execute_async, then synchronize) with your input and output datasets, then "
+                "a copy of the output to host memory")
     if executions == 0:
-        return Item("ran on the device", False,
-                    "the model never ran on the device: the trace has no execution of it",
-                    "labels must come from the model's outputs: acl.mdl.execute (or "
-                    "execute_async, then synchronize) with your input and output datasets")
-    return Item("ran on the device", False,
-                f"the model ran {executions} time(s), {batch} image(s) each: not enough for "
-                f"{count} images", "execute once per batch of images")
+        text = "the model never ran on the device: the trace has no execution of it"
+        if others:
+            text = ("the trace has no execution of the model at model_path: the model that "
+                    "ran was another one")
+        return Item(_DEVICE, False, text, run_hint)
+    if executions < need:
+        return Item(_DEVICE, False,
+                    f"the model ran {executions} time(s), {batch} image(s) each: not enough "
+                    f"for {count} images", "execute once per batch of images")
+    missing, reason = _rows_not_from_device(prov, rows, ours)
+    if not missing:
+        return Item(_DEVICE, True,
+                    f"the model ran {executions} time(s) on the simulated NPU, {batch} "
+                    f"image(s) each, and every image's probabilities came back from its run")
+    shown = ", ".join(str(i) for i in missing[:5]) + (" ..." if len(missing) > 5 else "")
+    text = (f"the probabilities of {len(missing)} of {count} images (image {shown}) never "
+            "reached host memory from a run of the model on the AI Core on those images: "
+            + reason)
+    return Item(_DEVICE, False, text,
+                "copy batch k into the input buffer before execute k, and copy that execute's "
+                "output back to host memory (acl.rt.memcpy, device to host) before taking "
+                "the argmax: labels come from the device's own outputs")
+
+
+def _rows_not_from_device(prov: Provenance, rows: list[bytes], ours: set[int]
+                          ) -> tuple[list[int], str]:
+    """The images whose row of probabilities no host-bound copy carried from a model run on
+    the AI Core, and why the first of them is missing ('' if none is)."""
+    copies = [w for w in prov.writes if w.data is not None
+              and w.task.kind in ("memcpy", "staging")
+              and (w.task.info or {}).get("direction") in _HOST_COPIES]
+    missing, reasons = [], []
+    for i, row in enumerate(rows):
+        found, why = False, ""
+        for w in copies:
+            at = w.data.find(row)
+            while at >= 0 and not found:
+                why = prov.computed_on(w.lo + at, row, w.task.end_ns, engines=("aicore",),
+                                       what=f"image {i}'s probabilities")
+                if not why:
+                    pieces = prov.trace_back(w.lo + at, w.lo + at + len(row), w.task.end_ns)
+                    if all(p.origin is not None and p.origin.task.kind == "model_op"
+                           and (p.origin.task.info or {}).get("model") in ours
+                           for p in pieces):
+                        found = True
+                        break
+                    why = "they were computed on the AI Core, but not by the model's run"
+                at = w.data.find(row, at + 1)
+            if found:
+                break
+        if not found:
+            missing.append(i)
+            reasons.append(why)
+    if not missing:
+        return [], ""
+    first = next((r for r in reasons if r), "")
+    if first:
+        return missing, first
+    outputs = [w for w in prov.writes if w.data is not None and w.task.kind == "model_op"
+               and (w.task.info or {}).get("model") in ours]
+    row = rows[missing[0]]
+    if not any(row in w.data for w in outputs):
+        return missing, ("no execution of the model produced them: when it ran, its input "
+                         "buffer held other bytes than those images (zeros, another batch, or "
+                         "memory nothing wrote)")
+    if not copies:
+        return missing, "no copy brought any output back to host memory"
+    return missing, ("the model computed them on the device, but no copy brought them back "
+                     "to host memory")
 
 
 def _sanitizer_item(runtime) -> Item:
@@ -179,7 +287,7 @@ def _sanitizer_item(runtime) -> Item:
         return first.fix
 
     return sanitizer_item(hazards(runtime), "no hazards: every read came after the work that "
-                                            "produced it", fix=fix)
+                                            "produced it", fix=fix, kind=PROCESS)
 
 
 _KINDS = (  # (what the census counts, one, several, why it is a leak, what releases it)
@@ -231,12 +339,13 @@ def _resources_item(census: dict[str, int], leaks: list[str], failed: list[str])
     left += other[:3]
     if not left:
         return Item("resources", True, "nothing leaked: the model was unloaded and every "
-                                       "buffer, dataset and description released")
+                                       "buffer, dataset and description released",
+                    kind=PROCESS)
     release = [k[4] for k in _KINDS if census[k[0]]]
     hint = ("before returning, release what you created, last made first: "
             + ", ".join(release or ["everything you created"])
             + " (destroy_dataset does not destroy the data buffers in it: destroy them too)")
-    return Item("resources", False, "infer left behind: " + "; ".join(left), hint)
+    return Item("resources", False, "infer left behind: " + "; ".join(left), hint, kind=PROCESS)
 
 
 _guard.seal(_sys.modules[__name__])        # the grader's own helpers refuse learner code

@@ -11,6 +11,14 @@ also used by the lesson and the ShapeExplorer widget); its names are re-exported
     memory with get_mem_info, runs each model at each gear it is routed to, does the padding
     itself, and compares the measured throughput with the best deployment it finds by trying
     the alternatives itself.
+
+Every item is a result (the deployment asked for: well formed, within the budget, serving every
+batch size, as fast as the best within 3%): any failure scores 0. The search for the best
+deployment is the exercise: :func:`acllab.model.deploy.best_deployment` and ``compare`` (whose
+``best`` is that answer) refuse to run for a function under a check, and a function that calls
+them fails with the "own work" item; ``deployment_cost`` stays the learner's tool. The check's
+own figures come from models it compiles afresh for each case (it keeps only bytes and ints
+between cases), so nothing a function does to a cached model object changes its grade.
 """
 
 from __future__ import annotations
@@ -19,13 +27,15 @@ import os
 import sys as _sys
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import combinations
 
 import numpy as np
 
 from .. import acl
 from ..constants import ACL_DDR_MEM, ACL_MEM_MALLOC_HUGE_FIRST
 from ..hardware import MiB
-from ..model import AtcError, save
+from ..model import AtcError, compile_model, dumps, execute_ns
 from ..model.deploy import (
     MAX_BATCH,
     Comparison,
@@ -37,7 +47,6 @@ from ..model.deploy import (
     compare,
     deployment_cost,
     dynamic_model,
-    fixed_bytes,
     fixed_model,
     fixed_time_ns,
     gear_time_ns,
@@ -55,7 +64,69 @@ __all__ = ["MAX_BATCH", "TOLERANCE", "Deployment", "Route", "Costing", "Comparis
            "parse_deployment", "normalise_traffic", "route", "deployment_cost", "compare",
            "best_deployment", "grade_deploy"]
 
+_SHAPE = "3,224,224"       # ResNet-50's image, as acllab.model.deploy compiles it
 TOLERANCE = 0.03         # the check accepts 3% below the best throughput it finds
+
+
+# -- the check's own figures: fresh compiles, kept as bytes and ints only ------------------------
+
+@lru_cache(maxsize=256)
+def _om(kind: str, sizes: tuple[int, ...]) -> bytes:
+    """The .om bytes of ResNet-50 compiled afresh: ('fixed', (batch,)) or ('dynamic', gears)."""
+    if kind == "fixed":
+        model = compile_model("zoo:resnet50", input_shape=f"data:{sizes[0]},{_SHAPE}",
+                              soc_version="Ascend310")
+    else:
+        model = compile_model("zoo:resnet50", input_shape=f"data:-1,{_SHAPE}",
+                              dynamic_batch_size=",".join(map(str, sorted(sizes))),
+                              soc_version="Ascend310")
+    return dumps(model)
+
+
+@lru_cache(maxsize=512)
+def _figures(kind: str, size: int) -> tuple[int, int]:
+    """(ns of one execute, device bytes once loaded) of the fixed model of batch ``size``, or
+    of a dynamic model's gear ``size`` (its bytes: those of a dynamic model whose largest gear
+    it is; 0 for gear 1, which is never a dynamic model's largest)."""
+    from ..model import loads
+
+    if kind == "fixed":
+        model = loads(_om("fixed", (size,)))
+        return execute_ns(model), loaded_bytes(model)
+    other = size + 1 if size == 1 else 1
+    model = loads(_om("dynamic", (min(size, other), max(size, other))))
+    return execute_ns(model, size), loaded_bytes(model) if size > 1 else 0
+
+
+def _best(traffic: dict[int, float], budget: int) -> Costing | None:
+    """The fastest deployment made of the mix's own batch sizes that fits and serves the mix,
+    found by trying them all on the check's own figures (None if none fits)."""
+    mix = normalise_traffic(traffic)
+    sizes = tuple(mix)
+    fixed = {b: _figures("fixed", b) for b in sizes}
+    gears = {b: _figures("dynamic", b) for b in sizes}
+    images = sum(p * b for b, p in mix.items())
+    subsets = [c for k in range(1, len(sizes) + 1) for c in combinations(sizes, k)]
+    best = None
+    for dyn in [(), *(c for c in subsets if len(c) >= 2)]:
+        for fix in [(), *subsets]:
+            if not dyn and not fix or sizes[-1] not in dyn + fix:
+                continue
+            memory = (gears[dyn[-1]][1] if dyn else 0) + sum(fixed[b][1] for b in fix)
+            if memory > budget:
+                continue
+            routes = {}
+            for b in mix:
+                options = [Route(b, "fixed", s, fixed[s][0]) for s in fix if s >= b]
+                gear = next((g for g in dyn if g >= b), None)
+                if gear is not None:
+                    options.append(Route(b, "dynamic", gear, gears[gear][0]))
+                routes[b] = min(options, key=lambda r: (r.time_ns, r.kind != "fixed"))
+            ns = sum(p * routes[b].time_ns for b, p in mix.items())
+            key = (round(images / ns * 1e9, 6), -memory)
+            if best is None or key > best[0]:
+                best = (key, Costing(Deployment(dyn, fix), mix, memory, routes))
+    return best[1] if best else None
 
 
 # -- the check: 08.deploy ----------------------------------------------------------------------
@@ -74,11 +145,11 @@ def _draw(seed: int) -> tuple[dict[int, float], int]:
     sizes = sorted({small, large, *(int(x) for x in middle)})
     shares = np.maximum(np.round(rng.dirichlet(np.ones(len(sizes))) * 20), 1) / 20
     traffic = {b: float(s) for b, s in zip(sizes, shares / shares.sum(), strict=True)}
-    one = fixed_bytes(large)                        # the least that can serve the mix
-    every = sum(fixed_bytes(b) for b in sizes)      # one fixed model per batch size
+    one = _figures("fixed", large)[1]               # the least that can serve the mix
+    every = sum(_figures("fixed", b)[1] for b in sizes)     # one fixed model per batch size
     regime = seed % 3
     if regime == 0:     # room for one model only
-        budget = one + int(rng.uniform(0.0, 0.6) * fixed_bytes(small))
+        budget = one + int(rng.uniform(0.0, 0.6) * _figures("fixed", small)[1])
     elif regime == 1:   # room for some models
         budget = one + int(rng.uniform(0.3, 0.8) * (every - one))
     else:               # room for everything
@@ -115,7 +186,8 @@ def _measure(dep: Deployment, compiled: dict, needed: set[tuple[str, int]]) -> _
         loaded, refused = {}, ""
         for key, model in compiled.items():
             path = os.path.join(tmp, f"resnet50_{key[0]}_{len(loaded)}.om")
-            save(model, path)
+            with open(path, "wb") as f:
+                f.write(model if isinstance(model, bytes) else dumps(model))
             model_id, ret = acl.mdl.load_from_file(path)
             if ret != 0:
                 refused = (f"loading model {len(loaded) + 1} of {len(compiled)}, "
@@ -171,11 +243,12 @@ def _run_once(runtime, model_id: int, dynamic: bool, batch: int) -> int:
 
 
 @exercise("08.deploy", "choose_deployment: models for a traffic mix under a memory budget",
-          "choose_deployment")
+          "choose_deployment", limit_s=10.0)
 def grade_deploy(fn, seed: int) -> Case:
     """One case: a random traffic mix; a budget with room for one model, some, or all."""
     traffic, budget = _draw(seed)
     label = _label(traffic, budget)
+    best = _best(traffic, budget)           # before the function runs: nothing it does counts
     with isolated():
         call = call_learner(fn, dict(traffic), budget)
     case = new_case(label, call)
@@ -187,8 +260,8 @@ def grade_deploy(fn, seed: int) -> Case:
 
     try:
         dep = parse_deployment(call.value)
-        compiled = {("dynamic", dep.dynamic): dynamic_model(dep.dynamic)} if dep.dynamic else {}
-        compiled.update({("fixed", b): fixed_model(b) for b in dep.fixed})
+        compiled = {("dynamic", dep.dynamic): _om("dynamic", dep.dynamic)} if dep.dynamic else {}
+        compiled.update({("fixed", b): _om("fixed", (b,)) for b in dep.fixed})
     except (ValueError, AtcError) as exc:
         case.items.append(Item("deployment", False, f"choose_deployment returned "
                                f"{short_repr(call.value, 80, ' ...')}: {exc}",
@@ -219,7 +292,7 @@ def grade_deploy(fn, seed: int) -> Case:
         f"once loaded, your models take {_mib(plan.memory_bytes)} of device memory "
         f"(get_mem_info), {'within' if fits else 'over'} the budget of {_mib(budget)}",
         "" if fits else f"each fixed model carries its own copy of the weights "
-                        f"({_mib(reserved_bytes(fixed_model(1).memory.weight_bytes))}) plus a "
+                        f"({_mib(_weights_bytes())}) plus a "
                         "workspace that grows with its batch; a dynamic model has one copy "
                         "and one workspace, sized for its largest gear: drop or merge models"))
     served = not plan.unserved
@@ -233,12 +306,17 @@ def grade_deploy(fn, seed: int) -> Case:
         "" if served else "a request runs as one execution: some model (or gear) must take at "
                           "least the largest batch size of the mix"))
     if fits and served:
-        case.items.append(_throughput_item(plan, traffic, budget))
+        case.items.append(_throughput_item(plan, best))
     return case
 
 
-def _throughput_item(plan: Costing, traffic: dict[int, float], budget: int) -> Item:
-    best = best_deployment(traffic, budget)
+def _weights_bytes() -> int:
+    from ..model import loads
+
+    return reserved_bytes(loads(_om("fixed", (1,))).memory.weight_bytes)
+
+
+def _throughput_item(plan: Costing, best: Costing | None) -> Item:
     rate = plan.images_per_s
     text = (f"your deployment serves {rate:,.0f} img/s on this mix ({plan.padding:.0%} of the "
             "images it computes are padding)")
@@ -250,7 +328,7 @@ def _throughput_item(plan: Costing, traffic: dict[int, float], budget: int) -> I
         hint = ("padding is computed for nothing: give each batch size of the mix a model or "
                 "a gear of exactly its size")
     elif best.fixed_share > plan.fixed_share + 0.01:
-        extra = gear_time_ns(32) / fixed_time_ns(32) - 1
+        extra = _figures("dynamic", 32)[0] / _figures("fixed", 32)[0] - 1
         hint = (f"a fixed model is faster than the same batch's gear in a dynamic model (at "
                 f"batch 32 the gear takes {extra:.0%} longer): spend the memory left on fixed "
                 "models for the batch sizes that take the most device time")

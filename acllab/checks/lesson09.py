@@ -13,6 +13,14 @@ the seed. The grades come from the real bytes of ``y``, every store each block m
 watches :meth:`acllab.kernels.BlockContext.store` while the function runs), the kernel's task
 in the trace, its time against the best block count the roofline allows, the sanitizer's
 findings and what is left at the caller's teardown.
+
+The device work is verified, not assumed: a :class:`~._common.Provenance` records what every
+task wrote, so the bytes of ``y`` must have been written by the one kernel launch on the AI
+Core (a host copy of host-computed values fails, even under a real launch), each block must
+have loaded from ``x`` the tile it stores into ``y``, and ``x`` must not have been copied to
+the host. Items ``runs``, ``launch``, ``no fault``, ``results``, ``computed on the device``,
+``tiles`` and ``block count`` are results (any failure scores 0); ``sanitizer`` and
+``resources`` are process items, counted once every result is right.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import sys as _sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -30,8 +39,9 @@ from ..constants import (
     ACL_MEMCPY_HOST_TO_HOST,
 )
 from ..hardware import PROFILES
-from . import Case, Item, _guard, call_learner, exercise, isolated, ran_item
+from . import PROCESS, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
+    Provenance,
     format_us,
     hazards,
     is_int,
@@ -51,11 +61,19 @@ MAX_WAVES = 8                  # more waves than this: far more blocks than the 
 SLACK = 1.02                   # the launch may take 2% longer than the best block count
 
 
+_RT_FILE = str(Path(acl.rt.__file__).resolve())
+
+
 @contextmanager
-def _watch() -> Iterator[dict]:
-    """Record every block's stores and the kernel launched, while the learner's code runs."""
-    seen: dict = {"stores": [], "kernels": []}
-    store, cost = kernels.BlockContext.store, kernels.kernel_ns
+def _watch(runtime) -> Iterator[dict]:
+    """Record every block's loads and stores, and each kernel launched (with the index its
+    task gets in the trace), while the learner's code runs."""
+    seen: dict = {"stores": [], "loads": [], "kernels": {}}
+    load, store, cost = kernels.BlockContext.load, kernels.BlockContext.store, kernels.kernel_ns
+
+    def watched_load(ctx, addr, dtype, count):
+        seen["loads"].append((ctx.block_idx, int(addr), int(count) * np.dtype(dtype).itemsize))
+        return load(ctx, addr, dtype, count)
 
     def watched_store(ctx, addr, values):
         raw_len = np.ascontiguousarray(values).nbytes
@@ -63,14 +81,18 @@ def _watch() -> Iterator[dict]:
         return store(ctx, addr, values)
 
     def watched_cost(k, block_dim, flops, nbytes, profile):
-        seen["kernels"].append(k)
+        caller = _sys._getframe(1).f_code
+        if caller.co_name == "launch_kernel" and caller.co_filename == _RT_FILE:
+            seen["kernels"][len(runtime.tasks)] = k     # a launch, not a learner's estimate
         return cost(k, block_dim, flops, nbytes, profile)
 
-    kernels.BlockContext.store, kernels.kernel_ns = watched_store, watched_cost
+    kernels.BlockContext.load, kernels.BlockContext.store = watched_load, watched_store
+    kernels.kernel_ns = watched_cost
     try:
         yield seen
     finally:
-        kernels.BlockContext.store, kernels.kernel_ns = store, cost
+        kernels.BlockContext.load, kernels.BlockContext.store = load, store
+        kernels.kernel_ns = cost
 
 
 def _case(seed: int) -> tuple[str, int, bool, np.ndarray]:
@@ -82,7 +104,7 @@ def _case(seed: int) -> tuple[str, int, bool, np.ndarray]:
     return profile, n, seed % 3 == 2, x
 
 
-@exercise("09.tiled", "launch: a tiled kernel on every AI core", "launch")
+@exercise("09.tiled", "launch: a tiled kernel on every AI core", "launch", limit_s=20.0)
 def grade_launch(fn, seed: int) -> Case:
     """One case: a profile, n float32 values, an explicit stream or the default one."""
     profile, n, default_stream, x = _case(seed)
@@ -91,6 +113,7 @@ def grade_launch(fn, seed: int) -> Case:
              + ("the default stream (0)" if default_stream else "an explicit stream"))
     with isolated(profile=profile, device_count=p.device_count,
                   hugepage_pool_bytes=p.hugepage_pool_bytes) as runtime:
+        prov = Provenance(runtime)
         acl.init()
         acl.rt.set_device(0)
         stream = 0 if default_stream else acl.rt.create_stream()[0]
@@ -104,7 +127,7 @@ def grade_launch(fn, seed: int) -> Case:
         acl.rt.memcpy(x_ptr, 4 * n, staging, 4 * n, ACL_MEMCPY_HOST_TO_DEVICE)
         acl.rt.free_host(staging)
 
-        with _watch() as seen:
+        with _watch(runtime) as seen:
             call = call_learner(fn, acl, x_ptr, y_ptr, n, stream)
             case = new_case(label, call, runtime)
             if case.not_done:
@@ -112,7 +135,9 @@ def grade_launch(fn, seed: int) -> Case:
             sync_ret = acl.rt.synchronize_stream(stream)      # the caller waits, then reads
         region = runtime.space.find(y_ptr)
         off = y_ptr - region.start
-        got = np.frombuffer(bytes(region.data[off:off + 4 * n]), np.float32)
+        raw = bytes(region.data[off:off + 4 * n])
+        got = np.frombuffer(raw, np.float32)
+        at_ns = runtime.host_ns
         tasks = runtime.tasks[call.first_task:]
         release = [("x_ptr (acl.rt.free failed)", (acl.rt.free, x_ptr)),
                    ("y_ptr (acl.rt.free failed)", (acl.rt.free, y_ptr))]
@@ -125,21 +150,26 @@ def grade_launch(fn, seed: int) -> Case:
         if call.error is not None:
             return case
         launches = [t for t in tasks if t.kind == "kernel"]
-        case.items.append(_launch_item(launches, stream_obj, call.value, n, seen["kernels"]))
+        launched = [seen["kernels"].get(t.id) for t in launches]
+        case.items.append(_launch_item(launches, stream_obj, call.value, n, launched))
         case.items.append(_fault_item(launches, sync_ret))
         case.items.append(_results_item(got, 2 * x + 1))
-        case.items.append(_tiles_item(seen["stores"], y_ptr, x_ptr, n))
-        if len(launches) == 1 and len(seen["kernels"]) == 1:
-            case.items.append(_blocks_item(launches[0], seen["kernels"][0], p))
+        case.items.append(_device_item(prov, tasks, launches, y_ptr, raw, at_ns, x_ptr, n))
+        case.items.append(_tiles_item(seen["stores"], y_ptr, x_ptr, n, seen["loads"]))
+        if len(launches) == 1 and launched[0] is not None:
+            case.items.append(_blocks_item(launches[0], launched[0], p))
+        else:
+            case.items.append(Item("block count", False, "no single launch of your kernel to "
+                                   "judge: see the launch item", "queue exactly one launch"))
         case.items.append(sanitizer_item(hazards(runtime), "no hazards: the kernel raced with "
-                                                           "nothing"))
+                                                           "nothing", kind=PROCESS))
         case.items.append(resources_item(
             runtime, failed, "launch",
             released_hint="release only what launch created; the caller frees x_ptr, y_ptr "
                           "and its stream",
             leaked_hint="launch needs no memory or streams of its own: the kernel writes y_ptr "
                         "directly; if you create something, release it before returning",
-            clean="nothing leaked: the caller's teardown found no leftovers"))
+            clean="nothing leaked: the caller's teardown found no leftovers", kind=PROCESS))
         return case
 
 
@@ -160,6 +190,9 @@ def _launch_item(launches, stream_obj, value, n: int, kernels_seen) -> Item:
                     hint)
     want = (FLOPS_PER_ELEMENT * n, BYTES_PER_ELEMENT * n)
     k = kernels_seen[0] if kernels_seen else None
+    if k is None:
+        return Item("launch", False, f"kernel task {t.id} was not queued by "
+                                     "acl.rt.launch_kernel while launch ran", hint)
     if (t.flops, t.nbytes) != want or k is None or k.efficiency != 0.6 or k.precision != "fp16":
         return Item("launch", False, f"the kernel declared {t.flops:,} flops and {t.nbytes:,} "
                                      f"bytes for n = {n:,}"
@@ -205,8 +238,37 @@ def _results_item(got: np.ndarray, want: np.ndarray) -> Item:
                                         "(float32) and stores it at the same offset in y")
 
 
-def _tiles_item(stores, y_ptr: int, x_ptr: int, n: int) -> Item:
-    """'tiles': every element of y written exactly once, by one block, nothing else written."""
+def _device_item(prov: Provenance, tasks, launches, y_ptr: int, raw: bytes, at_ns: int,
+                 x_ptr: int, n: int) -> Item:
+    """'computed on the device': y's bytes were written by the one kernel launch on the AI
+    Core (and not changed since), and x never went to the host."""
+    name = "computed on the device"
+    hint = ("compute y on the AI Core: one launch of your kernel, each block loading its tile "
+            "of x and storing 2x + 1 into y; no copies of x or y, no host arithmetic")
+    why = prov.computed_on(y_ptr, raw, at_ns, engines=("aicore",), what="y")
+    if not why:
+        origins = {p.origin.task.id for p in prov.trace_back(y_ptr, y_ptr + len(raw), at_ns)
+                   if p.origin is not None}
+        ids = {t.id for t in launches}
+        if len(launches) != 1 or not origins <= ids:
+            why = "y was written on the AI Core, but not only by one launch of your kernel"
+    if not why:
+        for t in tasks:
+            src = (t.info or {}).get("src")
+            if t.kind in ("memcpy", "staging") and isinstance(src, int) \
+                    and x_ptr <= src < x_ptr + 4 * n:
+                why = (f"task {t.id} {t.name} copied x out of its buffer: the kernel computes "
+                       "from x where it lies, on the device")
+                break
+    if why:
+        return Item(name, False, why, hint)
+    return Item(name, True, "every byte of y was written on the AI Core by your kernel's "
+                            "launch and left unchanged")
+
+
+def _tiles_item(stores, y_ptr: int, x_ptr: int, n: int, loads=()) -> Item:
+    """'tiles': every element of y written exactly once, by one block, nothing else written;
+    each block loaded from x the elements it stored."""
     count = np.zeros(n, np.int32)
     by_block: dict[int, list[tuple[int, int]]] = {}
     stray = []
@@ -229,6 +291,21 @@ def _tiles_item(stores, y_ptr: int, x_ptr: int, n: int) -> Item:
     if len(gaps):
         problems.append(f"{len(gaps):,} element(s) of y were stored by no block, the first "
                         f"y[{int(gaps[0]):,}]")
+    loaded: dict[int, np.ndarray] = {}
+    for block, addr, nbytes in loads:
+        lo, hi = (addr - x_ptr) // 4, (addr - x_ptr + nbytes + 3) // 4
+        if 0 <= lo and hi <= n:
+            loaded.setdefault(block, np.zeros(n, bool))[lo:hi] = True
+    if not problems:
+        for block, spans in sorted(by_block.items()):
+            have = loaded.get(block)
+            unread = [(lo, hi) for lo, hi in spans if have is None or not have[lo:hi].all()]
+            if unread:
+                lo, hi = unread[0]
+                problems.append(f"block {block} stored y[{lo:,}:{hi:,}] without loading "
+                                f"x[{lo:,}:{hi:,}]: each block computes its tile of y from the "
+                                "same tile of x")
+                break
     if problems:
         return Item("tiles", False, "; ".join(problems),
                     "give block b the elements lo .. hi with lo = b * per, hi = min(lo + per, "

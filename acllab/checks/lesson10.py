@@ -16,10 +16,20 @@ Each case draws a random small CNN from the zoo's op vocabulary (Conv2D, BatchNo
 MaxPool, GlobalAvgPool, Flatten, FullyConnected, Softmax) with fresh op names, so nothing can
 be matched by name. The answers are graded against what the compiler itself recorded (its
 FusionRecords and its per-op plans), on a real execution in a fresh runtime.
+
+Every item is a result: any failure scores 0. The check's own answers (``expected_groups``, the
+graph and model it draws) are sealed; :func:`example` is the lesson's tool and stays open. The
+learner's function runs in a runtime of its own, after the model's runtime is gone, so the
+compiled model behind the trace is not within its reach; it gets plain copies of the records
+and the ops. Reading acllab's compiler (recompiling ``graph_ops`` and reading its fusion
+records, or ``plan_for()`` for 10.saving, as the lesson shows) is a way of reading the same
+facts the lesson teaches, and is judged on whether the answer is right for the trace given.
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import sys as _sys
 
 import numpy as np
@@ -29,6 +39,7 @@ from ..constants import ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_HOST_TO_DEVICE
 from ..model import CompiledModel, compile_model, dumps
 from . import Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import is_int, join_first, new_case
+from ._guard import learner_tool
 
 __all__ = ["random_graph", "compile_pair", "expected_groups", "run_once", "example",
            "grade_explain", "grade_saving"]
@@ -161,6 +172,7 @@ def run_once(model: CompiledModel) -> None:
     acl.mdl.unload(model_id)
 
 
+@learner_tool
 def example(seed: int = 0) -> tuple[list[dict], list[dict]]:
     """(trace_records, graph_ops) of one random graph, as ``10.explain`` hands them over."""
     graph = random_graph(seed)
@@ -176,7 +188,8 @@ def example(seed: int = 0) -> tuple[list[dict], list[dict]]:
 
 # -- 10.explain --------------------------------------------------------------------------------
 
-@exercise("10.explain", "fused_ops: which source ops each kernel computes", "fused_ops")
+@exercise("10.explain", "fused_ops: which source ops each kernel computes", "fused_ops",
+          limit_s=10.0)
 def grade_explain(fn, seed: int) -> Case:
     """One case: a random graph compiled with fusion and executed once."""
     graph = random_graph(seed)
@@ -189,9 +202,9 @@ def grade_explain(fn, seed: int) -> Case:
         run_once(fused)
         acl.rt.reset_device(0)
         acl.finalize()
-        records = trace.records(runtime)
-        ops = [{**op, "inputs": list(op["inputs"]), "outputs": list(op["outputs"]),
-                "attrs": dict(op["attrs"])} for op in graph["ops"]]
+        records = json.loads(json.dumps(trace.records(runtime)))   # plain data, nothing more
+    ops = copy.deepcopy(graph["ops"])
+    with isolated() as runtime:          # the model's runtime is gone: only the data is given
         call = call_learner(fn, records, ops)
         case = new_case(label, call, runtime)
         if case.not_done:
@@ -264,7 +277,7 @@ def _weight_bytes(model: CompiledModel) -> int:
 
 
 @exercise("10.saving", "traffic_saved: the device-memory traffic fusion avoids",
-          "traffic_saved")
+          "traffic_saved", limit_s=10.0)
 def grade_saving(fn, seed: int) -> Case:
     """One case: a random graph compiled twice, with and without fusion."""
     graph = random_graph(seed + 100)
@@ -273,6 +286,9 @@ def grade_saving(fn, seed: int) -> Case:
     assert want == sum(r.saved_bytes for r in fused.fusions) > 0
     label = (f"a {len(graph['ops'])}-op graph, batch {graph['inputs'][0]['shape'][0]}: "
              f"{len(unfused.graph.ops)} ops unfused, {len(fused.graph.ops)} fused")
+    # every figure the grade uses is taken before the function can touch the models
+    weights = _weight_bytes(unfused) - _weight_bytes(fused)
+    time_saved = unfused.execute_ns() - fused.execute_ns()
     with isolated() as runtime:
         call = call_learner(fn, fused, unfused)
         case = new_case(label, call, runtime)
@@ -280,16 +296,15 @@ def grade_saving(fn, seed: int) -> Case:
             return case
         case.items.append(ran_item(call, "traffic_saved"))
         if call.error is None:
-            weights = _weight_bytes(unfused) - _weight_bytes(fused)
-            case.items.append(_saving_item(call.value, want, weights, fused, unfused))
+            case.items.append(_saving_item(call.value, want, weights, time_saved))
         return case
 
 
-def _saving_item(value, want: int, weights: int, fused, unfused) -> Item:
+def _saving_item(value, want: int, weights: int, time_saved: int) -> Item:
     hint = ("compare the activation bytes (act_bytes) of every planned op, unfused minus "
             "fused: each tensor a fused kernel keeps on chip was written to device memory "
             "once and read back once")
-    if not is_int(value):
+    if not is_int(value) or isinstance(value, bool):
         return Item("saved bytes", False, f"traffic_saved returned a {type(value).__name__}, "
                     "not an int number of bytes", "return an int")
     value = int(value)
@@ -299,11 +314,12 @@ def _saving_item(value, want: int, weights: int, fused, unfused) -> Item:
     if value == -want:
         text = "the sign is reversed: fusion saves traffic, so the answer is positive"
     elif 2 * value == want:
-        text = "half of the right amount: is each intermediate tensor counted only once?"
+        text = (f"{value:,} bytes is not the traffic fusion saved here: is each intermediate "
+                "tensor counted only once, when it is written or when it is read?")
     elif value == want + weights:
         text = ("weights are counted too: folding a BatchNorm changes the weights a little, "
                 "but the question is about activation traffic")
-    elif value == unfused.execute_ns() - fused.execute_ns():
+    elif value == time_saved:
         text = "that is the time saved in ns, not the bytes"
     else:
         text = f"{value:,} bytes is not the traffic fusion saved here"

@@ -17,6 +17,11 @@ Pure functions (used by lesson 08, the ShapeExplorer widget and the 08.deploy ch
     compare(traffic, gears, budget_bytes)   # one dynamic model vs one fixed model per gear
     best_deployment(traffic, budget_bytes)  # the best deployment that fits, by trying all
 
+``best_deployment`` (and ``compare``, whose ``best`` is its answer) is what exercise 08.deploy
+asks the learner to work out: while a check runs a learner's function they refuse to answer
+for it (``GraderOnly``, from the checks' guard, which this module looks up but never imports).
+``deployment_cost`` stays the learner's tool.
+
 Times come from :func:`acllab.model.execute_ns` of models compiled by
 :func:`acllab.model.compile_model`; memory is what loading a model takes from the device as
 ``acl.rt.get_mem_info`` sees it: its workspace and its weights, each rounded as
@@ -26,6 +31,7 @@ Numpy and the acllab core only: nothing here runs a runtime or grades anything.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import combinations
@@ -43,6 +49,9 @@ __all__ = ["MAX_BATCH", "Deployment", "Route", "Costing", "Comparison", "fixed_m
            "fixed_time_ns", "gear_time_ns", "parse_deployment", "normalise_traffic",
            "candidates", "route", "deployment_cost", "compare", "best_deployment"]
 
+# The checks' guard, looked up (never imported: nothing here depends on the checks). It is
+# loaded whenever a check can be running; it refuses the answer to a function under a check.
+_GUARD = "acllab.checks._guard"
 MAX_BATCH = 128          # ACL_MAX_BATCH_NUM: the largest batch a model may take here
 _SHAPE = "3,224,224"
 
@@ -312,8 +321,11 @@ def best_deployment(traffic: dict, budget_bytes: int) -> Costing | None:
 
     It tries every dynamic gear set and every set of fixed models made of the mix's own batch
     sizes: a model larger than the largest batch it serves only costs time and memory, so
-    nothing else can be faster.
+    nothing else can be faster. Refused to a function under a check (exercise 08.deploy).
     """
+    _guard = sys.modules.get(_GUARD)       # the answer is the learner's to find
+    if _guard is not None:
+        _guard.refuse_if_learner("acllab.model.deploy.best_deployment")
     mix = normalise_traffic(traffic)
     sizes = tuple(mix)
     top = sizes[-1]
@@ -355,7 +367,12 @@ class Comparison:
 
 
 def compare(traffic: dict, gears, budget_bytes: int) -> Comparison:
-    """The figures the ShapeExplorer draws (a pure function of its three controls)."""
+    """The figures the ShapeExplorer draws (a pure function of its three controls).
+
+    Refused to a function under a check: its ``best`` is exercise 08.deploy's answer."""
+    _guard = sys.modules.get(_GUARD)       # its best is the learner's to find
+    if _guard is not None:
+        _guard.refuse_if_learner("acllab.model.deploy.compare")
     mix = normalise_traffic(traffic)
     gears = tuple(sorted({int(g) for g in gears}))
     dynamic = deployment_cost({"dynamic": gears}, mix) if len(gears) >= 2 else None
