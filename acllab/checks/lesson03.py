@@ -30,9 +30,11 @@ import numpy as np
 
 from .. import acl
 from ..constants import ACL_MEM_MALLOC_HUGE_ONLY, ACL_MEMCPY_HOST_TO_DEVICE
+from ..engine import Task
 from ..hardware import PROFILES, DeviceProfile, KiB, MiB, ceil_div, transfer_ns
 from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
+    Provenance,
     first_difference,
     format_hex,
     format_us,
@@ -50,13 +52,16 @@ from ._common import (
 __all__ = ["grade_upload", "grade_predict", "measure_copy_ns", "Measured"]
 
 _WAITS = ("synchronize",)      # API calls in which the host only waits
+# the calls with which the host prepares or queues a chunk (the work that should overlap a DMA)
+_PREPARE = ("malloc", "malloc_host", "memcpy", "memcpy_async")
 # the uninitialised pattern as any 4 bytes of it read, whatever their alignment
 _UNINIT_WORDS = tuple(uninit_pattern(offset, 4) for offset in range(4))
 
 
 # -- 03.pinned_pipeline ------------------------------------------------------------------------
 
-@exercise("03.pinned_pipeline", "upload: a pinned, truly asynchronous upload", "upload")
+@exercise("03.pinned_pipeline", "upload: a pinned, truly asynchronous upload", "upload",
+          limit_s=10)
 def grade_upload(fn, seed: int) -> Case:
     """One case: 3 to 6 chunks of 256 KiB to 3 MiB (some larger than the staging buffer)."""
     rng = np.random.default_rng([3, 1, seed])
@@ -67,9 +72,11 @@ def grade_upload(fn, seed: int) -> Case:
     label = (f"{count} chunks of {min(sizes):,} to {max(sizes):,} bytes on "
              + ("the default stream (0)" if default_stream else "an explicit stream"))
     with isolated() as runtime:
+        prov = Provenance(runtime)
         acl.init()
         acl.rt.set_device(0)
         stream = 0 if default_stream else acl.rt.create_stream()[0]
+        stream_obj = runtime.stream_for(stream)
         first_call = len(runtime.api_log)
 
         call = call_learner(fn, acl, list(chunks), stream)
@@ -80,6 +87,7 @@ def grade_upload(fn, seed: int) -> Case:
         calls = runtime.api_log[first_call:]
 
         acl.rt.synchronize_device()                  # the caller waits for its stream ...
+        at_ns = runtime.host_ns
         raw, pointers, pointer_problem = _device_pointers(runtime, call.value, sizes)
         got = [bytes(runtime.space.find(p).data[:n]) if p else None
                for p, n in zip(pointers, sizes, strict=True)]
@@ -98,7 +106,9 @@ def grade_upload(fn, seed: int) -> Case:
             return case
         case.items.append(_results_item(pointer_problem, got, chunks))
         copies = [_copy_tasks(tasks, p, n) if p else [] for p, n in zip(raw, sizes, strict=True)]
-        case.items.append(_pinned_item(copies))
+        case.items.append(_pinned_item(copies, prov, pointers, got, at_ns,
+                                       {t.id for t in tasks}))
+        case.items.append(_stream_item(copies, stream_obj))
         case.items.append(_async_item(copies, calls))
         case.items.append(_overlap_item(copies, calls))
         case.items.append(_sanitizer_item(runtime))
@@ -203,7 +213,10 @@ def _copy_tasks(tasks, dev: int, n: int) -> list:
     return chosen
 
 
-def _pinned_item(copies: list[list]) -> Item:
+def _pinned_item(copies: list[list], prov: Provenance, pointers: list[int], got: list,
+                 at_ns: int, mine: set[int]) -> Item:
+    """'pinned': every byte of every device buffer was last written by one of upload's DMA
+    copies straight from pinned memory (no staging, no other writer)."""
     hint = ("the runtime stages pageable memory through its own buffer, one chunk at a time; "
             "copy each chunk into memory from acl.rt.malloc_host first (acl.rt.memcpy with "
             "ACL_MEMCPY_HOST_TO_HOST), then send it from there")
@@ -222,8 +235,49 @@ def _pinned_item(copies: list[list]) -> Item:
                     f"{' ...' if len(stage) > 4 else ''} on the host lane) before each DMA"
                     + (f"; so did {len(staged) - 1} other chunk(s)" if len(staged) > 1 else ""),
                     hint)
+    for i, (p, data) in enumerate(zip(pointers, got, strict=True)):
+        if not p or data is None:
+            continue
+        off = prov.changed_after(p, data, at_ns)
+        if off is not None:
+            return Item("pinned", False, f"bytes of chunk {i}'s device buffer (from byte "
+                                         f"{off:,} on) were not written by any copy: they "
+                                         "did not travel to the device by DMA", hint)
+        for a, _b, w in prov.writers(p, p + len(data), at_ns):
+            t = w.task
+            info = t.info or {}
+            if (t.id not in mine or t.kind != "memcpy" or info.get("direction") != "h2d"
+                    or info.get("staged")):
+                return Item("pinned", False,
+                            f"bytes of chunk {i}'s device buffer (from byte {a - p:,} on) were "
+                            f"last written by task {t.id} {t.name}, not by one of upload's "
+                            "DMA copies from pinned memory", hint)
     return Item("pinned", True, "every chunk went straight from pinned memory to the device "
-                                "in one DMA task, with no staging")
+                                "by DMA, with no staging")
+
+
+def _stream_item(copies: list[list], stream_obj) -> Item:
+    """'the caller's stream': every DMA copy was queued on the stream upload was given."""
+    hint = ("queue every copy on the stream you were given: memcpy_async(..., "
+            "ACL_MEMCPY_HOST_TO_DEVICE, stream); the caller synchronises that stream, and "
+            "work on another stream is not ordered with its own")
+    dma = [t for ts in copies for t in ts if t.kind == "memcpy"]
+    if not dma:
+        return Item("the caller's stream", False, "no host-to-device copies to look at", hint)
+    other = [t for t in dma if t.stream is not None and t.stream is not stream_obj]
+    if other:
+        t = other[0]
+        return Item("the caller's stream", False,
+                    f"task {t.id} {t.name} ran on {t.stream.name}, not on the stream upload "
+                    f"was given ({stream_obj.name})"
+                    + (f"; so did {len(other) - 1} other copies" if len(other) > 1 else ""),
+                    hint)
+    if all(t.stream is None for t in dma):
+        return Item("the caller's stream", False, "every copy was a blocking acl.rt.memcpy, "
+                                                  f"on no stream at all ({stream_obj.name} was "
+                                                  "given)", hint)
+    return Item("the caller's stream", True, f"the copies ran on {stream_obj.name}, the stream "
+                                             "upload was given")
 
 
 def _issuing_call(task, calls):
@@ -272,29 +326,44 @@ def _async_item(copies: list[list], calls) -> Item:
 
 
 def _overlap_item(copies: list[list], calls) -> Item:
-    """The host went on with other work (not waiting) while a chunk's copy ran."""
+    """'overlap': the host prepared or queued another chunk while a chunk's DMA ran, and never
+    waited for the device inside the loop."""
+    hint = ("queue every chunk first (prepare chunk i+1 while chunk i is copied), and "
+            "synchronise once, after the loop, before releasing the pinned memory")
     dma = sorted((t for ts in copies for t in ts if t.kind == "memcpy" and t.start_ns >= 0),
                  key=lambda t: t.start_ns)
-    work = [c for c in calls if not c[0].startswith(_WAITS)]
-    for t in dma:
-        during = [c for c in work if t.start_ns <= c[1] < t.end_ns]
+    if not dma:
+        return Item("overlap", False, "no host-to-device copies to look at", hint)
+    issued = [_issuing_call(t, calls) for t in dma]
+    first = min((c[1] for c in issued if c is not None), default=dma[0].submit_ns)
+    last = max((c[2] for c in issued if c is not None), default=dma[-1].submit_ns)
+    waits = [c for c in calls if c[0].startswith(_WAITS) and first <= c[1] < last]
+    if waits:
+        c = waits[0]
+        return Item("overlap", False,
+                    f"the host waited inside the loop: it called {qualified(c[0])} at "
+                    f"{format_us(c[1])}, after queueing the first chunk and before queueing "
+                    "the last one, so the copies behind that wait could not overlap the "
+                    "host's work", hint)
+    for t, mine in zip(dma, issued, strict=True):
+        during = [c for c in calls if c[0] in _PREPARE and c is not mine
+                  and t.start_ns <= c[1] < t.end_ns]
         if during:
             c = during[0]
             return Item("overlap", True,
-                        f"the host went on while the copies ran: for example it called "
-                        f"{qualified(c[0])} at {format_us(c[1])}, while task {t.id} {t.name} was "
-                        f"copying ({format_us(t.start_ns)}-{format_us(t.end_ns)})")
+                        f"the host went on with the next chunks while the copies ran: for "
+                        f"example it called {qualified(c[0])} at {format_us(c[1])}, while task "
+                        f"{t.id} {t.name} was copying ({format_us(t.start_ns)}-"
+                        f"{format_us(t.end_ns)})")
+    t = dma[0]
+    after = [c for c in calls if c[1] >= t.start_ns]
     where = ""
-    if dma:
-        t = dma[0]
-        after = [c for c in calls if c[1] >= t.start_ns]
-        if after and after[0][0].startswith(_WAITS):
-            where = (f": after queueing task {t.id} {t.name} the host called "
-                     f"{qualified(after[0][0])} and waited until {format_us(after[0][2])}")
+    if after and after[0][0].startswith(_WAITS):
+        where = (f": after queueing task {t.id} {t.name} the host called "
+                 f"{qualified(after[0][0])} and waited until {format_us(after[0][2])}")
     return Item("overlap", False,
-                "the host never worked while a copy ran: it only waited" + where,
-                "queue every chunk first (prepare chunk i+1 while chunk i is copied), and "
-                "synchronise once, after the loop, before releasing the pinned memory")
+                "the host never prepared or queued another chunk while a copy ran" + where,
+                hint)
 
 
 def _sanitizer_item(runtime) -> Item:
@@ -398,7 +467,7 @@ def _sizes(rng, chunk: int) -> list[int]:
 
 
 @exercise("03.predict", "predict_copy_ns: predict a copy's time from the formula",
-          "predict_copy_ns")
+          "predict_copy_ns", limit_s=10)
 def grade_predict(fn, seed: int) -> Case:
     """One case: five sizes from 1 byte to 40 MiB, pinned and pageable, on three cards."""
     rng = np.random.default_rng([3, 2, seed])
@@ -408,11 +477,12 @@ def grade_predict(fn, seed: int) -> Case:
     measured = [m for p in profiles
                 for m in measure_copy_ns(p, _sizes(rng, p.staging_chunk_bytes))]
     order = rng.permutation(len(measured))
+    made: dict[int, int] = {}        # per call: the device tasks built while it ran
     with isolated() as runtime:       # the learner's calls touch a throwaway runtime
         calls: dict[int, Call] = {}
         for k in order:
             m = measured[k]
-            calls[k] = call_learner(fn, m.profile, m.nbytes, m.pinned)
+            calls[k], made[k] = _call_counting_tasks(fn, m)
             if calls[k].not_done:
                 return Case(label, not_done=True, warnings=calls[k].warnings, runtime=runtime)
         case = Case(label, runtime=runtime,
@@ -429,6 +499,19 @@ def grade_predict(fn, seed: int) -> Case:
         return case
     case.items.append(Item("runs", True, f"predict_copy_ns ran and returned for all "
                                          f"{len(measured)} copies"))
+    ran = [(measured[k], n) for k, n in sorted(made.items()) if n]
+    if ran:
+        m, n = ran[0]
+        case.items.append(Item(
+            "from the formula", False,
+            f"for {m.label} predict_copy_ns built {n:,} device task(s) (copies run, or built, "
+            "to be timed)" + (f", and so did {len(ran) - 1} other call(s)" if len(ran) > 1
+                              else "") + ": a prediction comes from the formula, before "
+            "anything runs",
+            "compute the time from the profile's fields alone: no pyACL copies, no runtime"))
+        return case
+    case.items.append(Item("from the formula", True, "predict_copy_ns computed every "
+                                                     "prediction without running any copy"))
     values = [calls[k].value for k in range(len(measured))]
     wrong_type = [(m, v) for m, v in zip(measured, values, strict=True) if not is_int(v)]
     if wrong_type:
@@ -445,6 +528,24 @@ def grade_predict(fn, seed: int) -> Case:
                  if m.pinned == pinned]
         case.items.append(_prediction_item(group, pinned))
     return case
+
+
+def _call_counting_tasks(fn, m: Measured) -> tuple[Call, int]:
+    """Call the learner's ``fn`` for ``m``, counting the device tasks built meanwhile, in any
+    runtime (a prediction that runs copies to time them is a measurement)."""
+    built = [0]
+    original = Task.__init__
+
+    def counting(self, *args, **kwargs):
+        built[0] += 1
+        original(self, *args, **kwargs)
+
+    Task.__init__ = counting
+    try:
+        call = call_learner(fn, m.profile, m.nbytes, m.pinned)
+    finally:
+        Task.__init__ = original
+    return call, built[0]
 
 
 def _prediction_item(group: list[tuple[Measured, int]], pinned: bool) -> Item:
