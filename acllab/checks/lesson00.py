@@ -13,13 +13,16 @@ the caller's teardown.
 from __future__ import annotations
 
 import sys as _sys
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from .. import acl
 from ..hardware import KiB
-from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
+from . import PROCESS, RESULT, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
+    Provenance,
     first_difference,
     format_hex,
     format_us,
@@ -31,9 +34,137 @@ from ._common import (
     teardown,
 )
 
-__all__ = ["grade_first_copy"]
+__all__ = ["grade_first_copy", "RoundTrip", "trace_round_trip", "trace_edited"]
 
 _SIZES = ((1, 64), (64, 4 * KiB), (4 * KiB, 256 * KiB))   # one band per seed, in turn
+
+
+# -- where the bytes came from: a round trip through device memory, traced ---------------------
+
+_COPIES = ("memcpy", "staging")
+
+
+def _direction(task) -> str:
+    return (task.info or {}).get("direction", "") if task.kind in _COPIES else ""
+
+
+@dataclass
+class RoundTrip:
+    """How bytes the function returned came back from the device (see :func:`trace_round_trip`).
+
+    ``why`` is '' when every byte was written into host memory by a device-to-host copy the
+    function queued, which read device memory that a host-to-device copy of the function had
+    filled from host memory; else the first reason why not, in plain words. ``back`` and
+    ``there`` are the copy tasks of the two directions that carried the bytes.
+    """
+
+    why: str
+    back: list = field(default_factory=list)
+    there: list = field(default_factory=list)
+
+
+def _last_writes(writes: list, lo: int, hi: int) -> list[tuple[int, int, Any]]:
+    """[lo, hi) cut into pieces, each with the last of ``writes`` over it (None: none)."""
+    pieces: list[tuple[int, int, Any]] = [(lo, hi, None)]
+    for w in writes:
+        if w.hi <= lo or hi <= w.lo:
+            continue
+        out = []
+        for a, b, who in pieces:
+            if b <= w.lo or w.hi <= a:
+                out.append((a, b, who))
+                continue
+            if a < w.lo:
+                out.append((a, w.lo, who))
+            out.append((max(a, w.lo), min(b, w.hi), w))
+            if w.hi < b:
+                out.append((w.hi, b, who))
+        pieces = out
+    return pieces
+
+
+def _landed_at(writes: list, got: bytes) -> tuple[int | None, list]:
+    """Where in host memory device-to-host copies among ``writes`` left exactly ``got``:
+    (address, pieces), or (None, []) when they did not."""
+    n = len(got)
+    back = [w for w in writes if _direction(w.task) == "d2h" and w.data is not None]
+    starts = []
+    for w in back:
+        starts.append(w.lo)
+        if w.hi - w.lo > n:
+            at = w.data.find(got)
+            if at > 0:
+                starts.append(w.lo + at)
+    for lo in dict.fromkeys(starts):
+        pieces = _last_writes(writes, lo, lo + n)
+        if all(w is not None and _direction(w.task) == "d2h"
+               and w.matches(a, got[a - lo:b - lo]) for a, b, w in pieces):
+            return lo, pieces
+    return None, []
+
+
+def trace_edited(runtime: Any, prov: Provenance) -> Item | None:
+    """A failed 'acllab unchanged' item when the trace was edited (tasks removed, replaced or
+    reordered, the function's own included), else None.
+
+    The framework's guard keeps the tasks from before the call intact; this covers the tasks
+    the call itself submitted, which the grade is about.
+    """
+    tasks = runtime.tasks
+    intact = (len(tasks) == runtime.engine.submitted
+              and all(t.id == i for i, t in enumerate(tasks))
+              and all(w.task.id < len(tasks) and tasks[w.task.id] is w.task
+                      for w in prov.writes))
+    if intact:
+        return None
+    return Item("acllab unchanged", False,
+                "the runtime's list of tasks (the trace) was edited while the function ran, "
+                "which a check never accepts: it grades the work the device really did",
+                "solve the exercise with pyACL calls; leave acllab's modules, the checks and "
+                "the runtime's records alone")
+
+
+def trace_round_trip(prov: Provenance, got: bytes, first_task: int, seen: int) -> RoundTrip:
+    """Whether ``got`` came back from the device: written into host memory by device-to-host
+    copies of tasks from ``first_task`` on, among the first ``seen`` writes ``prov`` saw (those
+    the function had waited for when it returned), out of device memory that host-to-device
+    copies of the same tasks had filled from host memory."""
+    writes = [w for w in prov.writes[:seen] if w.task.id >= first_task]
+    if not any(_direction(w.task) == "d2h" for w in writes):
+        queued = any(_direction(t) == "d2h" for t in prov.runtime.tasks[first_task:])
+        return RoundTrip("no device-to-host copy had written into host memory when the "
+                         "function returned" + (": the one it queued ended only later, so "
+                                                "nothing it returned came from the device"
+                                                if queued else
+                                                ", so the bytes it returned never came back "
+                                                "from the device"))
+    lo, pieces = _landed_at(writes, got)
+    if lo is None:
+        return RoundTrip("the bytes returned are not the bytes that the device-to-host "
+                         "copies wrote into host memory: return what those copies brought "
+                         "back, once they have finished, and do not change them on the host")
+    out = RoundTrip("")
+    for a, b, w in pieces:
+        out.back.append(w.task)
+        src = prov._source(w.task)
+        if src is None:
+            return RoundTrip(f"bytes {a - lo:,} to {b - lo:,} came back from nowhere the "
+                             "check can follow")
+        base, read_ns = src
+        shift = base - w.lo
+        for p in prov.trace_back(a + shift, b + shift, read_ns):
+            there = [t for t in p.carried_by if _direction(t) == "h2d" and t.id >= first_task]
+            if not there or p.origin is not None:
+                came = (f"task {p.origin.task.id} {p.origin.task.name}" if p.origin is not None
+                        else "no copy from host memory")
+                return RoundTrip(f"bytes {p.lo - shift - lo:,} to {p.hi - shift - lo:,} were "
+                                 "copied back from device memory that no host-to-device copy "
+                                 f"of the function had filled ({came} wrote it): device "
+                                 "memory that nothing wrote holds DE AD BE EF")
+            out.there += there
+    out.back = list(dict.fromkeys(out.back))
+    out.there = list(dict.fromkeys(out.there))
+    return out
 
 
 def _result_item(got, data: bytes) -> Item:
@@ -60,65 +191,60 @@ def _result_item(got, data: bytes) -> Item:
     return Item("result", True, f"first_copy returned the {len(data):,} bytes of data")
 
 
-def _round_trip_item(call: Call, tasks, data: bytes) -> Item:
-    """'round trip': an H2D copy into device memory, then a D2H copy out of the same bytes."""
-    def moved(direction: str):
-        return [t for t in tasks if t.kind == "memcpy"
-                and (t.info or {}).get("direction") == direction]
-
-    h2d = moved("h2d")
+def _round_trip_item(got, data: bytes, prov: Provenance, first_task: int, seen: int) -> Item:
+    """'round trip': the bytes returned are bytes a D2H copy of the function brought back from
+    device memory, which an H2D copy of the function had filled: the device moved them."""
     hint = ("acl.rt.malloc for the device buffer, then acl.rt.memcpy twice: "
-            "ACL_MEMCPY_HOST_TO_DEVICE, and back with ACL_MEMCPY_DEVICE_TO_HOST")
-    if call.value is data:
+            "ACL_MEMCPY_HOST_TO_DEVICE, and back with ACL_MEMCPY_DEVICE_TO_HOST into a host "
+            "buffer; return that buffer's bytes")
+    if not isinstance(got, (bytes, bytearray)) or not got:
+        return Item("round trip", False, "first_copy returned no bytes that could have come "
+                                         "back from the device", hint)
+    trip = trace_round_trip(prov, bytes(got), first_task, seen)
+    if trip.why:
+        return Item("round trip", False, trip.why, hint)
+    if got is data:
         return Item("round trip", False, "first_copy returned the very bytes object it was "
-                                         "given: the device never saw it", hint)
-    if not h2d:
-        return Item("round trip", False, "the trace has no host-to-device copy: data never "
-                                         "reached device memory", hint)
-    if sum(t.nbytes for t in h2d) < len(data):
-        return Item("round trip", False, f"the host-to-device copies moved "
-                                         f"{sum(t.nbytes for t in h2d):,} bytes, fewer than "
-                                         f"the {len(data):,} of data", "copy all len(data) bytes")
-    holding: list[tuple[int, int]] = []      # device ranges that hold data, copy after copy
-    back = []
-    for t in sorted(tasks, key=lambda t: t.id):
-        direction = (t.info or {}).get("direction") if t.kind == "memcpy" else None
-        reads_data = any(a < hi and lo < a + n for a, n in t.reads for lo, hi in holding)
-        if direction == "h2d" or direction == "d2d" and reads_data:
-            holding += [(a, a + n) for a, n in t.writes]
-        elif direction == "d2h" and reads_data:
-            back.append(t)
-    if not back:
-        return Item("round trip", False, "data went to the device, but no device-to-host copy "
-                                         "brought those bytes back", hint)
-    first, last = h2d[0], back[-1]
+                                         "given, not the bytes that came back from the device",
+                    hint)
+    first, last = min(trip.there, key=lambda t: t.id), max(trip.back, key=lambda t: t.id)
     return Item("round trip", True,
                 f"task {first.id} {first.name} took data to the device, task {last.id} "
-                f"{last.name} brought it back ({format_us(last.end_ns - first.start_ns)} of "
-                "virtual time)")
+                f"{last.name} brought the bytes returned back "
+                f"({format_us(last.end_ns - first.start_ns)} of virtual time)")
 
 
 def _sanitizer_item(runtime) -> Item:
     return sanitizer_item(hazards(runtime), "no hazards: every read came after the copy that "
-                                            "wrote it", shown=1, more=" (and {n} more)")
+                                            "wrote it", shown=1, more=" (and {n} more)",
+                          kind=PROCESS)
 
 
 def _resources_item(runtime, failed: list[str]) -> Item:
+    """'resources' (a result: the exercise is to fix first_copy_buggy's leak): nothing left at
+    the caller's teardown, and the caller's device and pyACL left alone."""
     if failed:              # the caller's reset_device failed
         return Item("resources", False, "the caller could not reset its device afterwards: "
                                         "first_copy reset the device or finalised pyACL",
                     "the device and pyACL belong to the caller: release only what "
-                    "first_copy allocated")
+                    "first_copy allocated", kind=RESULT)
     return resources_item(runtime, [], "first_copy", leaked="{function} left memory behind: ",
                           shown=3, more="",
                           leaked_hint="free every buffer you allocate: acl.rt.free for "
                                       "acl.rt.malloc, acl.rt.free_host for acl.rt.malloc_host",
-                          clean="nothing leaked: the caller's teardown found no leftovers")
+                          clean="nothing leaked: the caller's teardown found no leftovers",
+                          kind=RESULT)
 
 
-@exercise("00.tour", "first_copy: a round trip through device memory (optional)", "first_copy")
+@exercise("00.tour", "first_copy: a round trip through device memory (optional)", "first_copy",
+          limit_s=10)
 def grade_first_copy(fn, seed: int) -> Case:
-    """One case: ``data`` of a size band chosen by the seed, on a device chosen by the seed."""
+    """One case: ``data`` of a size band chosen by the seed, on a device chosen by the seed.
+
+    Result items: it runs, the bytes are data's, they came back from the device (traced), and
+    nothing is left behind (the exercise is first_copy_buggy without its leak). Process item:
+    the sanitizer finds no hazard.
+    """
     rng = np.random.default_rng([0, 1, seed])
     lo, hi = _SIZES[seed % len(_SIZES)]
     nbytes = int(rng.integers(lo, hi))
@@ -126,20 +252,25 @@ def grade_first_copy(fn, seed: int) -> Case:
     data = rng.bytes(nbytes)
     label = f"{nbytes:,} random bytes, device {device_id}"
     with isolated() as runtime:
+        prov = Provenance(runtime)
         acl.init()
         acl.rt.set_device(device_id)
         call = call_learner(fn, acl, data)
+        seen = len(prov.writes)             # what the function had waited for
         case = new_case(label, call, runtime)
         if case.not_done:
             return case
-        tasks = runtime.tasks[call.first_task:]
         failed = teardown(device=device_id, reset_failed="the device (reset_device failed)")
 
+        edited = trace_edited(runtime, prov)
+        if edited is not None:
+            case.items.append(edited)
+            return case
         case.items.append(ran_item(call, "first_copy"))
         if call.error is not None:
             return case
         case.items.append(_result_item(call.value, data))
-        case.items.append(_round_trip_item(call, tasks, data))
+        case.items.append(_round_trip_item(call.value, data, prov, call.first_task, seen))
         case.items.append(_sanitizer_item(runtime))
         case.items.append(_resources_item(runtime, failed))
         return case

@@ -16,6 +16,11 @@
 The cases draw the device from the seed; setup also meets a device id that does not exist and
 a card with no stream left. The grades come from the runtime itself: its devices, contexts,
 streams, the pyACL calls and their return codes, and what finalize reports as leaked.
+
+Every item of both exercises is a result item: what these helpers are for is making exactly
+the resources asked for, releasing them in order and leaving nothing behind, so a leak or a
+wrong order scores 0 like a wrong value. An error code counts only as the code a pyACL call
+really returned (the api log has every call and its code), never one the function made up.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from ..errors import code_name
 from ..hardware import PROFILES
 from ..streams import Context, Stream
 from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
-from ._common import join_first, leak_texts, new_case, qualified, short_repr
+from ._common import is_int, join_first, leak_texts, new_case, qualified, short_repr
 
 __all__ = ["grade_setup", "grade_teardown", "STREAM_LIMIT"]
 
@@ -74,9 +79,8 @@ def _failures(calls: list[tuple[str, int]]) -> list[str]:
 
 def _unpack(value) -> tuple[object, int | None, str]:
     """(res, ret, '') from setup's ``(res, ret)``; or (None, None, why it is not a pair)."""
-    if (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], int)
-            and not isinstance(value[1], bool)):
-        return value[0], value[1], ""
+    if isinstance(value, tuple) and len(value) == 2 and is_int(value[1]):
+        return value[0], int(value[1]), ""
     return None, None, (f"setup returned {short_repr(value)}, not a pair (res, ret): return "
                         "(res, 0) on success and (None, ret) on failure, as pyACL calls "
                         "return their values with the code last")
@@ -102,7 +106,7 @@ def _renamed(item: Item, name: str) -> Item:
 # -- 01.setup ----------------------------------------------------------------------------------
 
 @exercise("01.setup", "setup: a device, a context and a stream, or a clean failure", "setup",
-          seeds=(0, 1, 2, 3))
+          seeds=(0, 1, 2, 3), limit_s=10)
 def grade_setup(fn, seed: int) -> Case:
     """One case: a working device, a device id that does not exist, or no stream left."""
     rng = np.random.default_rng([1, 1, seed])
@@ -283,22 +287,28 @@ def _grade_setup_fails(case: Case, runtime, call: Call, calls, kind: str) -> Non
             "reports the error", False, f"setup returned ret 0, but {what}: its caller would "
                                         "go on as if it had a device, a context and a stream",
             "check the ret of every call; at the first non-zero one, clean up and return it"))
-    elif ret != (first[2] if first else 107001 if kind == "bad id" else None):
-        what = qualified(first[1]) if first else "the device check"
+    elif first is None:
+        case.items.append(Item(
+            "reports the error", False, f"setup returned ret={ret}, but none of its pyACL "
+                                        "calls failed: the code must be the one a call "
+                                        "returned",
+            "make the calls and pass on the code of the first one that fails, unchanged; do "
+            "not make up a code, or look the device up yourself instead of calling pyACL"))
+    elif ret != first[2]:
         case.items.append(Item(
             "reports the error", False, f"setup returned ret={ret}, which is not the code "
-                                        f"that {what} returned",
+                                        f"that {qualified(first[1])} returned",
             "pass the failed call's code on unchanged: it is the one the caller can look up "
             "(and acl.get_recent_err_msg() explains)"))
-    elif res:
+    elif res is not None:
         case.items.append(Item(
             "reports the error", False, f"setup returned the error code together with res "
                                         f"{short_repr(res)}",
             "return None as res on a failure, so nobody uses half-made resources"))
     else:
-        where = f"the code of {qualified(first[1])}" if first else "the device id's code"
         case.items.append(Item("reports the error", True,
-                               f"setup returned (None, ret) with {where}, which failed"))
+                               f"setup returned (None, ret) with the code of "
+                               f"{qualified(first[1])}, which failed"))
     after = calls[first[0] + 1:] if first else calls
     cleanup = _failures(after)
     left = _leftovers(runtime)
@@ -322,7 +332,7 @@ def _grade_setup_fails(case: Case, runtime, call: Call, calls, kind: str) -> Non
 
 # -- 01.teardown -------------------------------------------------------------------------------
 
-@exercise("01.teardown", "teardown: release everything, in order", "teardown")
+@exercise("01.teardown", "teardown: release everything, in order", "teardown", limit_s=10)
 def grade_teardown(fn, seed: int) -> Case:
     """One case: a device, a context and a used stream; maybe another context is current."""
     rng = np.random.default_rng([1, 2, seed])
@@ -362,6 +372,10 @@ def grade_teardown(fn, seed: int) -> Case:
 
 
 def _codes_item(calls) -> Item:
+    if not calls:
+        return Item("return codes", False, "teardown made no pyACL call at all",
+                    "release what res holds with pyACL calls: destroy_stream, "
+                    "destroy_context, reset_device, finalize")
     failed = [(name, ret) for name, ret in calls if ret]
     if not failed:
         return Item("return codes", True, f"all {len(calls)} pyACL calls of teardown "
