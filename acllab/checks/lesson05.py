@@ -41,6 +41,7 @@ from ..kernels import kernel
 from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     BytesWording,
+    Provenance,
     describe_bytes,
     finding_line,
     format_us,
@@ -53,6 +54,7 @@ from ._common import (
     sanitizer_item,
     teardown,
 )
+from .lesson04 import Order
 
 __all__ = ["grade_time_kernel", "grade_handoff", "axpy", "vadd", "matmul", "refine",
            "slack_ns"]
@@ -213,7 +215,8 @@ def _timing_case(rng, which: int):
             (a @ b).tobytes(), lambda p: (p["a"], p["b"], p["c"], m, k, n))
 
 
-@exercise("05.time_kernel", "time_kernel: time a kernel with two events", "time_kernel")
+@exercise("05.time_kernel", "time_kernel: time a kernel with two events", "time_kernel",
+          limit_s=10)
 def grade_time_kernel(fn, seed: int) -> Case:
     """One case: a random kernel and block count; the stream busy, idle or the default one."""
     rng = np.random.default_rng([5, 1, seed])
@@ -226,6 +229,7 @@ def grade_time_kernel(fn, seed: int) -> Case:
         "idle": "the stream idle",
         "default": "on the default stream (0), still uploading the input"}[stream_state]
     with isolated() as runtime:
+        prov = Provenance(runtime)
         acl.init()
         acl.rt.set_device(0)
         stream = 0 if stream_state == "default" else acl.rt.create_stream()[0]
@@ -253,18 +257,23 @@ def grade_time_kernel(fn, seed: int) -> Case:
                             (acl.rt.destroy_stream, stream)))
 
         call, api, after_id, tasks = _call(runtime, fn, acl, kern, block_dim, build(ptrs), stream)
+        ops_ret = len(runtime.host_ops)
         case = new_case(label, call, runtime)
         if case.not_done:
             return case
         # the caller reads the output at once, with a blocking copy (it waits for no stream)
         acl.rt.memcpy(readback, out_size, ptrs[out_name], out_size, ACL_MEMCPY_DEVICE_TO_HOST)
         got = acl.util.ptr_to_bytes(readback, out_size)
+        at_ns = runtime.host_ns
         failed = teardown(release)
 
         case.items.append(ran_item(call, "time_kernel"))
         if call.error is not None:
             return case
         kernel_item, kt = _kernel_item(tasks, kern, block_dim, stream_obj, got, want, out_name)
+        if kernel_item.passed:
+            kernel_item = _computed_item(kernel_item, prov, Order(runtime, marks=(ops_ret,)),
+                                         kt, readback, got, at_ns, ops_ret, out_name)
         case.items.append(kernel_item)
         events_item, pair = _events_item(tasks, api, kt, call.value)
         case.items.append(events_item)
@@ -411,9 +420,54 @@ def _measurement_item(value, kt, pair, tasks, runtime) -> Item:
                 "other work on the host in between")
 
 
+def _computed_item(passed: Item, prov: Provenance, order: Order, kt, readback: int, got: bytes,
+                   at_ns: int, ops_ret: int, out_name: str) -> Item:
+    """'kernel', further: the output the caller read was written by that launch on the AI Core
+    (and carried by the caller's copy), and the host had waited for it before returning."""
+    hint = ("launch the kernel once on the stream you were given and leave its output alone; "
+            "wait for the end record before returning")
+    why = prov.computed_on(readback, got, at_ns, engines=("aicore",),
+                           what=f"the output {out_name}")
+    if not why:
+        other = [p.origin.task for p in prov.trace_back(readback, readback + len(got), at_ns)
+                 if p.origin is not None and p.origin.task is not kt]
+        if other:
+            t = other[0]
+            why = (f"the output {out_name} came from task {t.id} {t.name}, not from the launch "
+                   f"the events timed (task {kt.id})")
+    if why:
+        return Item("kernel", False, why, hint)
+    if not order.host_knows(kt, ops_ret):
+        return Item("kernel", False, f"time_kernel returned before it had waited for task "
+                                     f"{kt.id} {kt.name}: its output was not ready for the "
+                                     "caller", hint)
+    return passed
+
+
+def _handed_item(passed: Item, prov: Provenance, order: Order, host_out, got, at_ns: int,
+                 ops_ret: int) -> Item:
+    """'results', further: every round's bytes were computed on the AI Core and carried by the
+    consumer's copy, and the host had waited for those copies before handoff returned."""
+    hint = ("call produce(i) and consume(i) for every round and leave their buffers alone; "
+            "synchronize the consumer stream once, after the last consume")
+    for i, (ptr, data) in enumerate(zip(host_out, got, strict=True)):
+        why = prov.computed_on(ptr, data, at_ns, engines=("aicore",),
+                               what=f"host_out[{i}]")
+        if why:
+            return Item("results", False, why, hint)
+        for p in prov.trace_back(ptr, ptr + len(data), at_ns):
+            for t in p.carried_by[:1]:
+                if not order.host_knows(t, ops_ret):
+                    return Item("results", False,
+                                f"handoff returned before it had waited for task {t.id} "
+                                f"{t.name}, the copy that fills host_out[{i}]", hint)
+    return passed
+
+
 # -- 05.handoff --------------------------------------------------------------------------------
 
-@exercise("05.handoff", "handoff: stream B consumes stream A's output every round", "handoff")
+@exercise("05.handoff", "handoff: stream B consumes stream A's output every round", "handoff",
+          limit_s=10)
 def grade_handoff(fn, seed: int) -> Case:
     """One case: 3 to 6 rounds of 64 to 256 KiB, a slow producer; B maybe the default stream."""
     rng = np.random.default_rng([5, 2, seed])
@@ -429,6 +483,7 @@ def grade_handoff(fn, seed: int) -> Case:
     label = (f"{n} rounds of {nbytes:,} bytes, consumer on "
              + ("the default stream (0)" if consumer_default else "an explicit stream"))
     with isolated() as runtime:
+        prov = Provenance(runtime)
         acl.init()
         acl.rt.set_device(0)
         producer, _ = acl.rt.create_stream()
@@ -467,10 +522,12 @@ def grade_handoff(fn, seed: int) -> Case:
 
         call, api, after_id, tasks = _call(runtime, fn, acl, producer, consumer, produce,
                                            consume, n)
+        ops_ret = len(runtime.host_ops)
         case = new_case(label, call, runtime)
         if case.not_done:
             return case
         got = [acl.util.ptr_to_bytes(ptr, nbytes) for ptr in host_out]   # the caller reads
+        at_ns = runtime.host_ns
         release = release_each("host_in[{i}] (acl.rt.free_host failed)", acl.rt.free_host,
                                host_in)
         release += release_each("host_out[{i}] (acl.rt.free_host failed)", acl.rt.free_host,
@@ -487,7 +544,11 @@ def grade_handoff(fn, seed: int) -> Case:
         case.items.append(ran_item(call, "handoff"))
         if call.error is not None:
             return case
-        case.items.append(_results_item(got, want, raw_in))
+        results = _results_item(got, want, raw_in)
+        if results.passed:
+            results = _handed_item(results, prov, Order(runtime, marks=(ops_ret,)), host_out,
+                                   got, at_ns, ops_ret)
+        case.items.append(results)
         calls_item, rounds = _calls_item(calls, n)
         case.items.append(calls_item)
         if rounds is not None:
