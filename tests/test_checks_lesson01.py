@@ -341,3 +341,275 @@ def test_the_checks_leave_the_learners_runtime_and_settings_alone(fresh):
     assert len(runtime.api_log) == calls
     assert runtime.profile.max_streams > STREAM_LIMIT
     assert acl.rt.reset_device(0) == 0 and acl.finalize() == 0
+
+
+# -- grades that mean something (issue 7): the score of every class of wrong answer -------------
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_an_empty_function_scores_zero(exercise_id, function):
+    for fn in (lambda *a: None, lambda *a: 0):
+        result = check(exercise_id, fn)
+        assert result.status == "failed" and result.score == 0, str(result)
+
+
+def test_every_item_is_a_result_item():
+    for exercise_id, function in EXERCISES:
+        result = check(exercise_id, getattr(SOLUTIONS, function))
+        assert {i.kind for i in result.items} == {"result"}
+
+
+def setup_made_up_handles(acl, device_id):
+    """Handles typed in on the host: nothing was made."""
+    if not 0 <= device_id < 4:
+        return None, 107001
+    return {"device": device_id, "context": 0x1000, "stream": 0x2000}, 0
+
+
+def setup_made_up_code(acl, device_id):
+    """Looks the device up itself and makes up the code, instead of passing pyACL's on."""
+    if not 0 <= device_id < 4:
+        return None, 107001
+    return SOLUTIONS.setup(acl, device_id)
+
+
+def setup_reuses_the_default_stream(acl, device_id):
+    res, ret = SOLUTIONS.setup(acl, device_id)
+    if ret == 0:
+        acl.rt.destroy_stream(res["stream"])
+        res["stream"] = 0
+    return res, ret
+
+
+def setup_releases_in_the_wrong_order(acl, device_id):
+    acl.init()
+    ret = acl.rt.set_device(device_id)
+    if ret:
+        acl.finalize()
+        return None, ret
+    context, _ = acl.rt.create_context(device_id)
+    stream, ret = acl.rt.create_stream()
+    if ret:
+        acl.rt.reset_device(device_id)                  # takes the context with it: a leak
+        acl.finalize()
+        return None, ret
+    return {"device": device_id, "context": context, "stream": stream}, 0
+
+
+def setup_answers_an_empty_dict(acl, device_id):
+    res, ret = SOLUTIONS.setup(acl, device_id)
+    return (res if ret == 0 else {}), ret
+
+
+@pytest.mark.parametrize("fn, seeds, name, why", [
+    (setup_made_up_handles, (0,), "resources", "is not set"),
+    (setup_made_up_code, (1,), "reports the error", "none of its pyACL calls failed"),
+    (setup_reuses_the_default_stream, (0,), "resources", "is not a live stream you created"),
+    (setup_releases_in_the_wrong_order, (2,), "nothing left behind",
+     "found by acl.rt.reset_device"),
+    (setup_answers_an_empty_dict, (1,), "reports the error", "together with res"),
+], ids=lambda v: getattr(v, "__name__", "")[6:] or None)
+def test_setups_that_deviate_from_the_statement_score_zero(fn, seeds, name, why):
+    result = check("01.setup", fn, seeds=seeds)
+    assert name in failed(result) and result.score == 0, str(result)
+    assert why in item(result, name).message
+    assert check("01.setup", fn).score == 0          # and on the public cases too
+
+
+def teardown_by_hand(acl, res):
+    """Marks everything released in the runtime's objects instead of calling pyACL."""
+    runtime = acllab.current_runtime()
+    runtime.handles[res["stream"]].alive = False
+    runtime.handles[res["context"]].alive = False
+    runtime.initialized = False
+
+
+def teardown_finalize_only(acl, res):
+    acl.finalize()
+
+
+def teardown_force_everything(acl, res):
+    acl.rt.reset_device_force(res["device"])
+    acl.finalize()
+
+
+@pytest.mark.parametrize("fn, name", [
+    (teardown_by_hand, "order"),
+    (teardown_finalize_only, "nothing left"),
+    (teardown_force_everything, "order"),
+    (teardown_context_first, "order"),
+])
+def test_teardowns_that_skip_steps_score_zero(fn, name):
+    result = check("01.teardown", fn)
+    assert name in failed(result) and result.score == 0, str(result)
+
+
+def test_calling_the_graders_helpers_fails_own_work():
+    import acllab.checks.lesson01 as grader
+
+    def setup(acl, device_id):
+        res, ret = SOLUTIONS.setup(acl, device_id)
+        if ret == 0:
+            grader._use_stream(res["stream"], __import__("numpy").random.default_rng(0))
+        return res, ret
+
+    def teardown(acl, res):
+        grader._clean_after_setup(acllab.current_runtime(), res)
+
+    for exercise_id, fn in (("01.setup", setup), ("01.teardown", teardown)):
+        result = check(exercise_id, fn)
+        assert failed(result) == {"own work"} and result.score == 0
+        assert "belongs to the grader" in item(result, "own work").message
+
+
+def test_tampering_with_the_check_fails_and_is_undone():
+    import acllab.checks._common as common
+    import acllab.checks.lesson01 as grader
+    from acllab import sanitizer
+    from acllab.checks import Item
+
+    saved = (sanitizer.analyze, grader.STREAM_LIMIT, grader._order_item, grader._CODE_HINTS)
+
+    def setup_lifts_the_stream_limit(acl, device_id):
+        grader.STREAM_LIMIT = 100
+        return setup_happy_path(acl, device_id)
+
+    def setup_silences_the_sanitizer(acl, device_id):
+        common.sanitizer.analyze = lambda rt: []
+        return SOLUTIONS.setup(acl, device_id)
+
+    def teardown_passes_the_order(acl, res):
+        grader._order_item = lambda calls: Item("order", True, "fine")
+        teardown_skips_the_stream(acl, res)
+
+    def teardown_edits_the_hints(acl, res):
+        grader._CODE_HINTS.clear()
+        SOLUTIONS.teardown(acl, res)
+
+    def teardown_erases_the_log(acl, res):
+        teardown_context_first(acl, res)
+        del acllab.current_runtime().api_log[-4:]
+
+    for exercise_id, fn in (("01.setup", setup_lifts_the_stream_limit),
+                            ("01.setup", setup_silences_the_sanitizer),
+                            ("01.teardown", teardown_passes_the_order),
+                            ("01.teardown", teardown_edits_the_hints),
+                            ("01.teardown", teardown_erases_the_log)):
+        result = check(exercise_id, fn)
+        assert failed(result) == {"acllab unchanged"} and result.score == 0, fn.__name__
+    assert (sanitizer.analyze, grader.STREAM_LIMIT, grader._order_item,
+            grader._CODE_HINTS) == saved and grader._CODE_HINTS
+    assert check("01.teardown", teardown_skips_the_stream).score == 0
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_hangs_and_exits_end_the_case_with_score_zero(exercise_id, function):
+    import time
+
+    def spins(*args):
+        while True:
+            pass
+
+    def sleeps(*args):
+        time.sleep(100)
+
+    def exits(*args):
+        raise SystemExit(1)
+
+    runs = f"{function} runs"
+    for fn in (spins, sleeps):
+        started = time.monotonic()
+        result = check(exercise_id, fn, limit_s=1)
+        assert time.monotonic() - started < 10
+        assert result.score == 0 and "stopped after 1 s" in item(result, "runs").message
+    result = check(exercise_id, exits)
+    assert result.score == 0 and "SystemExit" in item(result, "runs").message
+    assert runs                                     # the usual item name, when it does run
+
+
+def setup_with_an_undo_stack(acl, device_id):
+    undo = []
+
+    def fail(ret):
+        for release in reversed(undo):
+            release()
+        return None, ret
+
+    ret = acl.init()
+    if ret:
+        return fail(ret)
+    undo.append(acl.finalize)
+    ret = acl.rt.set_device(device_id)
+    if ret:
+        return fail(ret)
+    undo.append(lambda: acl.rt.reset_device(device_id))
+    context, ret = acl.rt.create_context(device_id)
+    if ret:
+        return fail(ret)
+    undo.append(lambda: acl.rt.destroy_context(context))
+    stream, ret = acl.rt.create_stream()
+    if ret:
+        return fail(ret)
+    return {"device": device_id, "context": context, "stream": stream}, 0
+
+
+class _Failed(Exception):
+    def __init__(self, ret):
+        self.ret = ret
+
+
+def setup_with_exceptions(acl, device_id):
+    def ok(ret):
+        if ret != 0:
+            raise _Failed(ret)
+
+    made = {}
+    try:
+        ok(acl.init())
+        made["acl"] = True
+        ok(acl.rt.set_device(device_id))
+        made["device"] = device_id
+        made["context"], ret = acl.rt.create_context(device_id)
+        ok(ret)
+        stream, ret = acl.rt.create_stream()
+        ok(ret)
+    except _Failed as failure:
+        if "context" in made and made["context"]:
+            acl.rt.destroy_context(made["context"])
+        if "device" in made:
+            acl.rt.reset_device(made["device"])
+        if made.get("acl"):
+            acl.finalize()
+        return None, failure.ret
+    return {"device": device_id, "context": made["context"], "stream": stream}, 0
+
+
+def teardown_checks_each_step(acl, res):
+    current, ret = acl.rt.get_context()
+    if ret != 0 or current != res["context"]:
+        assert acl.rt.set_context(res["context"]) == 0
+    acl.rt.synchronize_stream(res["stream"])
+    for step in (lambda: acl.rt.destroy_stream(res["stream"]),
+                 lambda: acl.rt.destroy_context(res["context"]),
+                 lambda: acl.rt.reset_device(res["device"]),
+                 acl.finalize):
+        assert step() == 0
+
+
+def teardown_table_driven(acl, res):
+    acl.rt.set_context(res["context"])
+    steps = [(acl.rt.destroy_stream, res["stream"]), (acl.rt.destroy_context, res["context"]),
+             (acl.rt.reset_device, res["device"])]
+    for release, handle in steps:
+        ret = release(handle)
+        if ret:
+            raise RuntimeError(f"{release.__name__} returned {ret}")
+    return acl.finalize()
+
+
+@pytest.mark.parametrize("exercise_id, fn", [
+    ("01.setup", setup_with_an_undo_stack), ("01.setup", setup_with_exceptions),
+    ("01.teardown", teardown_checks_each_step), ("01.teardown", teardown_table_driven),
+], ids=lambda v: getattr(v, "__name__", v))
+def test_correct_variants_unlike_the_reference_pass(exercise_id, fn):
+    result = check(exercise_id, fn, seeds=range(8))
+    assert result.passed and result.score == 1, str(result)

@@ -98,6 +98,37 @@ def _leftovers(runtime) -> list[str]:
     return found + leak_texts(runtime.leaks, " (found by {source})")
 
 
+def _log_edited(runtime, call: Call, mark: int) -> Item | None:
+    """A failed 'acllab unchanged' item when the function's own entries of the api log were
+    edited (removed, reordered or rewritten), else None.
+
+    The framework keeps the log from before the call intact; the calls the function made are
+    what these exercises grade. Each entry is (name, start, end, ret), appended as its call
+    returns, and the host's virtual clock only moves inside logged calls: the entries tile the
+    call's time without a gap, their ends in order.
+    """
+    entries = runtime.api_log[mark:]
+    clock = call.start_ns
+    intact = True
+    for entry in entries:
+        if not (isinstance(entry, tuple) and len(entry) == 4 and isinstance(entry[0], str)
+                and all(is_int(v) for v in entry[1:])):
+            intact = False
+            break
+        _, start, end, _ret = entry
+        if start > clock or end < start or end < clock:
+            intact = False
+            break
+        clock = end
+    if intact and clock == call.end_ns:
+        return None
+    return Item("acllab unchanged", False,
+                "the runtime's log of pyACL calls was edited while the function ran, which a "
+                "check never accepts: it grades the calls the function really made",
+                "solve the exercise with pyACL calls; leave acllab's modules, the checks and "
+                "the runtime's records alone")
+
+
 def _renamed(item: Item, name: str) -> Item:
     item.name = name
     return item
@@ -128,6 +159,10 @@ def grade_setup(fn, seed: int) -> Case:
         call = call_learner(fn, acl, device_id)
         case = new_case(label, call, runtime)
         if case.not_done:
+            return case
+        edited = _log_edited(runtime, call, mark)
+        if edited is not None:
+            case.items.append(edited)
             return case
         case.items.append(_renamed(ran_item(call, "setup"), "setup runs"))
         if call.error is not None:
@@ -356,6 +391,10 @@ def grade_teardown(fn, seed: int) -> Case:
         if case.not_done:
             return case
         calls = _calls(runtime, mark)
+        edited = _log_edited(runtime, call, mark)
+        if edited is not None:
+            case.items.append(edited)
+            return case
         case.items.append(_renamed(ran_item(call, "teardown"), "teardown runs"))
         if call.error is not None:
             return case
