@@ -20,6 +20,7 @@ from acllab.constants import (
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_DEVICE_TO_HOST,
     ACL_MEMCPY_HOST_TO_DEVICE,
+    ACL_MEMCPY_HOST_TO_HOST,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +103,8 @@ def fetch_returns_array(acl, dev_ptr, nbytes, stream):
 def test_reading_before_synchronize_fails_with_stale_bytes_and_a_sanitizer_finding():
     result = check("04.read_after_sync", fetch_reads_early)
     assert result.status == "failed"
-    assert failed(result) == {"result", "sanitizer"}
+    assert failed(result) == {"result", "from the device", "read after sync", "sanitizer"}
+    assert result.score == 0
     assert "DE AD BE EF" in item(result, "result").message
     assert "host-read-before-sync" in item(result, "sanitizer").message
     assert "synchronize" in item(result, "sanitizer").hint
@@ -112,6 +114,7 @@ def test_reading_before_synchronize_fails_with_stale_bytes_and_a_sanitizer_findi
 def test_forgetting_to_free_pinned_memory_fails_resources():
     result = check("04.read_after_sync", fetch_leaks)
     assert failed(result) == {"resources"}
+    assert 0 < result.score < 1
     message = item(result, "resources").message
     assert "pinned host buffer" in message and "never freed" in message
 
@@ -119,12 +122,15 @@ def test_forgetting_to_free_pinned_memory_fails_resources():
 def test_a_blocking_copy_does_not_wait_for_the_stream():
     result = check("04.read_after_sync", fetch_blocking)
     assert {"copy on the stream", "result", "sanitizer"} <= failed(result)
-    assert "blocking acl.rt.memcpy" in item(result, "copy on the stream").message
+    assert result.score == 0
+    message = item(result, "copy on the stream").message
+    assert "blocking acl.rt.memcpy" in message and "had not synchronised" in message
 
 
 def test_a_copy_on_another_stream_is_not_ordered_after_the_callers_work():
     result = check("04.read_after_sync", fetch_own_stream)
     assert "copy on the stream" in failed(result)
+    assert result.score == 0
     assert "not on Stream 1" in item(result, "copy on the stream").message
 
 
@@ -136,13 +142,15 @@ def test_freeing_the_callers_buffer_fails_resources():
 
 def test_pageable_memory_is_reported_by_the_sanitizer():
     result = check("04.read_after_sync", fetch_pageable)
-    assert "sanitizer" in failed(result)
+    assert failed(result) == {"sanitizer"}
+    assert 0 < result.score < 1                    # right bytes, the wrong kind of memory
     assert "pageable-async" in item(result, "sanitizer").message
 
 
 def test_a_result_that_is_not_bytes_fails():
     result = check("04.read_after_sync", fetch_returns_array)
-    assert failed(result) == {"result"}
+    assert failed(result) == {"result", "from the device"}
+    assert result.score == 0
     assert "is a list, not bytes" in item(result, "result").message
 
 
@@ -217,6 +225,7 @@ def pipeline_returns_early(acl, host_in, host_out, nbytes):
 def test_one_stream_serialises_the_copies():
     result = check("04.overlap", pipeline_one_stream)
     assert failed(result) == {"two streams", "overlap"}
+    assert result.score == 0
     assert "share Stream 1" in item(result, "two streams").message
     assert "overlap 0 us" in item(result, "overlap").message
 
@@ -224,6 +233,7 @@ def test_one_stream_serialises_the_copies():
 def test_synchronizing_inside_the_loop_serialises_two_streams():
     result = check("04.overlap", pipeline_sync_in_loop)
     assert failed(result) == {"overlap"}
+    assert result.score == 0                       # overlap is what this exercise asks for
     message = item(result, "overlap").message
     assert re.search(r"H2D task \d+ on Stream 1 started at .* after D2H task \d+", message)
     assert "synchronize" in item(result, "overlap").hint
@@ -231,14 +241,17 @@ def test_synchronizing_inside_the_loop_serialises_two_streams():
 
 def test_two_streams_without_an_event_race():
     result = check("04.overlap", pipeline_no_event)
-    assert "sanitizer" in failed(result)
+    assert {"events", "sanitizer"} <= failed(result)
+    assert result.score == 0
+    assert "nothing ordered the two" in item(result, "events").message
     assert "[race]" in item(result, "sanitizer").message
     assert "stream_wait_event" in item(result, "sanitizer").hint
 
 
 def test_returning_before_the_copies_finish_fails_and_leaks():
     result = check("04.overlap", pipeline_returns_early)
-    assert {"results", "sanitizer", "resources"} <= failed(result)
+    assert {"results", "events", "sanitizer", "resources"} <= failed(result)
+    assert result.score == 0
     assert "[returned early]" in item(result, "sanitizer").message
     resources = item(result, "resources").message
     assert "stream" in resources and "event" in resources
@@ -329,10 +342,10 @@ def test_result_prints_and_renders_plain_html():
     for i in result.items:
         assert i.name in page
     assert "<script" not in page and "widget" not in page
-    assert repr(result) == "<CheckResult 04.overlap: failed, 2 of 7 items failed>"
+    assert repr(result) == "<CheckResult 04.overlap: failed, 2 of 8 items failed>"
     data = result.to_dict()
-    assert data["status"] == "failed" and len(data["items"]) == 7
-    assert 0 < result.score < 1
+    assert data["status"] == "failed" and len(data["items"]) == 8
+    assert result.score == 0          # two streams and overlap are results of this exercise
 
 
 def test_summary_lists_the_latest_result_per_exercise():
@@ -385,3 +398,327 @@ def test_a_grader_that_breaks_reports_a_failed_item_instead_of_raising(monkeypat
     result = check("99.broken", lambda: None)
     assert result.status == "failed" and failed(result) == {"grading"}
     assert "KeyError" in item(result, "grading").message
+
+
+# -- grades that mean something (issue 7): every class of wrong answer, and other right ones ----
+
+import time  # noqa: E402
+
+import acllab.checks._common  # noqa: E402
+import acllab.checks.lesson04 as lesson04  # noqa: E402
+from acllab.checks import Item  # noqa: E402
+
+H2H = ACL_MEMCPY_HOST_TO_HOST
+IDS = [eid for eid, _ in EXERCISES]
+
+
+def _hang(*args):
+    while True:
+        pass
+
+
+def _sleep(*args):
+    time.sleep(100)
+
+
+def _exit(*args):
+    raise SystemExit(0)
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+@pytest.mark.parametrize("fn", [lambda *a: None, lambda *a: 0, lambda *a: b""],
+                         ids=["none", "zero", "empty-bytes"])
+def test_an_empty_answer_scores_zero(exercise_id, fn):
+    result = check(exercise_id, fn)
+    assert result.status == "failed" and result.score == 0
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+@pytest.mark.parametrize("fn", [_hang, _sleep], ids=["busy-loop", "sleep"])
+def test_a_hang_is_stopped_by_the_wall_clock(exercise_id, fn):
+    start = time.monotonic()
+    result = check(exercise_id, fn, limit_s=1)
+    assert time.monotonic() - start < 15
+    assert failed(result) == {"runs"} and result.score == 0
+    assert "wall-clock" in item(result, "runs").message
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_system_exit_is_contained(exercise_id):
+    result = check(exercise_id, _exit)
+    assert failed(result) == {"runs"} and result.score == 0
+    assert "SystemExit" in item(result, "runs").message
+
+
+def test_every_exercise_has_a_generous_wall_clock_limit():
+    assert all(ex.limit_s >= 10 for ex in exercises("04"))
+
+
+def _with_reference(function, before):
+    """The reference answer, after ``before()`` ran inside the learner's function."""
+    def answer(*args):
+        before()
+        return getattr(SOLUTIONS, function)(*args)
+    return answer
+
+
+def _oracle():
+    lesson04._describe_bytes(b"a", b"b", "x")
+
+
+def _set_goal():
+    lesson04._MIN_OVERLAP = 0
+
+
+def _replace_item():
+    lesson04._overlap_item = lambda *a: Item("overlap", True)
+
+
+def _silence_sanitizer():
+    acllab.checks._common.sanitizer.analyze = lambda rt: []
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_calling_the_graders_helpers_earns_nothing(exercise_id, function):
+    result = check(exercise_id, _with_reference(function, _oracle))
+    assert failed(result) == {"own work"} and result.score == 0
+    assert "lesson04._describe_bytes" in item(result, "own work").message
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+@pytest.mark.parametrize("tamper", [_set_goal, _replace_item, _silence_sanitizer])
+def test_tampering_with_the_grader_fails_and_is_undone(exercise_id, function, tamper):
+    saved = (lesson04._MIN_OVERLAP, lesson04._overlap_item,
+             acllab.checks._common.sanitizer.analyze)
+    result = check(exercise_id, _with_reference(function, tamper))
+    assert failed(result) == {"acllab unchanged"} and result.score == 0
+    assert "put it back" in item(result, "acllab unchanged").message
+    assert (lesson04._MIN_OVERLAP, lesson04._overlap_item,
+            acllab.checks._common.sanitizer.analyze) == saved
+    assert check(exercise_id, getattr(SOLUTIONS, function)).passed
+
+
+# 04.read_after_sync: other right answers, host-side and racy ones
+
+def fetch_sync_then_blocking(acl, dev_ptr, nbytes, stream):
+    host, _ = acl.rt.malloc_host(nbytes)
+    acl.rt.synchronize_stream(stream)              # the caller's work is done ...
+    acl.rt.memcpy(host, nbytes, dev_ptr, nbytes, D2H)   # ... so a blocking copy is safe
+    data = acl.util.ptr_to_bytes(host, nbytes)
+    acl.rt.free_host(host)
+    return data
+
+
+def fetch_event_on_own_stream(acl, dev_ptr, nbytes, stream):
+    mine, _ = acl.rt.create_stream()
+    done, _ = acl.rt.create_event()
+    acl.rt.record_event(done, stream)
+    acl.rt.stream_wait_event(mine, done)
+    host, _ = acl.rt.malloc_host(nbytes)
+    acl.rt.memcpy_async(host, nbytes, dev_ptr, nbytes, D2H, mine)
+    acl.rt.synchronize_stream(mine)
+    data = acl.util.ptr_to_bytes(host, nbytes)
+    acl.rt.free_host(host)
+    acl.rt.destroy_event(done)
+    acl.rt.destroy_stream(mine)
+    return data
+
+
+def fetch_in_two_pieces(acl, dev_ptr, nbytes, stream):
+    host, _ = acl.rt.malloc_host(nbytes)
+    half = nbytes // 2 // 64 * 64
+    for lo, hi in ((0, half), (half, nbytes)):
+        acl.rt.memcpy_async(host + lo, hi - lo, dev_ptr + lo, hi - lo, D2H, stream)
+    acl.rt.synchronize_device()
+    data = b"".join(acl.util.ptr_to_bytes(host + lo, hi - lo)
+                    for lo, hi in ((0, half), (half, nbytes)))
+    acl.rt.free_host(host)
+    return data
+
+
+def fetch_reads_device_memory_on_the_host(acl, dev_ptr, nbytes, stream):
+    acl.rt.synchronize_stream(stream)
+    region = acllab.current_runtime().space.find(dev_ptr)
+    return bytes(region.data[:nbytes])
+
+
+def fetch_lucky_early_read(acl, dev_ptr, nbytes, stream):
+    host, _ = acl.rt.malloc_host(nbytes)
+    acl.rt.memcpy_async(host, nbytes, dev_ptr, nbytes, D2H, stream)
+    spare, _ = acl.rt.malloc_host(64 << 20)        # long enough for the copy to land ...
+    data = acl.util.ptr_to_bytes(host, nbytes)     # ... but nothing says it has
+    acl.rt.synchronize_stream(stream)
+    acl.rt.free_host(spare)
+    acl.rt.free_host(host)
+    return data
+
+
+def fetch_blocking_after_a_long_wait_elsewhere(acl, dev_ptr, nbytes, stream):
+    spare, _ = acl.rt.malloc_host(64 << 20)        # time passes, but no synchronisation
+    host, _ = acl.rt.malloc_host(nbytes)
+    acl.rt.memcpy(host, nbytes, dev_ptr, nbytes, D2H)
+    data = acl.util.ptr_to_bytes(host, nbytes)
+    acl.rt.free_host(host)
+    acl.rt.free_host(spare)
+    return data
+
+
+@pytest.mark.parametrize("fn", [fetch_sync_then_blocking, fetch_event_on_own_stream,
+                                fetch_in_two_pieces])
+def test_other_right_fetches_pass(fn):
+    result = check("04.read_after_sync", fn, seeds=range(6))
+    assert result.passed and result.score == 1, str(result)
+
+
+def test_a_host_read_of_device_memory_is_not_a_fetch():
+    result = check("04.read_after_sync", fetch_reads_device_memory_on_the_host)
+    assert "from the device" in failed(result) and result.score == 0
+    assert "no device-to-host copy" in item(result, "from the device").message
+
+
+def test_a_lucky_read_before_synchronising_scores_zero():
+    result = check("04.read_after_sync", fetch_lucky_early_read)
+    assert not item(result, "result").passed or True
+    assert "read after sync" in failed(result) and result.score == 0
+    assert "before it had synchronised" in item(result, "read after sync").message
+
+
+def test_a_lucky_blocking_copy_is_still_unordered():
+    result = check("04.read_after_sync", fetch_blocking_after_a_long_wait_elsewhere)
+    assert "copy on the stream" in failed(result) and result.score == 0
+
+
+# 04.overlap: other right answers, host-side, racy and serial ones
+
+def pipeline_uploads_first(acl, host_in, host_out, nbytes):
+    up, _ = acl.rt.create_stream()
+    down, _ = acl.rt.create_stream()
+    devs = [acl.rt.malloc(nbytes, HUGE)[0] for _ in host_in]
+    events = []
+    for dev, src in zip(devs, host_in, strict=True):
+        acl.rt.memcpy_async(dev, nbytes, src, nbytes, H2D, up)
+        ev, _ = acl.rt.create_event()
+        acl.rt.record_event(ev, up)
+        events.append(ev)
+    for dev, dst, ev in zip(devs, host_out, events, strict=True):
+        acl.rt.stream_wait_event(down, ev)
+        acl.rt.memcpy_async(dst, nbytes, dev, nbytes, D2H, down)
+    acl.rt.synchronize_device()
+    for dev in devs:
+        acl.rt.free(dev)
+    for ev in events:
+        acl.rt.destroy_event(ev)
+    acl.rt.destroy_stream(down)
+    acl.rt.destroy_stream(up)
+
+
+def pipeline_one_event_two_halves(acl, host_in, host_out, nbytes):
+    up, _ = acl.rt.create_stream()
+    down, _ = acl.rt.create_stream()
+    ready, _ = acl.rt.create_event()
+    half = nbytes // 2 // 64 * 64
+    devs = []
+    for src, dst in zip(host_in, host_out, strict=True):
+        dev, _ = acl.rt.malloc(nbytes, HUGE)
+        devs.append(dev)
+        for lo, hi in ((0, half), (half, nbytes)):
+            acl.rt.memcpy_async(dev + lo, hi - lo, src + lo, hi - lo, H2D, up)
+        acl.rt.record_event(ready, up)             # re-recorded for every chunk
+        acl.rt.stream_wait_event(down, ready)
+        for lo, hi in ((0, half), (half, nbytes)):
+            acl.rt.memcpy_async(dst + lo, hi - lo, dev + lo, hi - lo, D2H, down)
+    acl.rt.synchronize_stream(down)
+    acl.rt.destroy_event(ready)
+    for dev in devs:
+        acl.rt.free(dev)
+    acl.rt.destroy_stream(up)
+    acl.rt.destroy_stream(down)
+
+
+def pipeline_on_the_host(acl, host_in, host_out, nbytes):
+    for src, dst in zip(host_in, host_out, strict=True):
+        acl.rt.memcpy(dst, nbytes, src, nbytes, H2H)
+
+
+def pipeline_then_copies_on_the_host(acl, host_in, host_out, nbytes):
+    SOLUTIONS.pipeline(acl, host_in, host_out, nbytes)
+    for src, dst in zip(host_in, host_out, strict=True):
+        acl.rt.memcpy(dst, nbytes, src, nbytes, H2H)
+
+
+def pipeline_all_up_then_all_down(acl, host_in, host_out, nbytes):
+    up, _ = acl.rt.create_stream()
+    down, _ = acl.rt.create_stream()
+    devs = [acl.rt.malloc(nbytes, HUGE)[0] for _ in host_in]
+    for dev, src in zip(devs, host_in, strict=True):
+        acl.rt.memcpy_async(dev, nbytes, src, nbytes, H2D, up)
+    acl.rt.synchronize_stream(up)                  # ordered, but nothing overlaps
+    for dev, dst in zip(devs, host_out, strict=True):
+        acl.rt.memcpy_async(dst, nbytes, dev, nbytes, D2H, down)
+    acl.rt.synchronize_stream(down)
+    for dev in devs:
+        acl.rt.free(dev)
+    acl.rt.destroy_stream(up)
+    acl.rt.destroy_stream(down)
+
+
+def pipeline_waits_for_the_wrong_stream(acl, host_in, host_out, nbytes):
+    up, _ = acl.rt.create_stream()
+    down, _ = acl.rt.create_stream()
+    ready, _ = acl.rt.create_event()
+    devs = []
+    for src, dst in zip(host_in, host_out, strict=True):
+        dev, _ = acl.rt.malloc(nbytes, HUGE)
+        devs.append(dev)
+        acl.rt.memcpy_async(dev, nbytes, src, nbytes, H2D, up)
+        acl.rt.record_event(ready, up)
+        acl.rt.stream_wait_event(down, ready)
+        acl.rt.memcpy_async(dst, nbytes, dev, nbytes, D2H, down)
+    acl.rt.synchronize_stream(up)                  # not the stream that writes host_out
+    spare, _ = acl.rt.malloc_host(256 << 20)       # time passes: the bytes land by luck
+    acl.rt.free_host(spare)
+    acl.rt.destroy_event(ready)                    # (streams and buffers left to the caller)
+
+
+def pipeline_leaks_device_memory(acl, host_in, host_out, nbytes):
+    up, _ = acl.rt.create_stream()
+    down, _ = acl.rt.create_stream()
+    for src, dst in zip(host_in, host_out, strict=True):
+        dev, _ = acl.rt.malloc(nbytes, HUGE)
+        ev, _ = acl.rt.create_event()
+        acl.rt.memcpy_async(dev, nbytes, src, nbytes, H2D, up)
+        acl.rt.record_event(ev, up)
+        acl.rt.stream_wait_event(down, ev)
+        acl.rt.memcpy_async(dst, nbytes, dev, nbytes, D2H, down)
+        acl.rt.synchronize_stream(down) if src is host_in[-1] else None
+    acl.rt.destroy_stream(up)
+    acl.rt.destroy_stream(down)
+
+
+@pytest.mark.parametrize("fn", [pipeline_uploads_first, pipeline_one_event_two_halves])
+def test_other_right_pipelines_pass(fn):
+    result = check("04.overlap", fn, seeds=range(6))
+    assert result.passed and result.score == 1, str(result)
+
+
+@pytest.mark.parametrize("fn", [pipeline_on_the_host, pipeline_then_copies_on_the_host])
+def test_copies_on_the_host_are_not_a_round_trip(fn):
+    result = check("04.overlap", fn)
+    assert "copies" in failed(result) and result.score == 0
+
+
+def test_ordered_but_serial_copies_score_zero():
+    result = check("04.overlap", pipeline_all_up_then_all_down)
+    assert failed(result) == {"overlap"} and result.score == 0
+
+
+def test_returning_before_the_d2h_stream_is_waited_for_scores_zero():
+    result = check("04.overlap", pipeline_waits_for_the_wrong_stream)
+    assert "events" in failed(result) and result.score == 0
+    assert "returned before it had waited" in item(result, "events").message
+
+
+def test_leaks_alone_cost_only_the_process_share():
+    result = check("04.overlap", pipeline_leaks_device_memory)
+    assert failed(result) == {"resources"}
+    assert 0 < result.score < 1
