@@ -182,6 +182,7 @@ def test_an_extra_block_left_behind_fails_resources():
     result = check("02.fit_budget", allocate)
     assert failed(result) == {"resources"}
     assert "never freed" in item(result, "resources").message
+    assert 0 < result.score < 1 and item(result, "resources").kind == "process"
 
 
 def test_a_result_that_is_not_a_list_fails():
@@ -236,9 +237,11 @@ def roundtrip_keeps_pinned(acl, payload, chunk, stream):
     host_in, _ = acl.rt.malloc_host(n)
     host_out, _ = acl.rt.malloc_host(n)
     acl.rt.memcpy(host_in, n, acl.util.bytes_to_ptr(payload), n, H2H)
-    dev, _ = acl.rt.malloc(n, FIRST)
-    acl.rt.memcpy_async(dev, n, host_in, n, H2D, stream)
-    acl.rt.memcpy_async(host_out, n, dev, n, D2H, stream)
+    dev, _ = acl.rt.malloc(chunk, FIRST)
+    for lo in range(0, n, chunk):
+        m = min(chunk, n - lo)
+        acl.rt.memcpy_async(dev, chunk, host_in + lo, m, H2D, stream)
+        acl.rt.memcpy_async(host_out + lo, m, dev, m, D2H, stream)
     acl.rt.synchronize_stream(stream)
     acl.rt.free(dev)
     return acl.util.ptr_to_bytes(host_out, n)
@@ -247,6 +250,7 @@ def roundtrip_keeps_pinned(acl, payload, chunk, stream):
 def test_the_leaky_version_fails_freed_flat_and_resources():
     result = check("02.fix_leak", roundtrip_leaky)
     assert failed(result) == {"freed", "flat", "resources"}
+    assert result.score == 0                        # the leak is what the exercise is about
     freed = item(result, "freed").message
     assert "after call 1 of" in freed and "device block(s)" in freed
     flat = item(result, "flat").message
@@ -257,6 +261,7 @@ def test_the_leaky_version_fails_freed_flat_and_resources():
 def test_freeing_before_synchronising_is_a_use_after_free():
     result = check("02.fix_leak", roundtrip_frees_in_the_loop)
     assert failed(result) == {"sanitizer"}
+    assert 0 < result.score < 1 and item(result, "sanitizer").kind == "process"
     sanitizer = item(result, "sanitizer")
     assert "[use-after-free]" in sanitizer.message
     assert "does not wait for the stream" in sanitizer.hint
@@ -264,7 +269,7 @@ def test_freeing_before_synchronising_is_a_use_after_free():
 
 def test_forgetting_pinned_memory_fails_freed_but_not_flat():
     result = check("02.fix_leak", roundtrip_keeps_pinned)
-    assert failed(result) == {"freed", "resources"}
+    assert failed(result) == {"freed", "resources"} and result.score == 0
     assert "pinned host buffer(s)" in item(result, "freed").message
     assert item(result, "flat").passed                    # device memory did not grow
 
@@ -320,7 +325,7 @@ def test_a_result_that_is_not_bytes_fails_results():
         return list(SOLUTIONS.roundtrip(acl, payload, chunk, stream))
 
     result = check("02.fix_leak", roundtrip)
-    assert failed(result) == {"results"}
+    assert {"results", "round trip"} <= failed(result) and result.score == 0
     assert "a list, not bytes" in item(result, "results").message
 
 

@@ -28,8 +28,9 @@ from .. import acl
 from ..constants import MALLOC_POLICY_NAMES
 from ..hardware import HUGE_PAGE, KiB, MiB, ceil_div
 from ..memory import round_device_size
-from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
+from . import PROCESS, RESULT, Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
+    Provenance,
     first_difference,
     hazards,
     join_first,
@@ -39,6 +40,7 @@ from ._common import (
     teardown,
     uninit_pattern,
 )
+from .lesson00 import RoundTrip, trace_edited, trace_round_trip
 
 __all__ = ["grade_allocate", "grade_roundtrip", "fit_budget_case", "huge_pages_needed", "CALLS"]
 
@@ -56,7 +58,7 @@ def _pages(n: int) -> str:
     return f"{n} huge page{'s' if n != 1 else ''}"
 
 
-def _leaks_item(runtime, failed: list[str], function: str) -> Item:
+def _leaks_item(runtime, failed: list[str], function: str, kind: str) -> Item:
     """'resources': the caller's teardown found nothing left and could free its own things."""
     return resources_item(
         runtime, failed, function,
@@ -65,7 +67,7 @@ def _leaks_item(runtime, failed: list[str], function: str) -> Item:
         leaked="the caller's teardown found {n} thing(s) still allocated: ",
         leaked_hint="free every block you allocate and do not keep for the caller: "
                     "acl.rt.free for device memory, acl.rt.free_host for pinned memory",
-        clean="nothing leaked: reset_device and finalize found no leftovers")
+        clean="nothing leaked: reset_device and finalize found no leftovers", kind=kind)
 
 
 # -- 02.fit_budget -----------------------------------------------------------------------------
@@ -102,7 +104,8 @@ def fit_budget_case(seed: int) -> tuple[list[int], int]:
     return sizes, pool
 
 
-@exercise("02.fit_budget", "allocate: fit the buffers into a huge-page budget", "allocate")
+@exercise("02.fit_budget", "allocate: fit the buffers into a huge-page budget", "allocate",
+          limit_s=10)
 def grade_allocate(fn, seed: int) -> Case:
     """One case: 5 to 10 buffers on a card whose huge-page pool fits only the big ones."""
     sizes, pool = fit_budget_case(seed)
@@ -121,6 +124,7 @@ def grade_allocate(fn, seed: int) -> Case:
 
         # a snapshot of the heap as the function left it, before the caller frees anything
         live = dict(heap.live)
+        tampered = _heap_problem(heap, pool, live)
         problems, blocks = _returned_blocks(call.value, sizes, live)
         failed = teardown([(f"the buffer at 0x{ptr:x} (acl.rt.free failed: it was freed "
                             "already)", (acl.rt.free, ptr))
@@ -138,9 +142,32 @@ def grade_allocate(fn, seed: int) -> Case:
             "return a list with one device address per size, in the order of `sizes`, each "
             "from a malloc that succeeded (ret == 0); the warnings below say which calls failed"))
         if isinstance(call.value, (list, tuple)) and len(call.value) == len(sizes):
-            case.items.append(_placement_item(sizes, blocks, live, pool))
-        case.items.append(_leaks_item(runtime, failed, "allocate"))
+            case.items.append(tampered or _placement_item(sizes, blocks, live, pool))
+        case.items.append(_leaks_item(runtime, failed, "allocate", PROCESS))
         return case
+
+
+def _heap_problem(heap, pool: int, live: dict) -> Item | None:
+    """A failed 'huge pages' item when the heap's own records disagree with one another, as
+    they never do after pyACL calls alone (a block's pages edited by hand, say); else None."""
+    blocks = [*live.values(), *(b for pooled in heap.pool.values() for b in pooled)]
+    huge = [b for b in blocks if b.page == "huge"]
+    problems = []
+    if heap.huge_total != pool:
+        problems.append("the size of the huge-page pool changed")
+    if sum(b.reserved for b in huge) != heap.huge_held:
+        problems.append("the huge pages the blocks hold are not the pages the pool handed out")
+    if any(b.start % HUGE_PAGE or b.reserved % HUGE_PAGE for b in huge):
+        problems.append("a block marked as huge pages does not sit on huge-page boundaries")
+    if any(b.page not in ("huge", "normal") for b in blocks):
+        problems.append("a block has no page kind")
+    if not problems:
+        return None
+    return Item("huge pages", False,
+                "the device heap's records do not add up (" + "; ".join(problems) + "): only "
+                "pyACL calls may place memory, and the check grades the pages they chose",
+                "allocate with acl.rt.malloc or acl.rt.malloc_align32 and a policy; leave the "
+                "runtime's objects alone")
 
 
 def _returned_blocks(value, sizes: list[int], live: dict) -> tuple[list[str], list]:
@@ -226,23 +253,33 @@ def _placement_item(sizes: list[int], blocks: list, live: dict, pool: int) -> It
 CALLS = 12          # the check calls roundtrip this many times per case
 
 
-@exercise("02.fix_leak", "roundtrip: stop the leak", "roundtrip")
+@exercise("02.fix_leak", "roundtrip: stop the leak", "roundtrip", limit_s=10)
 def grade_roundtrip(fn, seed: int) -> Case:
-    """One case: a payload of 96 to 480 KiB in chunks of 16 to 128 KiB, sent CALLS times."""
+    """One case: a payload of 96 to 480 KiB in chunks of 16 to 128 KiB, sent CALLS times.
+
+    Result items: it runs; every call returns its payload, which came back from the device
+    (traced), in copies of at most ``chunk`` bytes queued with memcpy_async on the caller's
+    stream; nothing is left allocated after any call, the driver's view stays flat, and the
+    caller's teardown finds nothing left (the exercise is the leak). Process item: the
+    sanitizer finds no hazard (a block freed while a queued copy still uses it, say).
+    """
     rng = np.random.default_rng([2, 2, seed])
     nbytes = int(rng.integers(3, 16)) * 32 * KiB - int(rng.integers(0, 8)) * 64
     chunk = int(rng.integers(1, 5)) * 32 * KiB
     payloads = [rng.bytes(nbytes) for _ in range(CALLS)]
     label = f"{CALLS} calls, {nbytes:,} bytes each in chunks of {_size(chunk)}"
     with isolated() as runtime:
+        prov = Provenance(runtime)
         acl.init()
         acl.rt.set_device(0)
         heap = runtime.devices[0].heap
         stream, _ = acl.rt.create_stream()
-        results, views, calls = [], [], []
+        stream_object = runtime.handles.get(stream)
+        results, views, calls, seen = [], [], [], []
         for payload in payloads:
             call = call_learner(fn, acl, payload, chunk, stream)
             calls.append(call)
+            seen.append(len(prov.writes))          # what this call had waited for
             if call.error is not None:
                 break
             results.append(call.value)
@@ -257,6 +294,10 @@ def grade_roundtrip(fn, seed: int) -> Case:
         failed = teardown([("the stream (acl.rt.destroy_stream failed)",
                             (acl.rt.destroy_stream, stream))], synchronize=False)
 
+        edited = trace_edited(runtime, prov)
+        if edited is not None:
+            case.items.append(edited)
+            return case
         item = ran_item(call, "roundtrip")
         if call.error is not None:
             item.message = f"call {len(calls)} of {CALLS}: " + item.message
@@ -264,11 +305,65 @@ def grade_roundtrip(fn, seed: int) -> Case:
         if call.error is not None:
             return case
         case.items.append(_results_item(results, payloads))
+        trips = [_trip(prov, got, payload, c.first_task, mark)
+                 for got, payload, c, mark in zip(results, payloads, calls, seen, strict=True)]
+        case.items.append(_device_item(trips))
+        case.items.append(_chunks_item(trips, chunk, stream_object, nbytes))
         case.items.append(_freed_item(views, calls))
         case.items.append(_flat_item(views))
         case.items.append(_sanitizer_item(runtime))
-        case.items.append(_leaks_item(runtime, failed, "roundtrip"))
+        case.items.append(_leaks_item(runtime, failed, "roundtrip", RESULT))
         return case
+
+
+def _trip(prov: Provenance, got, payload: bytes, first_task: int, seen: int) -> RoundTrip:
+    """How one call's bytes came back (see :func:`~acllab.checks.lesson00.trace_round_trip`)."""
+    if not isinstance(got, (bytes, bytearray)) or not got:
+        return RoundTrip("it returned no bytes that could have come back from the device")
+    trip = trace_round_trip(prov, bytes(got), first_task, seen)
+    if not trip.why and got is payload:
+        return RoundTrip("it returned the very payload object it was given, not the bytes "
+                         "that came back from the device")
+    return trip
+
+
+def _device_item(trips: list[RoundTrip]) -> Item:
+    """'round trip': each call's bytes came back from device memory, carried by its copies."""
+    for k, trip in enumerate(trips):
+        if trip.why:
+            return Item("round trip", False, f"call {k + 1}: {trip.why}",
+                        "the bytes you return must be the bytes the device-to-host copies "
+                        "wrote into your host buffer, after synchronize_stream")
+    return Item("round trip", True, f"in each of the {len(trips)} calls, the bytes returned "
+                                    "came back from device memory, where host-to-device "
+                                    "copies had put them")
+
+
+def _chunks_item(trips: list[RoundTrip], chunk: int, stream, nbytes: int) -> Item:
+    """'chunks': every copy that carried the payload moved at most ``chunk`` bytes and was
+    queued with memcpy_async on the caller's stream."""
+    hint = ("one acl.rt.memcpy_async per chunk each way, on the stream you were given: chunk "
+            "bytes at a time (the last chunk may be shorter)")
+    for k, trip in enumerate(trips):
+        if trip.why:
+            return Item("chunks", False, f"call {k + 1}: there are no copies to grade (see "
+                                         "'round trip')", hint)
+        for t in sorted({*trip.there, *trip.back}, key=lambda t: t.id):
+            what = f"call {k + 1}: task {t.id} {t.name}"
+            if t.nbytes > chunk:
+                return Item("chunks", False, f"{what} moved {t.nbytes:,} bytes at once, more "
+                                             f"than chunk ({chunk:,} bytes)", hint)
+            if t.api != "memcpy_async":
+                return Item("chunks", False, f"{what} came from acl.rt.{t.api or 'memcpy'}, "
+                                             "not from acl.rt.memcpy_async", hint)
+            if t.stream is not stream:
+                where = "no stream (a blocking copy)" if t.stream is None else t.stream.name
+                return Item("chunks", False, f"{what} ran on {where}, not on the caller's "
+                                             "stream", hint)
+    n = -(-nbytes // chunk)
+    return Item("chunks", True, f"every copy moved at most {_size(chunk)} ({n} chunks each "
+                                "way per call), queued with memcpy_async on the caller's "
+                                "stream")
 
 
 def _results_item(results: list, payloads: list[bytes]) -> Item:
@@ -340,7 +435,8 @@ def _sanitizer_item(runtime) -> Item:
         return first.fix
 
     return sanitizer_item(hazards(runtime), "no hazards: nothing was freed or read while a "
-                                            "copy still used it", shown=2, fix=fix)
+                                            "copy still used it", shown=2, fix=fix,
+                          kind=PROCESS)
 
 
 _guard.seal(_sys.modules[__name__])        # the grader's own helpers refuse learner code
