@@ -18,7 +18,7 @@ from checks_support import exercise_list, failed, item, load_solutions
 
 import acllab
 from acllab import session
-from acllab.checks import check, exercises, lesson06
+from acllab.checks import PROCESS, RESULT, check, exercises, lesson06
 from acllab.constants import ACL_MEMCPY_DEVICE_TO_HOST as D2H
 from acllab.constants import ACL_MEMCPY_HOST_TO_DEVICE as H2D
 
@@ -206,41 +206,49 @@ def pipeline_blocking_execute(acl, kit, batches, prepare, postprocess):
     acl.rt.destroy_stream(copy_s)
 
 
-def test_the_seeds_serial_loop_is_too_slow():
+def test_the_seeds_serial_loop_is_serial_and_scores_nothing():
     result = check("06.pipeline", lesson06.serial_reference)
-    assert failed(result) == {"throughput", "overlap"}
+    assert failed(result) == {"two streams", "overlap", "throughput"}
+    assert result.score == 0
     assert "1.00x the serial loop" in item(result, "throughput").message
-    assert "only 0%" in item(result, "overlap").message
+    assert "0% of the host's prepare time" in item(result, "overlap").message
+    assert "blocking acl.rt.memcpy" in item(result, "two streams").message
     assert "execute_async" in item(result, "throughput").hint
 
 
 def test_the_seeds_single_input_buffer_races_even_when_timing_hides_it():
     result = check("06.pipeline", pipeline_single_buffer)
-    assert failed(result) == {"sanitizer"}           # the scores happen to be right
-    sanitizer = item(result, "sanitizer")
-    assert "[race]" in sanitizer.message and "kit.dev_in[0]" in sanitizer.message
-    assert "is a kernel of the model" in sanitizer.message
-    assert "the seed's bug" in sanitizer.hint and "stream_wait_event" in sanitizer.hint
+    assert failed(result) == {"race-free"}           # the scores happen to be right ...
+    assert result.score == 0                         # ... but only by luck of the timing
+    race = item(result, "race-free")
+    assert race.kind == RESULT
+    assert "[race]" in race.message and "kit.dev_in[0]" in race.message
+    assert "is a kernel of the model" in race.message
+    assert "the seed's bug" in race.hint and "stream_wait_event" in race.hint
 
 
 def test_a_run_that_does_not_wait_for_its_copy_reads_garbage_and_races():
     result = check("06.pipeline", pipeline_no_copy_event)
-    assert {"results", "sanitizer"} <= failed(result)
-    assert "batch 0's output" in item(result, "results").message
-    assert "before the copy has landed" in item(result, "sanitizer").hint
+    assert {"results", "device work", "race-free"} <= failed(result)
+    assert result.score == 0
+    assert "batch 0's scores" in item(result, "results").message
+    assert "before the copy of this batch had landed" in item(result, "results").hint
+    assert "before the copy has landed" in item(result, "race-free").hint
 
 
 def test_post_processing_before_the_scores_are_back_fails():
     result = check("06.pipeline", pipeline_reads_early)
-    assert {"results", "sanitizer"} <= failed(result)
-    assert "host-read-before-sync" in item(result, "sanitizer").message
+    assert {"results", "race-free"} <= failed(result)
+    assert result.score == 0
+    assert "host-read-before-sync" in item(result, "race-free").message
     results = item(result, "results")
-    assert "DE AD BE EF" in results.message or "scores are those of batch" in results.message
+    assert "DE AD BE EF" in results.message
+    assert "wait for that copy before you call postprocess" in results.hint
 
 
 def test_forgetting_the_last_batch_fails_results():
     result = check("06.pipeline", pipeline_forgets_the_last_batch)
-    assert "results" in failed(result)
+    assert "results" in failed(result) and result.score == 0
     n = lesson06._setup(1, 0).batches
     message = item(result, "results").message
     assert f"prepare was never called for batch {n - 1}" in message
@@ -249,33 +257,35 @@ def test_forgetting_the_last_batch_fails_results():
 
 def test_post_processing_a_batch_twice_fails_results():
     result = check("06.pipeline", pipeline_twice)
-    assert "results" in failed(result)
+    assert "results" in failed(result) and result.score == 0
     assert "more than once for batch 0" in item(result, "results").message
 
 
-def test_leaked_streams_and_events_fail_resources():
+def test_leaked_streams_and_events_cost_the_resources_share_only():
     result = check("06.pipeline", pipeline_leaks)
     assert failed(result) == {"resources"}
+    assert 0.8 < result.score < 1
     message = item(result, "resources").message
     assert "stream" in message and "event" in message
 
 
-def test_releasing_the_kit_fails_resources():
+def test_freeing_the_kit_is_reported_as_released():
     result = check("06.pipeline", pipeline_frees_the_kit)
     assert failed(result) == {"resources"}
     assert "kit.host_in[1]" in item(result, "resources").message
 
 
-def test_pageable_host_buffers_are_reported():
+def test_pageable_host_buffers_are_a_process_finding():
     result = check("06.pipeline", pipeline_pageable)
     assert "sanitizer" in failed(result)
+    assert item(result, "sanitizer").kind == PROCESS
     assert "pageable-async" in item(result, "sanitizer").message
 
 
 def test_a_blocking_execute_makes_host_and_device_take_turns():
     result = check("06.pipeline", pipeline_blocking_execute)
     assert {"throughput", "overlap"} <= failed(result)
-    assert "sanitizer" not in failed(result)
+    assert "race-free" not in failed(result) and result.score == 0
 
 
 def test_preparing_into_device_memory_is_reported_on_the_learners_line():
@@ -338,9 +348,11 @@ def ahead_one_host_output(acl, kit, batches, prepare, postprocess):
     acl.rt.destroy_stream(exec_s)
 
 
-def test_the_seeds_pipeline_leaves_the_ai_core_waiting_for_post_processing():
+def test_the_seeds_pipeline_is_not_queued_ahead():
     result = check("06.stretch", SOLUTIONS.pipeline)
-    assert failed(result) == {"utilisation"}
+    assert failed(result) == {"ahead", "utilisation"}
+    assert result.score == 0                   # queuing ahead is what the stretch asks for
+    assert "before it queued the next batch's run" in item(result, "ahead").message
     utilisation = item(result, "utilisation")
     assert "while the host post-processed" in utilisation.message
     assert "synchronize_event" in utilisation.hint
@@ -348,15 +360,381 @@ def test_the_seeds_pipeline_leaves_the_ai_core_waiting_for_post_processing():
 
 def test_one_host_output_for_two_batches_in_flight_races():
     result = check("06.stretch", ahead_one_host_output)
-    assert failed(result) == {"sanitizer"}
-    sanitizer = item(result, "sanitizer")
-    assert "host-read-before-sync" in sanitizer.message and "kit.host_out[0]" in sanitizer.message
-    assert "its own kit.host_out[k]" in sanitizer.hint
+    assert failed(result) == {"race-free"} and result.score == 0
+    race = item(result, "race-free")
+    assert "host-read-before-sync" in race.message and "kit.host_out[0]" in race.message
+    assert "its own host output buffer" in race.hint
 
 
-def test_the_serial_loop_fails_the_stretch_on_speed_and_utilisation():
+def test_the_serial_loop_fails_the_stretch():
     result = check("06.stretch", lesson06.serial_reference)
-    assert failed(result) == {"throughput", "utilisation"}
+    assert {"two streams", "overlap", "ahead", "throughput", "utilisation"} == failed(result)
+    assert result.score == 0
+
+
+# -- answers that do no work, or not the device's: each scores 0 -----------------------------
+
+def empty(acl, kit, batches, prepare, postprocess):
+    pass
+
+
+def _host_scores(kit, images: bytes) -> bytes:
+    """The learner's numpy inference of one batch, with the runtime's own model object."""
+    compiled = acllab.current_runtime().models[kit.model_id].compiled
+    x = np.frombuffer(images, np.float32).reshape(kit.batch, 32, 16, 16)
+    return np.ascontiguousarray(compiled.forward({"features": x})[0], np.float32).tobytes()
+
+
+def _write_host(ptr: int, data: bytes) -> None:
+    region = acllab.current_runtime().region(ptr)
+    region.data[ptr - region.start:ptr - region.start + len(data)] = np.frombuffer(data, np.uint8)
+
+
+def host_inference(acl, kit, batches, prepare, postprocess):
+    """Everything in numpy on the host: the scores are right, the device did nothing."""
+    for i in range(batches):
+        prepare(i, kit.host_in[0])
+        images = acl.util.ptr_to_bytes(kit.host_in[0], kit.in_size)
+        _write_host(kit.host_out[0], _host_scores(kit, images))
+        postprocess(i, kit.host_out[0])
+
+
+def zeros_on_device_labels_on_host(acl, kit, batches, prepare, postprocess):
+    """The model runs (on zeros) and is copied back; the host then writes its own scores."""
+    stream, _ = acl.rt.create_stream()
+    for i in range(batches):
+        prepare(i, kit.host_in[0])
+        acl.rt.memset(kit.dev_in[0], kit.in_size, 0, kit.in_size)
+        acl.mdl.execute_async(kit.model_id, kit.inputs[0], kit.outputs[0], stream)
+        acl.rt.synchronize_stream(stream)
+        acl.rt.memcpy(kit.host_out[0], kit.out_size, kit.dev_out[0], kit.out_size, D2H)
+        images = acl.util.ptr_to_bytes(kit.host_in[0], kit.in_size)
+        _write_host(kit.host_out[0], _host_scores(kit, images))
+        postprocess(i, kit.host_out[0])
+    acl.rt.destroy_stream(stream)
+
+
+def uploads_host_scores(acl, kit, batches, prepare, postprocess):
+    """Host-computed scores copied to the card and back: the bytes crossed the bus, but no
+    model computed them."""
+    scratch, _ = acl.rt.malloc_host(kit.out_size)
+    for i in range(batches):
+        prepare(i, kit.host_in[0])
+        images = acl.util.ptr_to_bytes(kit.host_in[0], kit.in_size)
+        _write_host(scratch, _host_scores(kit, images))
+        acl.rt.memcpy(kit.dev_out[0], kit.out_size, scratch, kit.out_size, H2D)
+        acl.rt.memcpy(kit.host_out[0], kit.out_size, kit.dev_out[0], kit.out_size, D2H)
+        postprocess(i, kit.host_out[0])
+    acl.rt.free_host(scratch)
+
+
+def asks_the_oracle(acl, kit, batches, prepare, postprocess):
+    scores = lesson06._scores(1, 0)                   # the grader's helper refuses
+    for i in range(batches):
+        prepare(i, kit.host_in[0])
+        _write_host(kit.host_out[0], scores[i].tobytes())
+        postprocess(i, kit.host_out[0])
+
+
+def borrows_the_serial_loop(acl, kit, batches, prepare, postprocess):
+    lesson06.serial_reference(acl, kit, batches, prepare, postprocess)
+
+
+def forges_the_prepare_records(acl, kit, batches, prepare, postprocess):
+    """Writes the images itself (no prepare host time) and forges the prepare count."""
+    host = prepare.__self__
+    for i in range(batches):
+        images = host.setup.images(i).tobytes()
+        _write_host(kit.host_in[i % 2], images)
+        host.prepared[i] += 1
+    copy_s, _ = acl.rt.create_stream()
+    exec_s, _ = acl.rt.create_stream()
+    for i in range(batches):
+        acl.rt.memcpy_async(kit.dev_in[0], kit.in_size, kit.host_in[i % 2], kit.in_size, H2D,
+                            copy_s)
+        acl.rt.synchronize_stream(copy_s)
+        acl.mdl.execute_async(kit.model_id, kit.inputs[0], kit.outputs[0], exec_s)
+        acl.rt.synchronize_stream(exec_s)
+        acl.rt.memcpy(kit.host_out[0], kit.out_size, kit.dev_out[0], kit.out_size, D2H)
+        postprocess(i, kit.host_out[0])
+    acl.rt.destroy_stream(copy_s)
+    acl.rt.destroy_stream(exec_s)
+
+
+@pytest.mark.parametrize("exercise_id", ["06.pipeline", "06.stretch"])
+@pytest.mark.parametrize("answer", [empty, lambda *a: None], ids=["empty", "lambda"])
+def test_doing_nothing_scores_exactly_zero(exercise_id, answer):
+    result = check(exercise_id, answer)
+    assert result.status == "failed" and result.score == 0.0
+    assert {"results", "device work", "race-free", "throughput"} <= failed(result)
+
+
+@pytest.mark.parametrize("exercise_id", ["06.pipeline", "06.stretch"])
+def test_scores_computed_on_the_host_score_zero(exercise_id):
+    result = check(exercise_id, host_inference)
+    assert item(result, "results").passed            # the bytes are right ...
+    device = item(result, "device work")
+    assert not device.passed and device.kind == RESULT   # ... but the device did not compute
+    assert "the host put those bytes there itself" in device.message
+    assert "never ran" in device.message
+    assert result.score == 0
+
+
+@pytest.mark.parametrize("answer", [zeros_on_device_labels_on_host, uploads_host_scores])
+def test_device_work_that_did_not_compute_the_scores_scores_zero(answer):
+    result = check("06.pipeline", answer)
+    assert item(result, "results").passed
+    assert "device work" in failed(result) and result.score == 0
+    message = item(result, "device work").message
+    assert "host" in message
+
+
+def test_an_input_of_zeros_is_no_batch():
+    result = check("06.pipeline", zeros_on_device_labels_on_host)
+    assert "on an input that was no batch's" in item(result, "device work").message
+
+
+@pytest.mark.parametrize("answer", [asks_the_oracle, borrows_the_serial_loop])
+def test_the_graders_helpers_do_not_work_for_the_learner(answer):
+    result = check("06.pipeline", answer)
+    assert failed(result) == {"own work"} and result.score == 0
+    assert "belongs to the grader" in item(result, "own work").message
+
+
+def test_forged_callback_records_do_not_count():
+    result = check("06.pipeline", forges_the_prepare_records)
+    assert "device work" in failed(result) and result.score == 0
+    assert "do not match the host work" in item(result, "device work").message
+
+
+# -- tampering from inside the function: detected, undone, 0 -------------------------------------
+
+def lowers_the_goal(acl, kit, batches, prepare, postprocess):
+    lesson06.SPEEDUP_GOAL = 0.0
+    stream, _ = acl.rt.create_stream()
+    for i in range(batches):
+        prepare(i, kit.host_in[0])
+        acl.rt.memcpy(kit.dev_in[0], kit.in_size, kit.host_in[0], kit.in_size, H2D)
+        acl.mdl.execute_async(kit.model_id, kit.inputs[0], kit.outputs[0], stream)
+        acl.rt.synchronize_stream(stream)
+        acl.rt.memcpy(kit.host_out[0], kit.out_size, kit.dev_out[0], kit.out_size, D2H)
+        postprocess(i, kit.host_out[0])
+    acl.rt.destroy_stream(stream)
+
+
+def replaces_an_item(acl, kit, batches, prepare, postprocess):
+    from acllab.checks import Item
+    lesson06._throughput_item = lambda *a: Item("throughput", True, "fast")
+    lesson06._overlap_item = lambda *a: Item("overlap", True, "overlapped")
+    pipeline_single_buffer(acl, kit, batches, prepare, postprocess)
+
+
+def silences_the_sanitizer(acl, kit, batches, prepare, postprocess):
+    import acllab.checks._common
+    acllab.checks._common.sanitizer.analyze = lambda rt: []
+    pipeline_single_buffer(acl, kit, batches, prepare, postprocess)
+
+
+@pytest.mark.parametrize("answer, changed", [
+    (lowers_the_goal, "SPEEDUP_GOAL"),
+    (replaces_an_item, "_throughput_item"),
+    (silences_the_sanitizer, "analyze"),
+])
+def test_tampering_fails_the_case_and_is_undone(answer, changed):
+    import acllab.sanitizer
+    goal, item_fn, analyze = (lesson06.SPEEDUP_GOAL, lesson06._throughput_item,
+                              acllab.sanitizer.analyze)
+    result = check("06.pipeline", answer)
+    assert failed(result) == {"acllab unchanged"} and result.score == 0
+    assert changed in item(result, "acllab unchanged").message
+    assert (lesson06.SPEEDUP_GOAL, lesson06._throughput_item, acllab.sanitizer.analyze) == (
+        goal, item_fn, analyze)
+    assert check("06.pipeline", pipeline_single_buffer, seeds=(0,)).score == 0
+
+
+# -- spec deviations ---------------------------------------------------------------------------
+
+def one_stream_two_slots(acl, kit, batches, prepare, postprocess):
+    """Race-free and asynchronous, but copies and runs share one stream."""
+    s, _ = acl.rt.create_stream()
+    done = [acl.rt.create_event()[0] for _ in range(2)]
+    for i in range(batches):
+        k = i % 2
+        prepare(i, kit.host_in[k])
+        acl.rt.memcpy_async(kit.dev_in[k], kit.in_size, kit.host_in[k], kit.in_size, H2D, s)
+        acl.mdl.execute_async(kit.model_id, kit.inputs[k], kit.outputs[k], s)
+        acl.rt.memcpy_async(kit.host_out[k], kit.out_size, kit.dev_out[k], kit.out_size, D2H, s)
+        acl.rt.record_event(done[k], s)
+        if i:
+            acl.rt.synchronize_event(done[1 - k])
+            postprocess(i - 1, kit.host_out[1 - k])
+    acl.rt.synchronize_event(done[(batches - 1) % 2])
+    postprocess(batches - 1, kit.host_out[(batches - 1) % 2])
+    for ev in done:
+        acl.rt.destroy_event(ev)
+    acl.rt.destroy_stream(s)
+
+
+@pytest.mark.parametrize("exercise_id", ["06.pipeline", "06.stretch"])
+def test_a_single_stream_pipeline_is_not_the_exercise(exercise_id):
+    result = check(exercise_id, one_stream_two_slots)
+    assert "two streams" in failed(result) and result.score == 0
+    assert "same stream that ran the previous batch's model" in item(
+        result, "two streams").message
+
+
+# -- hangs and exits: bounded, contained, 0 ----------------------------------------------------
+
+def spins(acl, kit, batches, prepare, postprocess):
+    while True:
+        pass
+
+
+def sleeps(acl, kit, batches, prepare, postprocess):
+    import time
+    time.sleep(100)
+
+
+def exits(acl, kit, batches, prepare, postprocess):
+    raise SystemExit(0)
+
+
+@pytest.mark.parametrize("answer", [spins, sleeps])
+def test_a_hang_is_stopped_by_the_wall_clock_limit(answer):
+    import time
+    start = time.monotonic()
+    result = check("06.pipeline", answer, limit_s=1)
+    assert time.monotonic() - start < 10
+    assert failed(result) == {"runs"} and result.score == 0
+    assert "wall-clock" in item(result, "runs").message
+
+
+def test_system_exit_is_contained():
+    result = check("06.stretch", exits)
+    assert failed(result) == {"runs"} and result.score == 0
+    assert "SystemExit" in item(result, "runs").message
+
+
+def test_the_limit_is_generous():
+    assert {ex.id: ex.limit_s for ex in exercises("06")} == {"06.pipeline": 10.0,
+                                                             "06.stretch": 10.0}
+
+
+# -- right answers written differently from the reference: full marks --------------------------
+
+def stream_per_slot(acl, kit, batches, prepare, postprocess):
+    """Slot k has its own stream for its copy, run and copy back; events order the slots'
+    use of the AI Core's input; post-processing waits for the previous batch only."""
+    streams = [acl.rt.create_stream()[0] for _ in range(2)]
+    back = [acl.rt.create_event()[0] for _ in range(2)]
+    ran = [acl.rt.create_event()[0] for _ in range(2)]    # one model: one run at a time
+    pending = None
+    for i in range(batches):
+        k = i % 2
+        if i >= 2:
+            acl.rt.synchronize_event(back[k])     # batch i - 2 is off slot k (it was read)
+        prepare(i, kit.host_in[k])
+        acl.rt.memcpy_async(kit.dev_in[k], kit.in_size, kit.host_in[k], kit.in_size, H2D,
+                            streams[k])
+        if i >= 1:
+            acl.rt.stream_wait_event(streams[k], ran[1 - k])
+        acl.mdl.execute_async(kit.model_id, kit.inputs[k], kit.outputs[k], streams[k])
+        acl.rt.record_event(ran[k], streams[k])
+        acl.rt.memcpy_async(kit.host_out[k], kit.out_size, kit.dev_out[k], kit.out_size, D2H,
+                            streams[k])
+        acl.rt.record_event(back[k], streams[k])
+        if pending is not None:
+            j = pending
+            acl.rt.synchronize_event(back[j % 2])
+            postprocess(j, kit.host_out[j % 2])
+        pending = i
+    acl.rt.synchronize_event(back[pending % 2])
+    postprocess(pending, kit.host_out[pending % 2])
+    for ev in back + ran:
+        acl.rt.destroy_event(ev)
+    for s in streams:
+        acl.rt.destroy_stream(s)
+
+
+def three_streams(acl, kit, batches, prepare, postprocess):
+    """Copies in, runs and copies back each on a stream of its own, a queue of events."""
+    up, run, down = (acl.rt.create_stream()[0] for _ in range(3))
+    landed, ran, back = ([acl.rt.create_event()[0] for _ in range(2)] for _ in range(3))
+    queued = []
+
+    def feed(i):
+        k = i % 2
+        prepare(i, kit.host_in[k])
+        if i >= 2:
+            acl.rt.stream_wait_event(up, ran[k])
+        acl.rt.memcpy_async(kit.dev_in[k], kit.in_size, kit.host_in[k], kit.in_size, H2D, up)
+        acl.rt.record_event(landed[k], up)
+        acl.rt.stream_wait_event(run, landed[k])
+        if i >= 2:
+            acl.rt.stream_wait_event(run, back[k])        # dev_out[k] copied out already
+        acl.mdl.execute_async(kit.model_id, kit.inputs[k], kit.outputs[k], run)
+        acl.rt.record_event(ran[k], run)
+        acl.rt.stream_wait_event(down, ran[k])
+        acl.rt.memcpy_async(kit.host_out[k], kit.out_size, kit.dev_out[k], kit.out_size, D2H,
+                            down)
+        acl.rt.record_event(back[k], down)
+        queued.append(i)
+
+    feed(0)
+    i = 1
+    while queued:
+        if i < batches:
+            feed(i)
+            i += 1
+        j = queued.pop(0)
+        acl.rt.synchronize_event(back[j % 2])
+        postprocess(j, kit.host_out[j % 2])
+    acl.rt.synchronize_device()
+    for ev in landed + ran + back:
+        acl.rt.destroy_event(ev)
+    for s in (up, run, down):
+        acl.rt.destroy_stream(s)
+
+
+@pytest.mark.parametrize("exercise_id", ["06.pipeline", "06.stretch"])
+@pytest.mark.parametrize("answer", [stream_per_slot, three_streams])
+def test_other_right_pipelines_pass(exercise_id, answer):
+    result = check(exercise_id, answer, seeds=(0, 1, 2, 5))
+    assert result.status == "passed" and result.score == 1.0, str(result)
+
+
+def test_a_plain_pipeline_written_differently_passes_the_pipeline_exercise():
+    def pipeline(acl, kit, batches, prepare, postprocess):
+        copier, runner = acl.rt.create_stream()[0], acl.rt.create_stream()[0]
+        ready = [acl.rt.create_event()[0], acl.rt.create_event()[0]]
+        free = [acl.rt.create_event()[0], acl.rt.create_event()[0]]
+        prepare(0, kit.host_in[0])
+        acl.rt.memcpy_async(kit.dev_in[0], kit.in_size, kit.host_in[0], kit.in_size, H2D,
+                            copier)
+        acl.rt.record_event(ready[0], copier)
+        for i in range(batches):
+            k = i % 2
+            acl.rt.stream_wait_event(runner, ready[k])
+            acl.mdl.execute_async(kit.model_id, kit.inputs[k], kit.outputs[k], runner)
+            acl.rt.record_event(free[k], runner)
+            if i + 1 < batches:
+                nk = 1 - k
+                prepare(i + 1, kit.host_in[nk])
+                if i >= 1:
+                    acl.rt.stream_wait_event(copier, free[nk])
+                acl.rt.memcpy_async(kit.dev_in[nk], kit.in_size, kit.host_in[nk], kit.in_size,
+                                    H2D, copier)
+                acl.rt.record_event(ready[nk], copier)
+            acl.rt.synchronize_event(free[k])
+            acl.rt.memcpy(kit.host_out[k], kit.out_size, kit.dev_out[k], kit.out_size, D2H)
+            postprocess(i, kit.host_out[k])
+        for ev in ready + free:
+            acl.rt.destroy_event(ev)
+        acl.rt.destroy_stream(copier)
+        acl.rt.destroy_stream(runner)
+
+    result = check("06.pipeline", pipeline, seeds=(0, 1, 2, 7))
+    assert result.status == "passed" and result.score == 1.0, str(result)
 
 
 # -- isolation ---------------------------------------------------------------------------------

@@ -557,37 +557,45 @@ def _device_item(work: _Work, host: _Host, prov: Provenance, n: int, model: str,
         return Item("device work", False, tampered,
                     "call prepare and postprocess for every batch; the check grades what "
                     "they saw, nothing else", kind=RESULT)
-    problems: list[str] = []
+    per_batch: list[tuple[int, str]] = []       # (batch, why its scores are not the device's)
     hint = ""
     for i in sorted(host.reads):
         read = host.reads[i][-1]
         unwritten = any(w is None for *_ab, w in prov.writers(read.ptr, read.ptr + len(read.data),
                                                               read.at_ns))
         if unwritten and reads_uninit(read.data, 0):
-            problems.append(f"nothing had written batch {i}'s scores into the buffer "
-                            "postprocess read, when it read them")
+            per_batch.append((i, f"nothing had written batch {i}'s scores into the buffer "
+                                 "postprocess read, when it read them"))
             hint = hint or ("copy each batch's scores back from the model's output buffer and "
                             "wait for that copy before postprocess")
             continue
         why = prov.computed_on(read.ptr, read.data, read.at_ns, engines=("aicore",),
                                what=f"batch {i}'s scores")
         if why:
-            problems.append(why)
+            per_batch.append((i, why))
             hint = hint or ("run every batch through the model with acl.mdl.execute_async and "
                             "copy its scores back with a device-to-host copy; the host must "
                             "not compute, write or change the scores itself")
             continue
         for task in _origins(prov, read):
             if task is not None and task.id not in work.run_of:
-                problems.append(f"batch {i}'s scores were written by task {task.id} "
-                                f"{task.name} ({task.kind}), which is not a run of {model}")
+                per_batch.append((i, f"batch {i}'s scores were written by task {task.id} "
+                                     f"{task.name} ({task.kind}), which is not a run of "
+                                     f"{model}"))
                 hint = hint or (f"the scores must come from {model}, run with "
                                 "acl.mdl.execute_async on the batch's input")
                 break
+    problems = []
+    if per_batch:
+        others = [i for i, _why in per_batch[1:]]
+        problems.append(per_batch[0][1] + (f" (and so for batch {_list(others)})"
+                                           if others else ""))
     never = [i for i in range(n) if i not in work.by_batch]
-    if never and (problems or len(never) < n or not work.runs):
-        problems.append(f"{model} never ran on the input of batch {_list(never)}"
-                        if work.runs or len(never) < n else f"{model} never ran on the AI Core")
+    if not work.runs:
+        problems.append(f"{model} never ran on the AI Core")
+    elif never:
+        problems.append(f"{model} never ran on the input of batch {_list(never)}")
+    if never:
         hint = hint or ("copy each batch's prepared input into a device input buffer and run "
                         "the model on it (execute_async with that buffer's dataset)")
     twice = [i for i, runs in sorted(work.by_batch.items()) if len(runs) > 1]
@@ -601,9 +609,7 @@ def _device_item(work: _Work, host: _Host, prov: Provenance, n: int, model: str,
         hint = hint or ("run the model only on a batch's input, after its copy has landed "
                         "(the model's stream waits for an event recorded after the copy)")
     if problems:
-        text = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more"
-                                          if len(problems) > 3 else "")
-        return Item("device work", False, text, hint, kind=RESULT)
+        return Item("device work", False, "; ".join(problems), hint, kind=RESULT)
     return Item("device work", True,
                 f"every batch's scores were computed by {model} on the AI Core, from that "
                 f"batch's input, and copied back unchanged; {len(work.runs)} runs for {n} "
