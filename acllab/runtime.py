@@ -13,6 +13,7 @@ host's time, so data visible to the host is exactly what the device has finished
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 import warnings
 from collections import deque
@@ -74,6 +75,19 @@ class Device:
                 f"{len(self.events)} events>")
 
 
+class _ReportThread:
+    """What the runtime knows about one report thread (a thread id given to subscribe_report
+    other than the main thread's)."""
+
+    __slots__ = ("thread", "streams", "delivered", "taken")
+
+    def __init__(self, thread: threading.Thread | None):
+        self.thread = thread      # the Python thread with that id when it was subscribed
+        self.streams = 0          # streams subscribed to it now
+        self.delivered = 0        # reports run for it so far
+        self.taken = 0            # reports its polls have returned
+
+
 class Runtime:
     """Everything a pyACL program can touch, in one deterministic object."""
 
@@ -116,6 +130,8 @@ class Runtime:
         self.models: dict[int, object] = {}        # model id -> LoadedModel
         self.fault_codes: dict[int, int] = {}      # id(stream) -> the code of its fault
         self._queued: dict[Stream, deque[Task]] = {}   # per stream: tasks not yet started
+        self._report_cv = threading.Condition()
+        self._report_threads: dict[int, _ReportThread] = {}   # thread id -> its reports
         self.blocking_fault: tuple[int, str] | None = None
         self.model_count = 0
 
@@ -282,6 +298,8 @@ class Runtime:
 
     def destroy_stream(self, stream: Stream) -> None:
         self._queued.pop(stream, None)
+        if stream.report_thread is not None:
+            self.unsubscribe(stream)
         stream.alive = False
         stream.context.streams.pop(stream.handle, None)
         stream.device.stream_count -= 1
@@ -512,6 +530,84 @@ class Runtime:
         task.on_start = reached
         self.submit(task, stream)
 
+    def subscribe(self, stream: Stream, tid: int) -> None:
+        """Deliver ``stream``'s callback reports to thread ``tid`` (subscribe_report)."""
+        stream.report_thread = tid
+        if tid == self.main_thread:
+            return
+        with self._report_cv:
+            state = self._report_threads.get(tid)
+            if state is None:
+                thread = next((t for t in threading.enumerate() if t.ident == tid), None)
+                state = self._report_threads[tid] = _ReportThread(thread)
+            state.streams += 1
+            self._report_cv.notify_all()
+
+    def unsubscribe(self, stream: Stream) -> None:
+        tid, stream.report_thread = stream.report_thread, None
+        with self._report_cv:
+            state = self._report_threads.get(tid)
+            if state is not None and state.streams > 0:
+                state.streams -= 1
+            self._report_cv.notify_all()
+
+    def report_thread(self, tid: int, wait_s: float = 0.0) -> _ReportThread | None:
+        """The state of report thread ``tid`` when the caller is that thread (the Python
+        thread that was running under that id when it was subscribed), else None.
+
+        A thread that is not subscribed yet waits up to ``wait_s`` seconds of wall-clock time
+        for it: a program starts its report thread and only then subscribes it (it needs the
+        thread's id), so the thread's first polls usually come first.
+        """
+        if tid == self.main_thread:
+            return None
+        me = threading.current_thread()
+        deadline = time.monotonic() + wait_s
+        with self._report_cv:
+            while True:
+                state = self._report_threads.get(tid)
+                if state is not None and state.thread is me:
+                    return state
+                if state is not None or not self.initialized:
+                    return None
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._report_cv.wait(remaining)
+
+    def poll_report(self, state: _ReportThread, timeout_ms: int) -> int:
+        """One process_report call of a report thread (not the main thread); its code.
+
+        Such a thread's reports already ran, in virtual time, when their streams reached
+        them (:meth:`launch_callback`), so the poll only tells the thread about them: 0 when
+        a report was delivered since its previous poll, 100035 once it is no longer
+        subscribed, 100036 when nothing came. It waits for that in wall-clock time (at most
+        ``min(timeout_ms, 10)`` ms, woken when a report is delivered or a subscription ends),
+        so the thread does not spin, and it touches neither the virtual clock nor the API
+        log nor the call count: the same program gives the same log and trace however often
+        the thread happened to poll.
+
+        Differs from hardware: the callback itself runs on the thread that drives the device
+        (the one whose call reached the report), not on the report thread, and a report
+        thread's polls are not in the API log (the trace shows each report as a
+        CallbackReport task on the device's callback lane).
+        """
+        wait_s = (min(timeout_ms, 10) if timeout_ms >= 0 else 10) / 1000
+        deadline = time.monotonic() + wait_s
+        with self._report_cv:
+            while True:
+                if state.taken < state.delivered:
+                    state.taken += 1
+                    return 0
+                if state.streams == 0:
+                    return 100035
+                if not self.initialized:
+                    return 100001
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return 100036
+                self._report_cv.wait(remaining)
+
     def _run_report(self, cb: Callback, manual: bool = False) -> None:
         """Run one callback report at its virtual time (on the report thread's timeline)."""
         dev = cb.stream.device
@@ -529,6 +625,12 @@ class Runtime:
         end = max(self.host_ns, start) + self.profile.callback_ns
         self.host_ns = end if manual else saved
         cb.done = True
+        if not manual:
+            state = self._report_threads.get(cb.stream.report_thread)
+            if state is not None:
+                with self._report_cv:
+                    state.delivered += 1
+                    self._report_cv.notify_all()
         report = Task("CallbackReport", "callback", resource=dev.callback_lane,
                       duration_ns=end - start, stream=cb.stream, device=dev.id,
                       info={"for_task": cb.task.id}, api="process_report")

@@ -170,3 +170,61 @@ def test_destroy_stream_force_discards_exactly_the_queued_tasks(record):
         copies = [t for t in r.tasks if t.stream is not None and t.stream.handle == s]
         assert [t.cancelled for t in copies] == [False, True, True]
         assert copies[0].end_ns > copies[0].start_ns
+
+
+# ---------------------------------------------------------------------------------------
+# 3. a report thread of the program's own: the same log and trace on every run
+# ---------------------------------------------------------------------------------------
+
+def _program_with_a_report_thread():
+    """Copies with a callback after each, reported to a Python thread that loops on
+    process_report(5) until the main thread tells it to stop; (api_log, trace JSON, seen)."""
+    import json
+    import threading
+
+    from acllab.trace import to_chrome_trace
+
+    acllab.reset()
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    stream = ok(acl.rt.create_stream())
+    stop, seen, codes = threading.Event(), [], set()
+
+    def report_loop():
+        while not stop.is_set():
+            codes.add(acl.rt.process_report(5))
+
+    thread = threading.Thread(target=report_loop)
+    thread.start()
+    ok(acl.rt.subscribe_report(thread.ident, stream))
+    n = 1 << 20
+    dev, host = ok(acl.rt.malloc(n, 0)), ok(acl.rt.malloc_host(n))
+    for i in range(12):
+        ok(acl.rt.memcpy_async(dev, n, host, n, 1, stream))
+        ok(acl.rt.launch_callback(seen.append, i, 0, stream))
+        acllab.host_work(40_000)
+    ok(acl.rt.synchronize_stream(stream))
+    stop.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    ok(acl.rt.unsubscribe_report(thread.ident, stream))
+    ok(acl.rt.free(dev))
+    ok(acl.rt.free_host(host))
+    ok(acl.rt.destroy_stream(stream))
+    ok(acl.rt.reset_device(0))
+    ok(acl.finalize())
+    r = rt()
+    assert codes <= {0, 100036}
+    return list(r.api_log), json.dumps(to_chrome_trace(r), sort_keys=True), seen, r.calls
+
+
+def test_a_report_thread_gives_the_same_log_and_trace_on_every_run():
+    """Three runs of one program with a report thread: byte-identical API log and trace
+    (the thread's polls used to be logged and counted, as many as wall-clock time allowed)."""
+    runs = [_program_with_a_report_thread() for _ in range(3)]
+    log, trace, seen, calls = runs[0]
+    assert seen == list(range(12))
+    assert not [c for c in log if c[0] == "process_report"]
+    for other in runs[1:]:
+        assert repr(other[0]) == repr(log)
+        assert other[1] == trace
+        assert other[2:] == (seen, calls)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import constants as C
 from ..engine import Deadlock, Task
-from ..errors import AclWarning, Fail
+from ..errors import AclWarning, Fail, code_name
 from ..streams import Context, Event, Stream
 from ..transfers import copy_tasks, memset_task
 from ._api import api, as_int, rt
@@ -787,7 +787,7 @@ def subscribe_report(thread_id, stream):
     if s.report_thread is not None:
         raise Fail(100033, f"{s.name} is already subscribed to thread {s.report_thread}")
     r.spend(r.profile.api_ns)
-    s.report_thread = tid
+    r.subscribe(s, tid)
 
 
 @api("aclrtUnSubscribeReport")
@@ -798,12 +798,49 @@ def unsubscribe_report(thread_id, stream):
     if s.report_thread != tid:
         raise Fail(100034, f"{s.name} is not subscribed to thread {tid}")
     r.spend(r.profile.api_ns)
-    s.report_thread = None
+    r.unsubscribe(s)
 
 
-@api("aclrtProcessReport")
+# how long a poll of a thread that is not subscribed yet waits for its subscription (the
+# program starts the thread, then subscribes its id); wall-clock time, changes no result
+_SUBSCRIBE_WAIT_S = 0.1
+
+_POLL_ERRORS = {
+    100035: "this report thread is no longer subscribed to any stream",
+    100036: "no report for this thread (acllab runs report-thread callbacks itself, in "
+            "virtual time)",
+    100001: "acl.finalize() was called",
+}
+
+
 def process_report(timeout_ms):
-    """Run one pending callback report for the calling thread (-1: wait forever): 100036."""
+    """Run one pending callback report for the calling thread (-1: wait forever): 100036.
+
+    On the main thread (a stream subscribed to it) the call runs the next report itself. On
+    a report thread (another thread, subscribed with its id) the reports already ran when
+    their streams reached them: the call only waits a little and returns 0 when one came
+    since its previous call (see ``Runtime.poll_report``: such polls are not logged, so a
+    program with a report thread gives the same log on every run).
+    """
+    r = rt()
+    tid = threading.get_ident()
+    if tid != r.main_thread:
+        as_int(timeout_ms, "timeout_ms")
+        state = r.report_thread(tid, wait_s=_SUBSCRIBE_WAIT_S)
+        if state is not None:
+            code = r.poll_report(state, as_int(timeout_ms, "timeout_ms"))
+            if code:
+                r.recent_error[tid] = (f"acl.rt.process_report (aclrtProcessReport) returned "
+                                       f"{code} {code_name(code)}: {_POLL_ERRORS[code]}")
+            return code
+    return _logged_process_report(timeout_ms)
+
+
+process_report.c_name = "aclrtProcessReport"
+
+
+def _process_report(timeout_ms):
+    """The logged process_report: the main thread, or a thread that is no report thread."""
     r = rt()
     timeout_ms = as_int(timeout_ms, "timeout_ms")
     tid = threading.get_ident()
@@ -824,6 +861,10 @@ def process_report(timeout_ms):
                            "process_report(-1) would wait forever")
     if not r.process_report(timeout_ns):
         raise Fail(100036, f"no callback report arrived within {timeout_ms} ms", quiet=True)
+
+
+_process_report.__name__ = "process_report"     # the name the API log shows
+_logged_process_report = api("aclrtProcessReport")(_process_report)
 
 
 # ---------------------------------------------------------------------------------------
