@@ -171,11 +171,13 @@ def test_the_pageable_upload_is_caught_four_ways():
     assert "silently becomes synchronous" in item(result, "asynchronous").message
     assert "pageable-async" in item(result, "sanitizer").message
     assert item(result, "results").passed       # the bytes were fine: only the path was wrong
+    assert result.score == 0                    # but a pinned, asynchronous path is the point
 
 
 def test_refilling_one_pinned_buffer_races_with_the_dma():
     result = check("03.pinned_pipeline", upload_one_pinned_buffer)
     assert failed(result) == {"sanitizer"}
+    assert 0 < result.score < 1
     assert "[race]" in item(result, "sanitizer").message
     assert "its own pinned buffer" in item(result, "sanitizer").hint
 
@@ -183,6 +185,7 @@ def test_refilling_one_pinned_buffer_races_with_the_dma():
 def test_freeing_pinned_memory_before_the_copies_end_is_a_use_after_free():
     result = check("03.pinned_pipeline", upload_frees_too_early)
     assert failed(result) == {"sanitizer"}
+    assert 0 < result.score < 1
     assert "use-after-free" in item(result, "sanitizer").message
     assert "synchronize the stream" in item(result, "sanitizer").hint
 
@@ -190,13 +193,15 @@ def test_freeing_pinned_memory_before_the_copies_end_is_a_use_after_free():
 def test_waiting_inside_the_loop_leaves_the_host_idle():
     result = check("03.pinned_pipeline", upload_waits_in_the_loop)
     assert failed(result) == {"overlap"}
+    assert result.score == 0
     assert "acl.rt.synchronize_stream" in item(result, "overlap").message
     assert item(result, "asynchronous").passed
 
 
 def test_a_blocking_copy_from_pinned_memory_is_not_asynchronous():
     result = check("03.pinned_pipeline", upload_blocking)
-    assert failed(result) == {"asynchronous", "overlap"}
+    assert failed(result) == {"asynchronous", "overlap", "the caller's stream"}
+    assert result.score == 0
     assert "blocking acl.rt.memcpy" in item(result, "asynchronous").message
     assert item(result, "pinned").passed
 
@@ -204,6 +209,7 @@ def test_a_blocking_copy_from_pinned_memory_is_not_asynchronous():
 def test_pinned_buffers_left_behind_fail_resources():
     result = check("03.pinned_pipeline", upload_leaks_pinned)
     assert failed(result) == {"resources"}
+    assert 0 < result.score < 1
     message = item(result, "resources").message
     assert "pinned host buffer" in message and "never freed" in message
     assert "free_host" in item(result, "resources").hint
@@ -219,7 +225,9 @@ def test_freeing_the_returned_buffers_fails_results_and_resources():
 
 def test_copying_half_of_each_chunk_shows_the_unwritten_pattern():
     result = check("03.pinned_pipeline", upload_half_of_each)
-    assert failed(result) == {"results"}
+    assert failed(result) == {"results", "pinned"}
+    assert result.score == 0
+    assert "not written by any copy" in item(result, "pinned").message
     message = item(result, "results").message
     assert "differs from chunk 0" in message and "DE AD BE EF" in message
 
@@ -469,3 +477,243 @@ def test_summary_lists_both_exercises():
     assert [row[0] for row in lesson.rows] == ["03.pinned_pipeline", "03.predict"]
     assert [row[2] for row in lesson.rows] == ["not run", "passed"]
     assert "1 of 2" in str(lesson)
+
+
+# -- grades that mean something (issue 7): every class of wrong answer, and other right ones ----
+
+import time  # noqa: E402
+
+import acllab.checks._common  # noqa: E402
+import acllab.checks.lesson03 as lesson03  # noqa: E402
+from acllab.checks import Item  # noqa: E402
+
+IDS = [eid for eid, _ in EXERCISES]
+
+
+def _hang(*args):
+    while True:
+        pass
+
+
+def _sleep(*args):
+    time.sleep(100)
+
+
+def _exit(*args):
+    raise SystemExit(3)
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+@pytest.mark.parametrize("fn", [lambda *a: None, lambda *a: 0, lambda *a: []],
+                         ids=["none", "zero", "empty-list"])
+def test_an_empty_answer_scores_zero(exercise_id, fn):
+    result = check(exercise_id, fn)
+    assert result.status == "failed" and result.score == 0
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+@pytest.mark.parametrize("fn", [_hang, _sleep], ids=["busy-loop", "sleep"])
+def test_a_hang_is_stopped_by_the_wall_clock(exercise_id, fn):
+    start = time.monotonic()
+    result = check(exercise_id, fn, limit_s=1)
+    assert time.monotonic() - start < 20
+    assert failed(result) == {"runs"} and result.score == 0
+    assert "wall-clock" in item(result, "runs").message
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_system_exit_is_contained(exercise_id):
+    result = check(exercise_id, _exit)
+    assert failed(result) == {"runs"} and result.score == 0
+    assert "SystemExit" in item(result, "runs").message
+
+
+def test_every_exercise_has_a_generous_wall_clock_limit():
+    assert all(ex.limit_s >= 10 for ex in exercises("03"))
+
+
+def _with_reference(function, before):
+    def answer(*args):
+        before(*args)
+        return getattr(SOLUTIONS, function)(*args)
+    return answer
+
+
+def _oracle(*args):
+    lesson03._copy_tasks([], 0, 0)
+
+
+def _set_goal(*args):
+    lesson03._PREPARE = ()
+
+
+def _replace_item(*args):
+    lesson03._prediction_item = lambda *a: Item("pinned copies", True)
+    lesson03._overlap_item = lambda *a: Item("overlap", True)
+
+
+def _silence_sanitizer(*args):
+    acllab.checks._common.sanitizer.analyze = lambda rt: []
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_calling_the_graders_helpers_earns_nothing(exercise_id, function):
+    result = check(exercise_id, _with_reference(function, _oracle))
+    assert failed(result) == {"own work"} and result.score == 0
+    assert "lesson03._copy_tasks" in item(result, "own work").message
+
+
+def test_asking_the_grader_to_measure_earns_nothing():
+    def predict(profile, nbytes, pinned):
+        return next(m.ns for m in lesson03.measure_copy_ns(profile, [nbytes])
+                    if m.pinned == pinned)
+
+    result = check("03.predict", predict)
+    assert failed(result) == {"own work"} and result.score == 0
+    assert "measure_copy_ns" in item(result, "own work").message
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+@pytest.mark.parametrize("tamper", [_set_goal, _replace_item, _silence_sanitizer])
+def test_tampering_with_the_grader_fails_and_is_undone(exercise_id, function, tamper):
+    saved = (lesson03._PREPARE, lesson03._prediction_item, lesson03._overlap_item,
+             acllab.checks._common.sanitizer.analyze)
+    result = check(exercise_id, _with_reference(function, tamper), seeds=(0,))
+    assert failed(result) == {"acllab unchanged"} and result.score == 0
+    assert "put it back" in item(result, "acllab unchanged").message
+    assert (lesson03._PREPARE, lesson03._prediction_item, lesson03._overlap_item,
+            acllab.checks._common.sanitizer.analyze) == saved
+
+
+# 03.pinned_pipeline: other right answers, host-side and off-spec ones
+
+def upload_pins_everything_first(acl, chunks, stream):
+    pinned = []
+    for chunk in chunks:
+        host, _ = acl.rt.malloc_host(len(chunk))
+        acl.rt.memcpy(host, len(chunk), acl.util.bytes_to_ptr(chunk), len(chunk), H2H)
+        pinned.append(host)
+    out = [acl.rt.malloc(len(c), HUGE)[0] for c in chunks]
+    for dev, host, chunk in zip(out, pinned, chunks, strict=True):
+        acl.rt.memcpy_async(dev, len(chunk), host, len(chunk), H2D, stream)
+    acl.rt.synchronize_stream(stream)
+    for host in reversed(pinned):
+        acl.rt.free_host(host)
+    return out
+
+
+def upload_with_an_event(acl, chunks, stream):
+    done, _ = acl.rt.create_event()
+    out, pinned = [], []
+    for chunk in chunks:
+        n = len(chunk)
+        dev, _ = acl.rt.malloc(n, HUGE)
+        host, _ = acl.rt.malloc_host(n)
+        acl.rt.memcpy(host, n, acl.util.bytes_to_ptr(chunk), n, H2H)
+        acl.rt.memcpy_async(dev, n, host, n, H2D, stream)
+        out.append(dev)
+        pinned.append(host)
+    acl.rt.record_event(done, stream)
+    acl.rt.synchronize_event(done)
+    while pinned:
+        acl.rt.free_host(pinned.pop())
+    acl.rt.destroy_event(done)
+    return tuple(out)
+
+
+def upload_writes_device_memory_on_the_host(acl, chunks, stream):
+    import numpy as np
+    out = []
+    for chunk in chunks:
+        dev, _ = acl.rt.malloc(len(chunk), HUGE)
+        region = acllab.current_runtime().space.find(dev)
+        region.data[:len(chunk)] = np.frombuffer(chunk, np.uint8)
+        out.append(dev)
+    return out
+
+
+def upload_on_its_own_stream(acl, chunks, stream):
+    mine, _ = acl.rt.create_stream()
+    out = SOLUTIONS.upload(acl, chunks, mine)
+    acl.rt.destroy_stream(mine)
+    return out
+
+
+def upload_waits_with_a_cheap_call_in_between(acl, chunks, stream):
+    out = []
+    for chunk in chunks:
+        n = len(chunk)
+        dev, _ = acl.rt.malloc(n, HUGE)
+        host, _ = acl.rt.malloc_host(n)
+        acl.rt.memcpy(host, n, acl.util.bytes_to_ptr(chunk), n, H2H)
+        acl.rt.memcpy_async(dev, n, host, n, H2D, stream)
+        acl.rt.get_run_mode()                      # "work" while the copy runs ...
+        acl.rt.synchronize_stream(stream)          # ... then a wait inside the loop
+        acl.rt.free_host(host)
+        out.append(dev)
+    return out
+
+
+@pytest.mark.parametrize("fn", [upload_pins_everything_first, upload_with_an_event])
+def test_other_right_uploads_pass(fn):
+    result = check("03.pinned_pipeline", fn, seeds=range(6))
+    assert result.passed and result.score == 1, str(result)
+
+
+def test_device_memory_written_by_the_host_is_not_an_upload():
+    result = check("03.pinned_pipeline", upload_writes_device_memory_on_the_host)
+    assert item(result, "results").passed and "pinned" in failed(result)
+    assert result.score == 0
+
+
+def test_ignoring_the_callers_stream_scores_zero():
+    result = check("03.pinned_pipeline", upload_on_its_own_stream)
+    assert failed(result) == {"the caller's stream"} and result.score == 0
+    assert "not on the stream upload was given" in item(result, "the caller's stream").message
+
+
+def test_a_cheap_call_during_the_copy_is_not_overlap():
+    result = check("03.pinned_pipeline", upload_waits_with_a_cheap_call_in_between)
+    assert failed(result) == {"overlap"} and result.score == 0
+    assert "waited inside the loop" in item(result, "overlap").message
+
+
+# 03.predict: another right formula, and measuring instead of predicting
+
+def predict_by_whole_chunks(profile, nbytes, pinned):
+    def ns(n, bandwidth):
+        return -(-n * 10**9 // bandwidth)
+
+    total = profile.copy_latency_ns
+    if pinned:
+        return total + ns(nbytes, profile.h2d_bandwidth_bps)
+    whole, rest = divmod(nbytes, profile.staging_chunk_bytes)
+    sizes = [profile.staging_chunk_bytes] * whole + ([rest] if rest or not whole else [])
+    return total + sum(ns(m, profile.host_stage_bandwidth_bps) + ns(m, profile.h2d_bandwidth_bps)
+                       for m in sizes)
+
+
+def predict_by_measuring(profile, nbytes, pinned):
+    from acllab import acl
+
+    with session.override(profile=profile) as runtime:
+        acl.init()
+        acl.rt.set_device(0)
+        dev, _ = acl.rt.malloc(max(nbytes, 1), ACL_MEM_MALLOC_HUGE_FIRST)
+        keep = bytearray(max(nbytes, 1))
+        src = acl.rt.malloc_host(nbytes)[0] if pinned else acl.util.bytes_to_ptr(keep)
+        first = len(runtime.tasks)
+        acl.rt.memcpy(dev, nbytes, src, nbytes, H2D)
+        tasks = runtime.tasks[first:]
+        return tasks[-1].end_ns - tasks[0].start_ns
+
+
+def test_another_right_formula_passes():
+    result = check("03.predict", predict_by_whole_chunks, seeds=range(5))
+    assert result.passed and result.score == 1, str(result)
+
+
+def test_measuring_the_copy_is_not_a_prediction():
+    result = check("03.predict", predict_by_measuring, seeds=(0,))
+    assert "from the formula" in failed(result) and result.score == 0
+    assert "device task" in item(result, "from the formula").message
