@@ -8,15 +8,49 @@ memory, one slot for everything, a slot per batch, and a model left loaded.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from checks_support import failed, item, load_solutions
 
-from acllab.checks import check, exercises, lesson11
+import acllab
+from acllab.checks import PROCESS, RESULT, check, exercises, lesson11
 from acllab.constants import ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEM_MALLOC_NORMAL_ONLY
 from acllab.constants import ACL_MEMCPY_DEVICE_TO_HOST as D2H
 from acllab.constants import ACL_MEMCPY_HOST_TO_DEVICE as H2D
 
 SOLUTIONS = load_solutions("11")
+
+
+def serial_by_hand(acl, kit, batches, prepare, postprocess):
+    """The seed's serial service, as a learner would write it."""
+    model_id, _ = acl.mdl.load_from_file(kit.fixed_model)
+    dev_in, _ = acl.rt.malloc(kit.in_size, ACL_MEM_MALLOC_HUGE_FIRST)
+    dev_out, _ = acl.rt.malloc(kit.out_size, ACL_MEM_MALLOC_HUGE_FIRST)
+    handles = []
+    for ptr, size in ((dev_in, kit.in_size), (dev_out, kit.out_size)):
+        buf = acl.create_data_buffer(ptr, size)
+        ds = acl.mdl.create_dataset()
+        acl.mdl.add_dataset_buffer(ds, buf)
+        handles.append((ds, buf))
+    host_in, _ = acl.rt.malloc_host(kit.in_size)
+    host_out, _ = acl.rt.malloc_host(kit.out_size)
+    stream, _ = acl.rt.create_stream()
+    for i in range(batches):
+        prepare(i, host_in)
+        acl.rt.memcpy(dev_in, kit.in_size, host_in, kit.in_size, H2D)
+        acl.mdl.execute_async(model_id, handles[0][0], handles[1][0], stream)
+        acl.rt.synchronize_stream(stream)
+        acl.rt.memcpy(host_out, kit.out_size, dev_out, kit.out_size, D2H)
+        postprocess(i, host_out)
+    acl.rt.destroy_stream(stream)
+    for ds, buf in handles:
+        acl.mdl.destroy_dataset(ds)
+        acl.destroy_data_buffer(buf)
+    for ptr in (dev_in, dev_out):
+        acl.rt.free(ptr)
+    for ptr in (host_in, host_out):
+        acl.rt.free_host(ptr)
+    acl.mdl.unload(model_id)
 
 
 # -- a configurable service: every known-wrong answer is one choice away from the reference -----
@@ -119,8 +153,10 @@ def test_lesson11_registers_its_exercise():
 def test_reference_solution_reports_its_items():
     result = check("11.service", SOLUTIONS.service)
     assert result.status == "passed", str(result)
-    assert [i.name for i in result.items] == ["runs", "results", "throughput", "memory",
-                                              "sanitizer", "resources"]
+    assert [(i.name, i.kind) for i in result.items] == [
+        ("runs", RESULT), ("results", RESULT), ("device work", RESULT), ("race-free", RESULT),
+        ("throughput", PROCESS), ("memory", PROCESS), ("sanitizer", PROCESS),
+        ("resources", PROCESS)]
 
 
 def test_reference_solution_passes_on_more_seeds():
@@ -158,13 +194,20 @@ def test_the_kit_prints_its_models_and_budget():
     assert "fixed_model" in text and "dynamic_model" in text and "/" not in text
 
 
-def test_the_references_are_what_the_goals_measure():
-    """The serial service is slow, the best one has room above the serial goal."""
+def test_the_goals_come_from_the_serial_loop_and_the_cost_model():
+    """The serial service is slow; the cost model's bound is below every service's time, and
+    the reference solution reaches the bound's goal with room; no reference service lives in
+    the package."""
+    assert not hasattr(lesson11, "best_service")
     for seed in range(3):
-        serial_ns, serial_bytes = lesson11._reference(seed, "serial")
-        best_ns, best_bytes = lesson11._reference(seed, "best")
-        assert serial_ns / best_ns >= lesson11.SERIAL_GOAL + 0.3
-        assert serial_bytes < best_bytes <= lesson11._budget(seed)
+        setup = lesson11._setup(seed)
+        serial_ns, bound = lesson11._serial_ns(seed), lesson11.bound_ns(setup)
+        assert serial_ns / bound >= 1.9
+        result = check("11.service", SOLUTIONS.service, seeds=(seed,))
+        share = float(item(result, "throughput").message.split("% of the throughput")[0]
+                      .split()[-1])
+        assert 100 >= share >= 100 * lesson11.BOUND_SHARE + 1.5
+    assert lesson11._budget(0) > 2 * (lesson11._kit(lesson11._setup(0), 0).in_size)
 
 
 def test_the_check_never_shows_the_scores():
@@ -177,7 +220,7 @@ def test_the_check_never_shows_the_scores():
 # -- known-wrong services ----------------------------------------------------------------------
 
 def test_the_serial_service_is_too_slow():
-    result = check("11.service", lesson11.serial_service, seeds=(0,))
+    result = check("11.service", serial_by_hand, seeds=(0,))
     assert failed(result) == {"throughput"}, str(result)
     assert "serial" in item(result, "throughput").hint or "overlap" in item(
         result, "throughput").hint
@@ -192,18 +235,21 @@ def test_waiting_for_each_batch_before_queuing_the_next_is_not_the_best():
 def test_the_dynamic_model_is_slower_than_the_fixed_one():
     result = check("11.service", make_service(model="dynamic"), seeds=(0,))
     assert failed(result) == {"throughput"}, str(result)
+    assert item(result, "device work").passed          # the dynamic model is the kit's too
     assert "fixed model" in item(result, "throughput").hint
 
 
 def test_pageable_host_memory_blocks_the_async_copies():
     result = check("11.service", make_service(pinned=False), seeds=(0,))
-    assert {"throughput", "sanitizer"} <= failed(result), str(result)
+    assert {"throughput", "sanitizer"} == failed(result), str(result)
     assert "pageable" in item(result, "sanitizer").message
+    assert 0 < result.score < 1         # a legitimate choice, only slower
 
 
 def test_one_slot_for_every_batch_in_flight_races():
     result = check("11.service", make_service(slots=1), seeds=(0,))
-    assert {"results", "sanitizer"} <= failed(result), str(result)
+    assert {"results", "race-free"} <= failed(result), str(result)
+    assert result.score == 0
 
 
 def test_a_slot_per_batch_busts_the_memory_budget():
@@ -233,3 +279,204 @@ def test_a_check_leaves_the_learners_runtime_alone(seed):
     runtime = acllab.reset()
     check("11.service", SOLUTIONS.service, seeds=(seed,))
     assert acllab.current_runtime() is runtime
+
+
+# -- answers that do no work, or not the device's: each scores 0 -----------------------------
+
+def empty(acl, kit, batches, prepare, postprocess):
+    pass
+
+
+def _host_scores(model_id, batch, images: bytes) -> bytes:
+    compiled = acllab.current_runtime().models[model_id].compiled
+    x = np.frombuffer(images, np.float32).reshape(batch, 32, 16, 16)
+    return np.ascontiguousarray(compiled.forward({"features": x})[0], np.float32).tobytes()
+
+
+def _write_host(ptr: int, data: bytes) -> None:
+    region = acllab.current_runtime().region(ptr)
+    region.data[ptr - region.start:ptr - region.start + len(data)] = np.frombuffer(data, np.uint8)
+
+
+def host_inference(acl, kit, batches, prepare, postprocess):
+    """The model is loaded (for its weights) but every score is computed in numpy."""
+    model_id, _ = acl.mdl.load_from_file(kit.fixed_model)
+    host_in, _ = acl.rt.malloc_host(kit.in_size)
+    host_out, _ = acl.rt.malloc_host(kit.out_size)
+    for i in range(batches):
+        prepare(i, host_in)
+        _write_host(host_out, _host_scores(model_id, kit.batch,
+                                           acl.util.ptr_to_bytes(host_in, kit.in_size)))
+        postprocess(i, host_out)
+    acl.rt.free_host(host_in)
+    acl.rt.free_host(host_out)
+    acl.mdl.unload(model_id)
+
+
+def zeros_on_device(acl, kit, batches, prepare, postprocess):
+    """The model runs every batch on zeros; the host writes its own scores afterwards."""
+    model_id, _ = acl.mdl.load_from_file(kit.fixed_model)
+    ptrs = [acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)[0]
+            for size in (kit.in_size, kit.out_size)]
+    sets = []
+    for ptr, size in zip(ptrs, (kit.in_size, kit.out_size), strict=True):
+        ds = acl.mdl.create_dataset()
+        buf = acl.create_data_buffer(ptr, size)
+        acl.mdl.add_dataset_buffer(ds, buf)
+        sets.append((ds, buf))
+    host_in, _ = acl.rt.malloc_host(kit.in_size)
+    host_out, _ = acl.rt.malloc_host(kit.out_size)
+    for i in range(batches):
+        prepare(i, host_in)
+        acl.rt.memset(ptrs[0], kit.in_size, 0, kit.in_size)
+        acl.mdl.execute(model_id, sets[0][0], sets[1][0])
+        acl.rt.memcpy(host_out, kit.out_size, ptrs[1], kit.out_size, D2H)
+        _write_host(host_out, _host_scores(model_id, kit.batch,
+                                           acl.util.ptr_to_bytes(host_in, kit.in_size)))
+        postprocess(i, host_out)
+    for ds, buf in sets:
+        acl.mdl.destroy_dataset(ds)
+        acl.destroy_data_buffer(buf)
+    for ptr in ptrs:
+        acl.rt.free(ptr)
+    acl.rt.free_host(host_in)
+    acl.rt.free_host(host_out)
+    acl.mdl.unload(model_id)
+
+
+def asks_the_oracle(acl, kit, batches, prepare, postprocess):
+    lesson11._scores(0)
+
+
+def borrows_the_serial_service(acl, kit, batches, prepare, postprocess):
+    lesson11.serial_service(acl, kit, batches, prepare, postprocess)
+
+
+@pytest.mark.parametrize("answer", [empty, lambda *a: None], ids=["empty", "lambda"])
+def test_doing_nothing_scores_exactly_zero(answer):
+    result = check("11.service", answer)
+    assert result.status == "failed" and result.score == 0.0
+    assert {"results", "device work", "race-free", "throughput"} <= failed(result)
+
+
+@pytest.mark.parametrize("answer", [host_inference, zeros_on_device])
+def test_scores_the_device_did_not_compute_score_zero(answer):
+    result = check("11.service", answer, seeds=(0,))
+    assert item(result, "results").passed                 # the bytes are right ...
+    device = item(result, "device work")                  # ... but not the device's
+    assert not device.passed and "host" in device.message
+    assert result.score == 0
+
+
+@pytest.mark.parametrize("answer", [asks_the_oracle, borrows_the_serial_service])
+def test_the_graders_helpers_do_not_work_for_the_learner(answer):
+    result = check("11.service", answer, seeds=(0,))
+    assert failed(result) == {"own work"} and result.score == 0
+
+
+def _tampers(what):
+    racy = make_service(slots=1)
+
+    def service(acl, kit, batches, prepare, postprocess):
+        if what == "goal":
+            lesson11.SERIAL_GOAL = 0.0
+            lesson11.BOUND_SHARE = 0.0
+        elif what == "item":
+            from acllab.checks import lesson06
+            lesson06._results_item = lambda *a: None
+        else:
+            import acllab.checks._common
+            acllab.checks._common.sanitizer.analyze = lambda rt: []
+        (serial_by_hand if what == "goal" else racy)(acl, kit, batches, prepare, postprocess)
+
+    return service
+
+
+@pytest.mark.parametrize("what, changed", [("goal", "SERIAL_GOAL"), ("item", "_results_item"),
+                                           ("sanitizer", "analyze")])
+def test_tampering_fails_the_case_and_is_undone(what, changed):
+    import acllab.sanitizer
+    before = (lesson11.SERIAL_GOAL, lesson11.BOUND_SHARE, acllab.sanitizer.analyze)
+    result = check("11.service", _tampers(what), seeds=(0,))
+    assert failed(result) == {"acllab unchanged"} and result.score == 0
+    assert changed in item(result, "acllab unchanged").message
+    assert (lesson11.SERIAL_GOAL, lesson11.BOUND_SHARE, acllab.sanitizer.analyze) == before
+    assert check("11.service", make_service(slots=1), seeds=(0,)).score == 0
+
+
+def spins(acl, kit, batches, prepare, postprocess):
+    while True:
+        pass
+
+
+def sleeps(acl, kit, batches, prepare, postprocess):
+    import time
+    time.sleep(100)
+
+
+@pytest.mark.parametrize("answer", [spins, sleeps])
+def test_a_hang_is_stopped_by_the_wall_clock_limit(answer):
+    import time
+    start = time.monotonic()
+    result = check("11.service", answer, seeds=(0,), limit_s=1)
+    assert time.monotonic() - start < 10
+    assert failed(result) == {"runs"} and result.score == 0
+    assert "wall-clock" in item(result, "runs").message
+
+
+def test_system_exit_is_contained():
+    def service(acl, kit, batches, prepare, postprocess):
+        import sys
+        sys.exit(3)
+
+    result = check("11.service", service, seeds=(0,))
+    assert failed(result) == {"runs"} and result.score == 0
+    assert "SystemExit" in item(result, "runs").message
+    assert exercises("11")[0].limit_s == 10.0
+
+
+# -- right services written differently from the reference: full marks ------------------------
+
+def on_lesson06_pipeline(pipeline):
+    """A service that builds lesson 06's kit itself, then runs a pipeline of lesson 06 on it."""
+    from acllab.checks.lesson06 import PipelineKit
+
+    def service(acl, kit, batches, prepare, postprocess):
+        with open(kit.fixed_model, "rb") as f:           # from memory this time
+            om = f.read()
+        model_id, _ = acl.mdl.load_from_mem(acl.util.bytes_to_ptr(om), len(om))
+        made, datasets = {}, []
+        for name, size in (("dev_in", kit.in_size), ("dev_out", kit.out_size)):
+            made[name] = tuple(acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)[0]
+                               for _ in range(2))
+            sets = []
+            for ptr in made[name]:
+                ds, buf = acl.mdl.create_dataset(), acl.create_data_buffer(ptr, size)
+                acl.mdl.add_dataset_buffer(ds, buf)
+                sets.append(ds)
+                datasets.append((ds, buf))
+            made["inputs" if name == "dev_in" else "outputs"] = tuple(sets)
+        for name, size in (("host_in", kit.in_size), ("host_out", kit.out_size)):
+            made[name] = tuple(acl.rt.malloc_host(size)[0] for _ in range(2))
+        mine = PipelineKit(model_id, made["inputs"], made["outputs"], made["dev_in"],
+                           made["dev_out"], made["host_in"], made["host_out"], kit.in_size,
+                           kit.out_size, kit.batch)
+        pipeline(acl, mine, batches, prepare, postprocess)
+        for ds, buf in datasets:
+            acl.mdl.destroy_dataset(ds)
+            acl.destroy_data_buffer(buf)
+        for ptr in made["dev_in"] + made["dev_out"]:
+            acl.rt.free(ptr)
+        for ptr in made["host_in"] + made["host_out"]:
+            acl.rt.free_host(ptr)
+        acl.mdl.unload(model_id)
+
+    return service
+
+
+@pytest.mark.parametrize("pipeline", ["stream_per_slot", "three_streams"])
+def test_other_right_services_pass(pipeline):
+    import test_checks_lesson06
+    service = on_lesson06_pipeline(getattr(test_checks_lesson06, pipeline))
+    result = check("11.service", service, seeds=(0, 1, 2, 4))
+    assert result.status == "passed" and result.score == 1.0, str(result)
