@@ -555,3 +555,195 @@ def test_summary_lists_lesson05():
     lesson = summary("05")
     assert [row[2] for row in lesson.rows] == ["passed", "not run"]
     assert "1 of 2" in str(lesson)
+
+
+# -- grades that mean something (issue 7): every class of wrong answer, and other right ones ----
+
+import numpy as np  # noqa: E402
+
+import acllab.checks._common  # noqa: E402
+import acllab.checks.lesson05 as lesson05  # noqa: E402
+from acllab.checks import Item  # noqa: E402
+from acllab.constants import (  # noqa: E402
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+    ACL_MEMCPY_HOST_TO_HOST,
+)
+
+IDS = [eid for eid, _ in EXERCISES]
+
+
+def _hang(*args):
+    while True:
+        pass
+
+
+def _sleep(*args):
+    time.sleep(100)
+
+
+def _exit(*args):
+    raise SystemExit(1)
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+@pytest.mark.parametrize("fn", [lambda *a: None, lambda *a: 0, lambda *a: 0.001],
+                         ids=["none", "zero", "a-number"])
+def test_an_empty_answer_scores_zero(exercise_id, fn):
+    result = check(exercise_id, fn)
+    assert result.status == "failed" and result.score == 0
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+@pytest.mark.parametrize("fn", [_hang, _sleep], ids=["busy-loop", "sleep"])
+def test_a_hang_is_stopped_by_the_wall_clock(exercise_id, fn):
+    start = time.monotonic()
+    result = check(exercise_id, fn, limit_s=1)
+    assert time.monotonic() - start < 15
+    assert failed(result) == {"runs"} and result.score == 0
+    assert "wall-clock" in item(result, "runs").message
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_system_exit_is_contained(exercise_id):
+    result = check(exercise_id, _exit)
+    assert failed(result) == {"runs"} and result.score == 0
+
+
+def test_every_exercise_has_a_generous_wall_clock_limit():
+    assert all(ex.limit_s >= 10 for ex in exercises("05"))
+
+
+def _with_reference(function, before):
+    def answer(*args):
+        before()
+        return getattr(SOLUTIONS, function)(*args)
+    return answer
+
+
+def _oracle():
+    lesson05.slack_ns(PROFILES["ascend310"])
+
+
+def _set_goal():
+    lesson05._BLOCKING = ()
+
+
+def _replace_item():
+    lesson05._kernel_item = lambda *a: (Item("kernel", True), None)
+    lesson05._wait_item = lambda *a: Item("B waits for A", True)
+
+
+def _silence_sanitizer():
+    acllab.checks._common.sanitizer.analyze = lambda rt: []
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+def test_calling_the_graders_helpers_earns_nothing(exercise_id, function):
+    result = check(exercise_id, _with_reference(function, _oracle))
+    assert failed(result) == {"own work"} and result.score == 0
+    assert "lesson05.slack_ns" in item(result, "own work").message
+
+
+@pytest.mark.parametrize("exercise_id, function", EXERCISES)
+@pytest.mark.parametrize("tamper", [_set_goal, _replace_item, _silence_sanitizer])
+def test_tampering_with_the_grader_fails_and_is_undone(exercise_id, function, tamper):
+    saved = (lesson05._BLOCKING, lesson05._kernel_item, lesson05._wait_item,
+             acllab.checks._common.sanitizer.analyze)
+    result = check(exercise_id, _with_reference(function, tamper), seeds=(0,))
+    assert failed(result) == {"acllab unchanged"} and result.score == 0
+    assert "put it back" in item(result, "acllab unchanged").message
+    assert (lesson05._BLOCKING, lesson05._kernel_item, lesson05._wait_item,
+            acllab.checks._common.sanitizer.analyze) == saved
+
+
+# 05.time_kernel: another right answer; host-side outputs
+
+def time_kernel_sync_stream_at_the_end(acl, kernel, block_dim, args, stream):
+    events = [acl.rt.create_event()[0] for _ in range(2)]
+    acl.rt.record_event(events[0], stream)
+    acl.rt.launch_kernel(kernel, block_dim, args, stream)
+    acl.rt.record_event(events[1], stream)
+    acl.rt.synchronize_stream(stream)          # waits for the end record too
+    ms = acl.rt.event_elapsed_time(*events)[0]
+    for ev in reversed(events):
+        acl.rt.destroy_event(ev)
+    return float(ms)
+
+
+def time_kernel_then_overwrite_on_the_host(acl, kernel, block_dim, args, stream):
+    """Times the kernel, then replaces its output with bytes the host computed."""
+    ms = SOLUTIONS.time_kernel(acl, kernel, block_dim, args, stream)
+    if kernel.name in ("axpy", "vadd"):
+        out, n = args[1] if kernel.name == "axpy" else args[2], args[-1]
+    else:
+        out, n = args[2], args[3] * args[5]
+    host, _ = acl.rt.malloc_host(4 * n)
+    acl.rt.memcpy(host, 4 * n, out, 4 * n, ACL_MEMCPY_DEVICE_TO_HOST)
+    data = np.frombuffer(acl.util.ptr_to_bytes(host, 4 * n), np.float32).copy()
+    made = data.tobytes()
+    acl.rt.memcpy(host, 4 * n, acl.util.bytes_to_ptr(made), 4 * n, ACL_MEMCPY_HOST_TO_HOST)
+    acl.rt.memcpy(out, 4 * n, host, 4 * n, ACL_MEMCPY_HOST_TO_DEVICE)   # same bytes, host-made
+    acl.rt.free_host(host)
+    return ms
+
+
+def test_another_right_timing_passes():
+    result = check("05.time_kernel", time_kernel_sync_stream_at_the_end, seeds=range(6))
+    assert result.passed and result.score == 1, str(result)
+
+
+def test_an_output_the_host_wrote_back_is_not_the_kernels():
+    result = check("05.time_kernel", time_kernel_then_overwrite_on_the_host)
+    assert "kernel" in failed(result) and result.score == 0 and not result.warnings
+    assert "host" in item(result, "kernel").message
+
+
+def test_a_host_clock_scores_zero():
+    result = check("05.time_kernel", time_kernel_host_clock)
+    assert result.score == 0
+
+
+# 05.handoff: another right answer; host-side and blocking ones
+
+def handoff_event_per_round(acl, producer, consumer, produce, consume, n):
+    events = []
+    for i in range(n):
+        ev, _ = acl.rt.create_event()
+        produce(i)
+        acl.rt.record_event(ev, producer)
+        acl.rt.stream_wait_event(consumer, ev)
+        consume(i)
+        events.append(ev)
+    last, _ = acl.rt.create_event()
+    acl.rt.record_event(last, consumer)
+    acl.rt.synchronize_event(last)
+    for ev in [*events, last]:
+        acl.rt.destroy_event(ev)
+
+
+def handoff_then_rewrites_on_the_host(acl, producer, consumer, produce, consume, n):
+    SOLUTIONS.handoff(acl, producer, consumer, produce, consume, n)
+    runtime = acllab.current_runtime()
+    for t in list(runtime.tasks):        # every host_out, rewritten with the same bytes
+        if (t.info or {}).get("direction") == "d2h":
+            dst = t.info["dst"]
+            data = acl.util.ptr_to_bytes(dst, t.nbytes)
+            acl.rt.memcpy(dst, t.nbytes, acl.util.bytes_to_ptr(data), t.nbytes,
+                          ACL_MEMCPY_HOST_TO_HOST)
+
+
+def test_another_right_handoff_passes():
+    result = check("05.handoff", handoff_event_per_round, seeds=range(6))
+    assert result.passed and result.score == 1, str(result)
+
+
+def test_results_the_host_rewrote_are_not_the_devices():
+    result = check("05.handoff", handoff_then_rewrites_on_the_host)
+    assert "results" in failed(result) and result.score == 0
+    assert "host" in item(result, "results").message and not result.warnings
+
+
+def test_waiting_on_the_host_scores_zero():
+    assert check("05.handoff", handoff_host_sync).score == 0
+    assert check("05.handoff", handoff_event_sync).score == 0
