@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import marshal
 import os
 import secrets
 import shutil
@@ -217,9 +218,15 @@ def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float) -> 
         return Run(None, why + (f": {' / '.join(tail)}" if tail and not lines else ""),
                    seconds)
     try:
-        payload = json.loads(lines[0][len(nonce):])
-    except json.JSONDecodeError:
-        return Run(None, "wrote a result that is not JSON", seconds)
+        payload = marshal.loads(bytes.fromhex(lines[0][len(nonce):]))
+        if not isinstance(payload, dict):
+            raise ValueError(type(payload).__name__)
+    except (ValueError, EOFError, TypeError):
+        return Run(None, "wrote a result that cannot be read", seconds)
+    if "tampered_during_check" in payload:
+        return Run(None, "acllab was changed while the check ran (by a thread the learner's "
+                         "code left running): " + "; ".join(payload["tampered_during_check"]),
+                   seconds)
     if "crash" in payload:
         return Run(None, "the grader crashed: " + payload["crash"].strip().splitlines()[-1],
                    seconds)

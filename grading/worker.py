@@ -14,8 +14,13 @@ The order of events is the point of this module:
    time limit and its exceptions contained (BaseExceptions too); check cells are skipped,
    and inside the cells ``check`` and ``summary`` are inert stand-ins;
 5. undo whatever the cells changed in acllab (and say so), call the real ``check`` kept in
-   step 3 on the learner's function, and write one line, the nonce then the JSON result, to
-   the result pipe; then leave with ``os._exit`` (no learner atexit hooks, no threads).
+   step 3 on the learner's function, compare acllab with the snapshot once more if learner
+   code started threads (one may have changed acllab while the check ran: then there is no
+   grade, only that error), and write one line, the nonce then the result (marshalled, in
+   hex), to the result pipe; then leave with ``os._exit`` (no atexit hooks, no threads).
+
+An audit hook, added before learner code and impossible to remove, refuses ``gc``'s heap
+walks, ``sys._current_frames``, reading /proc/*/mem and changing any function's ``__code__``.
 
 The learner's stdout and stderr go to /dev/null. The grader accepts exactly one line that
 starts with the nonce; a second one, or none, makes the exercise an error. The process runs
@@ -33,6 +38,7 @@ if __name__ == "__main__":          # run as a script with -I: import only from 
 import builtins  # noqa: E402
 import json  # noqa: E402
 import linecache  # noqa: E402
+import marshal  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import time  # noqa: E402
@@ -132,20 +138,35 @@ def _limit_resources(job: dict) -> None:
             pass
 
 
-def _audit(event: str, args: tuple) -> None:
-    """Refuse the introspection that would reach the grader's objects through the heap."""
-    if event in _BLOCKED_EVENTS:
-        raise RuntimeError(f"{event} is not available while grading")
-    if event == "open" and args and isinstance(args[0], str) and args[0].startswith("/proc/") \
-            and args[0].endswith(("/mem", "/environ")):
-        raise PermissionError(f"{args[0]} is not available while grading")
+def _audit_hook():
+    """(hook, threads): an audit hook that refuses the introspection that would reach the
+    grader's objects through the heap, and any change of a function's code; ``threads()``
+    says how many threads were started since. The hook cannot be removed once added."""
+    started = [0]
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "_thread.start_new_thread":
+            started[0] += 1
+        elif event in _BLOCKED_EVENTS:
+            raise RuntimeError(f"{event} is not available while grading")
+        elif event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
+            raise RuntimeError("changing a function's __code__ is not allowed while grading")
+        elif event == "open" and args and isinstance(args[0], str) \
+                and args[0].startswith("/proc/") and args[0].endswith(("/mem", "/environ")):
+            raise PermissionError(f"{args[0]} is not available while grading")
+
+    return hook, lambda: started[0]
 
 
 def _writer(fd: int, nonce: str):
+    """The one way out for a result: marshal and bytes.hex are built in, and the functions
+    are bound here, before learner code runs, so rebinding json or os changes nothing."""
+    dumps, write_fd, prefix = marshal.dumps, os.write, nonce.encode()
+
     def write(payload: dict) -> None:
-        data = (nonce + json.dumps(payload, default=str) + "\n").encode()
+        data = prefix + dumps(payload).hex().encode() + b"\n"
         while data:
-            data = data[os.write(fd, data):]
+            data = data[write_fd(fd, data):]
     return write
 
 
@@ -228,7 +249,8 @@ def _grade(job: dict) -> dict:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
-    sys.addaudithook(_audit)
+    hook, threads_started = _audit_hook()
+    sys.addaudithook(hook)
 
     checks.check = checks.summary = _Inert()
     namespace = {"__name__": "__main__", "__builtins__": builtins, "display": _Inert(),
@@ -243,6 +265,9 @@ def _grade(job: dict) -> dict:
     seeds = job.get("seeds")
     result = check(job["exercise"], function, seeds=tuple(seeds) if seeds else None,
                    limit_s=job.get("limit_s"))
+    late = changes_of() if threads_started() else []    # a learner's thread, meanwhile
+    if late:
+        return {"crash": "", "tampered_during_check": late[:10], "cell_errors": cell_errors}
     return {"result": {**result.to_dict(), "text": str(result)}, "cell_errors": cell_errors,
             "tampered": tampered[:10]}
 
