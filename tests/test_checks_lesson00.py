@@ -450,3 +450,35 @@ def test_correct_variants_unlike_the_reference_pass():
     for fn in (pinned_and_async, in_pieces_through_numpy):
         result = check("00.tour", fn, seeds=range(6))
         assert result.passed and result.score == 1, str(result)
+
+
+def test_bytes_moved_on_the_host_after_coming_back_still_count():
+    def via_pinned_then_host_copy(acl, data):
+        n = len(data)
+        dev, _ = acl.rt.malloc(n, HUGE)
+        acl.rt.memcpy(dev, n, acl.util.bytes_to_ptr(data), n, H2D)
+        pinned, _ = acl.rt.malloc_host(n)
+        acl.rt.memcpy(pinned, n, dev, n, D2H)
+        back = bytearray(n)
+        acl.rt.memcpy(acl.util.bytes_to_ptr(back), n, pinned, n, ACL_MEMCPY_HOST_TO_HOST)
+        acl.rt.free_host(pinned)
+        acl.rt.free(dev)
+        return bytes(back)
+
+    def host_copy_beside_a_round_trip_of_zeros(acl, data):
+        n = len(data)
+        dev, _ = acl.rt.malloc(n, HUGE)
+        zeros = bytearray(n)
+        acl.rt.memcpy(dev, n, acl.util.bytes_to_ptr(zeros), n, H2D)
+        acl.rt.memcpy(acl.util.bytes_to_ptr(zeros), n, dev, n, D2H)
+        back = bytearray(n)
+        acl.rt.memcpy(acl.util.bytes_to_ptr(back), n, acl.util.bytes_to_ptr(data), n,
+                      ACL_MEMCPY_HOST_TO_HOST)
+        acl.rt.free(dev)
+        return bytes(back)
+
+    assert check("00.tour", via_pinned_then_host_copy, seeds=range(6)).passed
+    result = check("00.tour", host_copy_beside_a_round_trip_of_zeros)
+    assert failed(result) == {"round trip"} and result.score == 0
+    assert "not the bytes that the device-to-host copies wrote" in item(
+        result, "round trip").message

@@ -13,6 +13,7 @@ the caller's teardown.
 from __future__ import annotations
 
 import sys as _sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,12 +56,14 @@ class RoundTrip:
     ``why`` is '' when every byte was written into host memory by a device-to-host copy the
     function queued, which read device memory that a host-to-device copy of the function had
     filled from host memory; else the first reason why not, in plain words. ``back`` and
-    ``there`` are the copy tasks of the two directions that carried the bytes.
+    ``there`` are the copy tasks of the two directions that carried the bytes; ``host_only``
+    says that the bytes found were only ever copied from host memory to host memory.
     """
 
     why: str
     back: list = field(default_factory=list)
     there: list = field(default_factory=list)
+    host_only: bool = False
 
 
 def _last_writes(writes: list, lo: int, hi: int) -> list[tuple[int, int, Any]]:
@@ -83,13 +86,17 @@ def _last_writes(writes: list, lo: int, hi: int) -> list[tuple[int, int, Any]]:
     return pieces
 
 
-def _landed_at(writes: list, got: bytes) -> tuple[int | None, list]:
-    """Where in host memory device-to-host copies among ``writes`` left exactly ``got``:
-    (address, pieces), or (None, []) when they did not."""
+def _into_host(w) -> bool:
+    return w is not None and _direction(w.task) in ("d2h", "h2h")
+
+
+def _landings(writes: list, got: bytes) -> Iterator[tuple[int, list]]:
+    """Every place in host memory where copies among ``writes`` left exactly ``got``, as
+    (address, pieces): each piece (lo, hi, the last copy's write over it)."""
     n = len(got)
-    back = [w for w in writes if _direction(w.task) == "d2h" and w.data is not None]
+    copies = [w for w in writes if _into_host(w) and w.data is not None]
     starts = []
-    for w in back:
+    for w in copies:
         starts.append(w.lo)
         if w.hi - w.lo > n:
             at = w.data.find(got)
@@ -97,10 +104,8 @@ def _landed_at(writes: list, got: bytes) -> tuple[int | None, list]:
                 starts.append(w.lo + at)
     for lo in dict.fromkeys(starts):
         pieces = _last_writes(writes, lo, lo + n)
-        if all(w is not None and _direction(w.task) == "d2h"
-               and w.matches(a, got[a - lo:b - lo]) for a, b, w in pieces):
-            return lo, pieces
-    return None, []
+        if all(_into_host(w) and w.matches(a, got[a - lo:b - lo]) for a, b, w in pieces):
+            yield lo, pieces
 
 
 def trace_edited(runtime: Any, prov: Provenance) -> Item | None:
@@ -125,10 +130,10 @@ def trace_edited(runtime: Any, prov: Provenance) -> Item | None:
 
 
 def trace_round_trip(prov: Provenance, got: bytes, first_task: int, seen: int) -> RoundTrip:
-    """Whether ``got`` came back from the device: written into host memory by device-to-host
-    copies of tasks from ``first_task`` on, among the first ``seen`` writes ``prov`` saw (those
-    the function had waited for when it returned), out of device memory that host-to-device
-    copies of the same tasks had filled from host memory."""
+    """Whether ``got`` came back from the device: left in memory by copies of tasks from
+    ``first_task`` on, among the first ``seen`` writes ``prov`` saw (those that had landed
+    when the function returned), the last device-to-host copy of each byte reading device
+    memory that a host-to-device copy of the same tasks had filled from host memory."""
     writes = [w for w in prov.writes[:seen] if w.task.id >= first_task]
     if not any(_direction(w.task) == "d2h" for w in writes):
         queued = any(_direction(t) == "d2h" for t in prov.runtime.tasks[first_task:])
@@ -138,29 +143,52 @@ def trace_round_trip(prov: Provenance, got: bytes, first_task: int, seen: int) -
                                                 if queued else
                                                 ", so the bytes it returned never came back "
                                                 "from the device"))
-    lo, pieces = _landed_at(writes, got)
-    if lo is None:
-        return RoundTrip("the bytes returned are not the bytes that the device-to-host "
-                         "copies wrote into host memory: return what those copies brought "
-                         "back, once they have finished, and do not change them on the host")
+    first_failure = None
+    for lo, pieces in _landings(writes, got):
+        trip = _follow(prov, lo, pieces, first_task)
+        if not trip.why:
+            return trip
+        if not trip.host_only:             # a copy of the input on the host explains nothing
+            first_failure = first_failure or trip
+    return first_failure or RoundTrip(
+        "the bytes returned are not the bytes that the device-to-host copies wrote into host "
+        "memory: return what those copies brought back, once they have finished, and do not "
+        "change them on the host")
+
+
+def _follow(prov: Provenance, lo: int, pieces: list, first_task: int) -> RoundTrip:
+    """Follow each piece back through its copies: device to host, after host to device."""
     out = RoundTrip("")
     for a, b, w in pieces:
-        out.back.append(w.task)
         src = prov._source(w.task)
-        if src is None:
-            return RoundTrip(f"bytes {a - lo:,} to {b - lo:,} came back from nowhere the "
-                             "check can follow")
-        base, read_ns = src
-        shift = base - w.lo
-        for p in prov.trace_back(a + shift, b + shift, read_ns):
-            there = [t for t in p.carried_by if _direction(t) == "h2d" and t.id >= first_task]
-            if not there or p.origin is not None:
-                came = (f"task {p.origin.task.id} {p.origin.task.name}" if p.origin is not None
-                        else "no copy from host memory")
-                return RoundTrip(f"bytes {p.lo - shift - lo:,} to {p.hi - shift - lo:,} were "
-                                 "copied back from device memory that no host-to-device copy "
-                                 f"of the function had filled ({came} wrote it): device "
-                                 "memory that nothing wrote holds DE AD BE EF")
+        chains = [((), None)] if src is None else []
+        if src is not None:
+            base, read_ns = src
+            shift = base - w.lo
+            chains = [((w.task, *p.carried_by), p) for p in
+                      prov.trace_back(a + shift, b + shift, read_ns)]
+        for chain, p in chains:
+            if p is None:
+                return RoundTrip(f"bytes {a - lo:,} to {b - lo:,} came from a copy the check "
+                                 "cannot follow back")
+            where = f"bytes {p.lo - shift - lo:,} to {p.hi - shift - lo:,}"
+            mine = [t for t in chain if t.id >= first_task]
+            back = next((k for k, t in enumerate(mine) if _direction(t) == "d2h"), None)
+            if back is None:
+                return RoundTrip(f"{where} of what the function returned were copied from "
+                                 "host memory to host memory, never through device memory",
+                                 host_only=True)
+            there = [t for t in mine[back + 1:] if _direction(t) == "h2d"]
+            if not there:
+                came = ("nothing had written it, so it held DE AD BE EF" if p.origin is None
+                        else f"task {p.origin.task.id} {p.origin.task.name} had written it")
+                return RoundTrip(f"{where} were copied back from device memory that no "
+                                 f"host-to-device copy of the function had filled ({came})")
+            if p.origin is not None:
+                return RoundTrip(f"{where} were made on the device by task "
+                                 f"{p.origin.task.id} {p.origin.task.name}, not copied there "
+                                 "from data")
+            out.back.append(mine[back])
             out.there += there
     out.back = list(dict.fromkeys(out.back))
     out.there = list(dict.fromkeys(out.there))
