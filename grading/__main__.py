@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                             progress=not args.quiet)
     print(table(grades))
     print(summary(grades, seconds=time.monotonic() - start, skipped=skipped))
-    print(f"results in {args.out}/results.csv and {args.out}/results.json")
+    out = Path(args.out)
+    print(f"results in {out / 'results.csv'} and {out / 'results.json'}")
     return 0
 
 

@@ -107,8 +107,9 @@ def summary(grades: list[dict], *, seconds: float, skipped: int = 0) -> str:
              + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))]
     if skipped:
         parts.append(f"{skipped} taken from earlier results (--resume)")
-    rate = (len(grades) - skipped) / seconds * 60 if seconds > 0 else 0
-    parts.append(f"{seconds:.1f} s ({rate:.1f} notebooks per minute)")
+    graded = len(grades) - skipped
+    rate = f" ({graded / seconds * 60:.1f} notebooks per minute)" if graded and seconds else ""
+    parts.append(f"{seconds:.1f} s{rate}")
     lines = ["; ".join(parts)]
     if modes.get("none"):
         lines.append(f"WARNING: {modes['none']} submissions were NOT sandboxed (no bubblewrap "

@@ -106,8 +106,9 @@ def bwrap_command(scratch: Path, argv: list[str], env: dict[str, str],
     """The bwrap command line that runs ``argv`` in the sandbox described above."""
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
            "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL", "--hostname", "grading",
+           "--tmpfs", "/tmp",          # first: the binds below may lie under /tmp
            *_read_only_binds(),
-           "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+           "--proc", "/proc", "--dev", "/dev",
            "--bind", str(scratch), HOME, "--chdir", HOME, "--clearenv"]
     for key, value in env.items():
         cmd += ["--setenv", key, value]
