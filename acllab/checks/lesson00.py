@@ -6,8 +6,11 @@
     the bytes that came back. Leave the caller's device and pyACL itself alone.
 
 Each case draws the size of ``data``, its bytes and the device from the seed. The grades come
-from the bytes returned, the copies in the trace, the sanitizer's findings and what is left at
-the caller's teardown.
+from the bytes returned and where they came from (:func:`trace_round_trip` follows them back
+through the copies the function made: out of host memory by a D2H copy, into device memory
+by an H2D copy from data), the sanitizer's findings and what is left at the caller's teardown.
+Leaving nothing behind is a result item here (the exercise is first_copy_buggy without its
+leak); the sanitizer is a process item. Lesson 02's fix_leak uses the same tracing.
 """
 
 from __future__ import annotations

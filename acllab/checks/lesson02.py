@@ -14,8 +14,15 @@
     runtime's view returns to zero after each call and the driver's view (npu-smi) stays flat.
 
 Each case draws its sizes from the seed; the grades come from the runtime's heap (which pages
-each block holds, what is live, what the driver holds), the real bytes, the sanitizer's
-findings and what is left at the caller's teardown.
+each block holds, what is live, what the driver holds, checked to add up), the real bytes and
+where they came from (:func:`~acllab.checks.lesson00.trace_round_trip` follows each call's
+bytes back through its copies: D2H copies of at most ``chunk`` bytes, queued with memcpy_async
+on the caller's stream, out of device memory its H2D copies filled from the payload), the
+sanitizer's findings and what is left at the caller's teardown.
+
+Result and process items: in fit_budget the addresses and the pages behind them are the
+result, leaving no extra block behind is a process item; in fix_leak the leak is the exercise,
+so freed, flat and the caller's teardown are results, and only the sanitizer is a process item.
 """
 
 from __future__ import annotations
