@@ -758,3 +758,15 @@ def roundtrip_whole_device_buffer(acl, payload, chunk, stream):
 def test_correct_variants_unlike_the_reference_pass(exercise_id, fn):
     result = check(exercise_id, fn, seeds=range(6))
     assert result.passed and result.score == 1, str(result)
+
+
+def test_hiding_leaked_blocks_from_the_heap_is_caught():
+    def roundtrip(acl, payload, chunk, stream):
+        data = roundtrip_leaky(acl, payload, chunk, stream)
+        heap = acllab.current_runtime().devices[0].heap
+        heap.live.clear()                               # out of sight, still held
+        return data
+
+    result = check("02.fix_leak", roundtrip)
+    assert failed(result) == {"acllab unchanged"} and result.score == 0
+    assert "do not add up" in item(result, "acllab unchanged").message

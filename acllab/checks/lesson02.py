@@ -131,7 +131,7 @@ def grade_allocate(fn, seed: int) -> Case:
 
         # a snapshot of the heap as the function left it, before the caller frees anything
         live = dict(heap.live)
-        tampered = _heap_problem(heap, pool, live)
+        tampered = _heap_problem(heap, pool)
         problems, blocks = _returned_blocks(call.value, sizes, live)
         failed = teardown([(f"the buffer at 0x{ptr:x} (acl.rt.free failed: it was freed "
                             "already)", (acl.rt.free, ptr))
@@ -154,20 +154,29 @@ def grade_allocate(fn, seed: int) -> Case:
         return case
 
 
-def _heap_problem(heap, pool: int, live: dict) -> Item | None:
-    """A failed 'huge pages' item when the heap's own records disagree with one another, as
-    they never do after pyACL calls alone (a block's pages edited by hand, say); else None."""
-    blocks = [*live.values(), *(b for pooled in heap.pool.values() for b in pooled)]
-    huge = [b for b in blocks if b.page == "huge"]
+def _heap_mismatch(heap, pool: int) -> list[str]:
+    """Where the heap's own records disagree with one another, as they never do after pyACL
+    calls alone (a block's pages edited by hand, a block dropped from the books, say)."""
+    blocks = [*heap.live.values(), *(b for pooled in heap.pool.values() for b in pooled)]
     problems = []
     if heap.huge_total != pool:
         problems.append("the size of the huge-page pool changed")
-    if sum(b.reserved for b in huge) != heap.huge_held:
-        problems.append("the huge pages the blocks hold are not the pages the pool handed out")
-    if any(b.start % HUGE_PAGE or b.reserved % HUGE_PAGE for b in huge):
+    for page, held in (("huge", heap.huge_held), ("normal", heap.normal_held)):
+        if sum(b.reserved for b in blocks if b.page == page) != held:
+            problems.append(f"the {page} pages the blocks hold are not the pages the driver "
+                            "handed out")
+    if any(b.start % HUGE_PAGE or b.reserved % HUGE_PAGE for b in blocks if b.page == "huge"):
         problems.append("a block marked as huge pages does not sit on huge-page boundaries")
     if any(b.page not in ("huge", "normal") for b in blocks):
         problems.append("a block has no page kind")
+    if any(start != b.start or not b.live for start, b in heap.live.items()):
+        problems.append("the list of live blocks was edited")
+    return problems
+
+
+def _heap_problem(heap, pool: int) -> Item | None:
+    """A failed 'huge pages' item when the heap's records do not add up, else None."""
+    problems = _heap_mismatch(heap, pool)
     if not problems:
         return None
     return Item("huge pages", False,
@@ -283,6 +292,7 @@ def grade_roundtrip(fn, seed: int) -> Case:
         stream, _ = acl.rt.create_stream()
         stream_object = runtime.handles.get(stream)
         results, views, calls, seen = [], [], [], []
+        books: list[str] = []       # where the heap's records stopped adding up, if they did
         for payload in payloads:
             call = call_learner(fn, acl, payload, chunk, stream)
             calls.append(call)
@@ -292,6 +302,7 @@ def grade_roundtrip(fn, seed: int) -> Case:
             results.append(call.value)
             views.append((heap.runtime_used_bytes, len(heap.live), runtime.host.pinned_bytes,
                           len(runtime.host.pinned), heap.driver_held_bytes))
+            books = books or _heap_mismatch(heap, heap.huge_total)
         call = calls[-1]
         warnings_seen = list(dict.fromkeys(w for c in calls for w in c.warnings))[:10]
         case = Case(label, warnings=warnings_seen, runtime=runtime)
@@ -302,6 +313,11 @@ def grade_roundtrip(fn, seed: int) -> Case:
                             (acl.rt.destroy_stream, stream))], synchronize=False)
 
         edited = trace_edited(runtime, prov)
+        if edited is None and books:
+            edited = Item("acllab unchanged", False,
+                          "the device heap's records do not add up (" + "; ".join(books)
+                          + "): only pyACL calls may allocate and free device memory, and the "
+                          "check grades what they did", "leave the runtime's objects alone")
         if edited is not None:
             case.items.append(edited)
             return case
