@@ -13,6 +13,7 @@ __all__ = ["current_runtime", "configure", "reset", "restore_defaults", "host_wo
 
 _runtime: Runtime | None = None
 _settings: dict = {}
+CREATED = [0]      # runtimes made so far (configure, reset, override): the checks compare it
 
 
 def current_runtime() -> Runtime:
@@ -24,6 +25,7 @@ def current_runtime() -> Runtime:
 
 
 def _new() -> Runtime:
+    CREATED[0] += 1
     opts = dict(_settings)
     opts.setdefault("profile", os.environ.get("ACLLAB_PROFILE", "ascend310"))
     if "strict" not in opts and os.environ.get("ACLLAB_STRICT", "") not in ("", "0"):

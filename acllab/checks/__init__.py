@@ -409,6 +409,7 @@ def isolated(**settings) -> Iterator:
     """
     # session.override restores the settings but resets the runtime on the way out; the
     # learner's notebook runtime is put back as it was, so a check never disturbs the demo.
+    _guard.refuse_if_learner("acllab.checks.isolated")
     saved = session._runtime
     try:
         with warnings.catch_warnings():
@@ -466,19 +467,23 @@ def _records(runtime: Any) -> tuple:
     return (type(runtime), engine, engine.tasks, list(engine.tasks), runtime.api_log,
             len(runtime.api_log), runtime.host_ops, len(runtime.host_ops), engine.observer,
             (runtime.task_budget, runtime.call_budget, runtime.time_budget_ns),
-            runtime.host_ns, engine.now_ns)
+            runtime.host_ns, engine.now_ns, runtime.calls, engine.submitted)
 
 
 def _record_changes(before: tuple, runtime: Any) -> list[str]:
     (kind, engine, tasks, prefix, api_log, n_api, host_ops, n_ops, observer, budgets,
-     host_ns, now_ns) = before
+     host_ns, now_ns, calls, submitted) = before
     out = []
     if type(runtime) is not kind or runtime.engine is not engine:
         return ["the runtime's engine was replaced"]
-    if engine.tasks is not tasks or len(tasks) < len(prefix) or any(
-            a is not b for a, b in zip(prefix, tasks, strict=False)):
+    if (engine.tasks is not tasks or len(tasks) < len(prefix)
+            or any(a is not b for a, b in zip(prefix, tasks, strict=False))
+            or engine.submitted < submitted
+            or (engine.record and len(tasks) != engine.submitted)
+            or any(t.id != i for i, t in enumerate(tasks[len(prefix):], len(prefix)))):
         out.append("the runtime's list of tasks (the trace) was edited")
-    if runtime.api_log is not api_log or len(api_log) < n_api:
+    if (runtime.api_log is not api_log or len(api_log) < n_api or runtime.calls < calls
+            or len(api_log) - n_api < runtime.calls - calls):
         out.append("the runtime's log of pyACL calls was edited")
     if runtime.host_ops is not host_ops or len(host_ops) < n_ops:
         out.append("the runtime's record of host accesses was edited")
@@ -520,11 +525,12 @@ def _abort_item(fn: Callable, out: _guard.Outcome, limit: float | None, configur
                     "formulas")
     if configured:
         return Item("runs", False,
-                    f"{name} called acllab.configure(), acllab.reset() or "
-                    "acllab.restore_defaults(): that throws away the runtime the check gave "
-                    "it (its device, buffers and streams), so nothing it did can be graded",
-                    "leave acllab's settings alone inside the function; the check sets them "
-                    "up for each case (and puts yours back afterwards)")
+                    f"{name} called acllab.configure(), acllab.reset(), "
+                    "acllab.restore_defaults() or acllab.session.override(): that works in a "
+                    "runtime other than the one the check gave it (its device, buffers and "
+                    "streams), so what it did there cannot be graded",
+                    "leave acllab's settings and runtimes alone inside the function; the check "
+                    "sets them up for each case (and puts yours back afterwards)")
     if out.error is not None and not isinstance(out.error, Exception):
         return Item("runs", False,
                     f"{name} raised {describe_exception(out.error)}: the check stopped "
@@ -546,13 +552,15 @@ def call_learner(fn: Callable, *args, limit_s: float | None = None) -> Call:
     runtime = session.current_runtime()
     call = Call(start_ns=runtime.host_ns, first_task=len(runtime.tasks))
     settings = dict(session._settings)
+    created = session.CREATED[0]
     before = _records(runtime)
     limit = limit_s if limit_s is not None else (
         _limit[0] if _limit[0] is not None else DEFAULT_LIMIT_S * _time_scale())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = _guard.run_guarded(fn, args, limit, trusted=_trusted(fn))
-    configured = session._runtime is not runtime or session._settings != settings
+    configured = (session._runtime is not runtime or session._settings != settings
+                  or session.CREATED[0] != created)
     if configured:                  # put the case's runtime and settings back
         session._runtime = runtime
         session._settings.clear()

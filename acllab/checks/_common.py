@@ -417,6 +417,12 @@ class Provenance:
         off = self.changed_after(lo, got, at_ns)
         if off is not None:
             if not any(w for *_ab, w in self.writers(lo + off, lo + off + 1, at_ns)):
+                region = self.runtime.region(lo)
+                start = region.start if region is not None else lo
+                if reads_uninit(bytes(got), off) or got[off:off + 4] == uninit_pattern(
+                        lo + off - start, min(4, len(got) - off)):
+                    return (f"nothing had written {what} yet (from byte {off:,} on, it holds "
+                            "DE AD BE EF, the pattern of memory nothing has written)")
                 return (f"no device task wrote {what} (from byte {off:,} on): the host put "
                         "those bytes there itself")
             return (f"{what} was changed by the host after the device wrote it (from byte "

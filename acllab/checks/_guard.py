@@ -51,6 +51,7 @@ _MUTABLE_NAMES = {
     ("acllab.session", "_runtime"),
     ("acllab.session", "_settings"),     # configure() inside the function is reported apart
     ("acllab.checks", "history"),
+    ("acllab.session", "CREATED"),       # how many runtimes the session made: compared apart
 }
 # modules outside acllab whose names a check relies on (identity of each binding only)
 _EXTERNAL = ("builtins", "math", "numpy", "zlib", "operator", "functools", "itertools")
@@ -91,7 +92,10 @@ def _outside_acllab(frame) -> bool:
 def refuse_if_learner(qualname: str) -> None:
     """Raise :class:`GraderOnly` when learner code (not acllab) is calling ``qualname`` while a
     check runs the learner's function."""
-    if _STATE.depth > 0 and _outside_acllab(sys._getframe(2)):
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.endswith("contextlib.py"):
+        frame = frame.f_back        # `with isolated():` is called from contextlib's __enter__
+    if _STATE.depth > 0 and _outside_acllab(frame):
         _STATE.refused.append(qualname)
         raise GraderOnly(f"{qualname} is part of the grader: it does not compute answers for "
                          "the function being graded; write the code yourself")
@@ -104,7 +108,14 @@ def learner_tool(fn: Callable) -> Callable:
 
 
 class _Sealed:
-    """A sealed grader helper: calls ``fn`` unless learner code calls it during a check."""
+    """A sealed grader helper: calls ``fn`` unless learner code calls it during a check.
+
+    While a check runs a learner's function, learner code can neither call it nor reach what
+    it wraps (``__wrapped__``, ``_fn``, ``cache_info`` ...): only its name and docstring.
+    """
+
+    _OPEN = frozenset({"__name__", "__qualname__", "__module__", "__doc__", "__class__",
+                       "__repr__", "__call__", "_qualname", "__dict__"})
 
     def __init__(self, fn: Callable, qualname: str):
         self._fn = fn
@@ -114,6 +125,15 @@ class _Sealed:
         self.__qualname__ = getattr(fn, "__qualname__", qualname)
         self.__module__ = getattr(fn, "__module__", None)
 
+    def __getattribute__(self, name):
+        if (name not in _Sealed._OPEN and _STATE.depth > 0
+                and _outside_acllab(sys._getframe(1))):
+            qualname = object.__getattribute__(self, "_qualname")
+            _STATE.refused.append(qualname)
+            raise GraderOnly(f"{qualname} is part of the grader: it does not compute answers "
+                             "for the function being graded; write the code yourself")
+        return object.__getattribute__(self, name)
+
     def __call__(self, *args, **kwargs):
         if _STATE.depth > 0 and _outside_acllab(sys._getframe(1)):
             _STATE.refused.append(self._qualname)
@@ -122,7 +142,7 @@ class _Sealed:
         return self._fn(*args, **kwargs)
 
     def __getattr__(self, name):          # cache_info, cache_clear ... of lru_cache helpers
-        return getattr(self._fn, name)
+        return getattr(object.__getattribute__(self, "_fn"), name)
 
     def __repr__(self) -> str:
         return f"<grader helper {self._qualname}>"
