@@ -245,3 +245,175 @@ def test_settings_and_the_learners_runtime_are_restored(fresh):
     settings = dict(session._settings)
     assert check("08.deploy", SOLUTIONS.choose_deployment).passed
     assert session._settings == settings and acllab.current_runtime() is runtime
+
+
+# -- answers that are not the learner's own work, or that break the rules ----------------------
+
+def test_an_empty_function_scores_zero():
+    def choose_deployment(traffic, memory_budget_bytes):
+        pass
+
+    for fn in (choose_deployment, lambda *a: None):
+        result = check("08.deploy", fn)
+        assert result.status == "failed" and result.score == 0, str(result)
+        assert "deployment" in failed(result)
+
+
+@pytest.mark.parametrize("oracle", ["lesson08", "deploy", "compare", "explorer"])
+def test_asking_the_graders_search_for_the_answer_fails_as_not_own_work(oracle):
+    from acllab.model import deploy
+
+    def choose_deployment(traffic, budget):
+        if oracle == "lesson08":
+            return L.best_deployment(traffic, budget).deployment.as_dict()
+        if oracle == "deploy":
+            return deploy.best_deployment(traffic, budget).deployment.as_dict()
+        if oracle == "compare":
+            return deploy.compare(traffic, sorted(traffic), budget).best.deployment.as_dict()
+        from widgets.shape_explorer import ShapeExplorer
+
+        return ShapeExplorer().comparison().best.deployment.as_dict()
+
+    result = check("08.deploy", choose_deployment)
+    assert failed(result) == {"own work"} and result.score == 0, str(result)
+    assert "best_deployment" in item(result, "own work").message or \
+        "compare" in item(result, "own work").message
+    # outside a check the learner's tools still answer
+    assert L.best_deployment({1: 0.5, 32: 0.5}, 400 * MiB) is not None
+
+
+def test_a_sealed_helper_of_the_check_is_refused():
+    def choose_deployment(traffic, budget):
+        L._best(traffic, budget)
+        return SOLUTIONS.choose_deployment(traffic, budget)
+
+    result = check("08.deploy", choose_deployment)
+    assert failed(result) == {"own work"} and result.score == 0
+
+
+@pytest.mark.parametrize("tamper", ["tolerance", "item", "cost"])
+def test_tampering_fails_and_is_undone(tamper):
+    from acllab.model import deploy
+
+    saved = (L.TOLERANCE, L._throughput_item, deploy.fixed_time_ns)
+
+    def choose_deployment(traffic, budget):
+        if tamper == "tolerance":
+            L.TOLERANCE = 1.0
+        elif tamper == "item":
+            L._throughput_item = lambda *a: L.Item("throughput", True, "fine")
+        else:
+            deploy.fixed_time_ns = lambda b: 1
+        return always_dynamic(traffic, budget)
+
+    result = check("08.deploy", choose_deployment)
+    assert failed(result) == {"acllab unchanged"} and result.score == 0, str(result)
+    assert (L.TOLERANCE, L._throughput_item, deploy.fixed_time_ns) == saved
+
+
+def test_altering_a_cached_model_changes_nothing_the_check_measures():
+    def choose_deployment(traffic, budget):
+        for b in range(1, 33):                      # make every fixed model look tiny
+            plan = L.fixed_model(b).memory           # frozen: forced open
+            object.__setattr__(plan, "workspace_bytes", 1)
+            object.__setattr__(plan, "weight_bytes", 1)
+        return {"fixed": sorted(traffic)}           # one model per size: over the budget
+
+    try:
+        result = check("08.deploy", choose_deployment, seeds=(0,))
+        assert "memory" in failed(result) and result.score == 0, str(result)
+    finally:
+        from acllab.model import deploy
+
+        for cached in (deploy.fixed_model, deploy.fixed_bytes, deploy.fixed_time_ns):
+            cached.cache_clear()
+
+
+@pytest.mark.parametrize("body", ["while True:\n        pass", "time.sleep(100)"])
+def test_a_hang_is_stopped_by_the_wall_clock_limit(body):
+    import time
+
+    namespace = {"time": time}
+    exec(f"def choose_deployment(traffic, budget):\n    {body}\n", namespace)
+    started = time.perf_counter()
+    result = check("08.deploy", namespace["choose_deployment"], limit_s=1)
+    assert time.perf_counter() - started < 15
+    assert failed(result) == {"runs"} and result.score == 0
+    assert "wall-clock" in item(result, "runs").message
+
+
+def test_system_exit_is_contained():
+    def choose_deployment(traffic, budget):
+        raise SystemExit("done")
+
+    result = check("08.deploy", choose_deployment)
+    assert failed(result) == {"runs"} and result.score == 0
+
+
+@pytest.mark.parametrize("answer", [
+    [32], {"fixed": 32}, {"dynamic": [8]}, {"fixed": [1, 1, 32]}, "fixed 32",
+    {"fixed": [True]}, {"fixed": [200]},
+])
+def test_spec_deviations_score_zero(answer):
+    result = check("08.deploy", lambda traffic, budget: answer)
+    assert "deployment" in failed(result) and result.score == 0, str(result)
+
+
+def test_a_hard_coded_answer_scores_zero():
+    result = check("08.deploy", lambda traffic, budget: {"fixed": [32]})
+    assert result.score == 0
+
+
+# -- right answers written differently from the reference --------------------------------------
+
+def greedy_then_exhaustive(traffic, budget):
+    """Every subset of sizes as gears and fixed models, largest first, with a dict of costs."""
+    from itertools import chain
+
+    sizes = sorted(traffic, reverse=True)
+    subsets = list(chain.from_iterable(combinations(sizes, k)
+                                       for k in range(len(sizes) + 1)))
+    costs = {}
+    for gears in subsets:
+        if len(gears) == 1:
+            continue
+        for fixed in subsets:
+            if not gears and not fixed:
+                continue
+            dep = {"dynamic": sorted(gears)} if gears else {}
+            if fixed:
+                dep["fixed"] = sorted(fixed)
+            c = L.deployment_cost(dep, traffic)
+            if not c.unserved and c.memory_bytes <= budget:
+                costs[(gears, fixed)] = (c.images_per_s, dep)
+    return max(costs.values(), key=lambda v: v[0])[1]
+
+
+def with_numbers_of_its_own(traffic, budget):
+    """Its own search over fixed models first, then adds a dynamic model where it pays."""
+    sizes = sorted(traffic)
+    best = (0.0, None)
+    for mask in range(1, 1 << len(sizes)):
+        fixed = [b for i, b in enumerate(sizes) if mask >> i & 1]
+        for gmask in [0, *range(1, 1 << len(sizes))]:
+            gears = [b for i, b in enumerate(sizes) if gmask >> i & 1]
+            if len(gears) == 1:
+                continue
+            dep = {"fixed": fixed, **({"dynamic": gears} if gears else {})}
+            c = L.deployment_cost(dep, traffic)
+            if c.unserved or c.memory_bytes > budget:
+                continue
+            best = max(best, (c.images_per_s, dep), key=lambda v: v[0])
+    for gmask in range(1, 1 << len(sizes)):
+        gears = [b for i, b in enumerate(sizes) if gmask >> i & 1]
+        if len(gears) >= 2:
+            c = L.deployment_cost({"dynamic": gears}, traffic)
+            if not c.unserved and c.memory_bytes <= budget:
+                best = max(best, (c.images_per_s, {"dynamic": gears}), key=lambda v: v[0])
+    return best[1]
+
+
+@pytest.mark.parametrize("fn", [greedy_then_exhaustive, with_numbers_of_its_own])
+def test_right_answers_written_differently_pass(fn):
+    result = check("08.deploy", fn, seeds=range(6))
+    assert result.status == "passed" and result.score == 1.0, str(result)
