@@ -217,3 +217,233 @@ def test_wrong_values_fail_without_showing_the_answer(wrong):
 
     result = check("09.tiled", launcher(bad))
     assert "results" in failed(result), str(result)
+
+
+# -- the device must do the work ----------------------------------------------------------------
+
+def _host_y(acl, x_ptr, n):
+    from acllab.constants import ACL_MEMCPY_DEVICE_TO_HOST as D2H_
+
+    host = bytearray(4 * n)
+    acl.rt.memcpy(acl.util.bytes_to_ptr(host), 4 * n, x_ptr, 4 * n, D2H_)
+    return (2 * np.frombuffer(bytes(host), np.float32) + 1).astype(np.float32).tobytes()
+
+
+def test_host_computed_values_copied_into_y_score_zero():
+    from acllab.constants import ACL_MEMCPY_HOST_TO_DEVICE as H2D_
+
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        y = _host_y(acl, x_ptr, n)
+        acl.rt.memcpy(y_ptr, 4 * n, acl.util.bytes_to_ptr(y), 4 * n, H2D_)
+        return cores()
+
+    result = check("09.tiled", launch)
+    assert {"launch", "computed on the device"} <= failed(result) and result.score == 0
+
+
+def test_a_real_launch_then_a_host_copy_over_y_scores_zero():
+    from acllab.constants import ACL_MEMCPY_HOST_TO_DEVICE as H2D_
+
+    @acllab.kernel(**COST)
+    def idle(ctx, x, y, n):
+        lo, hi = ctx.tile(n)
+        if hi > lo:
+            ctx.store(y + 4 * lo, ctx.load(x + 4 * lo, np.float32, hi - lo))
+
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        block_dim = cores()
+        acl.rt.launch_kernel(idle, block_dim, (x_ptr, y_ptr, n), stream)
+        y = _host_y(acl, x_ptr, n)
+        acl.rt.memcpy_async(y_ptr, 4 * n, acl.util.bytes_to_ptr(y), 4 * n, H2D_, stream)
+        acl.rt.synchronize_stream(stream)
+        return block_dim
+
+    result = check("09.tiled", launch)
+    assert "computed on the device" in failed(result) and result.score == 0, str(result)
+    assert "host" in item(result, "computed on the device").message
+
+
+def test_a_kernel_storing_host_computed_values_scores_zero():
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        y = np.frombuffer(_host_y(acl, x_ptr, n), np.float32)
+
+        @acllab.kernel(**COST)
+        def replay(ctx, x, out, m):
+            lo, hi = ctx.tile(m)
+            if hi > lo:
+                ctx.store(out + 4 * lo, y[lo:hi])
+
+        acl.rt.launch_kernel(replay, cores(), (x_ptr, y_ptr, n), stream)
+        return cores()
+
+    result = check("09.tiled", launch)
+    assert result.score == 0, str(result)
+    assert {"computed on the device", "tiles"} <= failed(result)
+
+
+def test_a_kernel_that_bypasses_store_scores_zero():
+    @acllab.kernel(**COST)
+    def sneaky(ctx, x, y, n):
+        lo, hi = ctx.tile(n)
+        if hi > lo:
+            v = 2 * ctx.load(x + 4 * lo, np.float32, hi - lo) + 1
+            region = ctx._rt.space.find(y)
+            off = y - region.start + 4 * lo
+            region.data[off:off + v.nbytes] = np.frombuffer(v.tobytes(), np.uint8)
+
+    result = check("09.tiled", launcher(sneaky))
+    assert result.score == 0 and "tiles" in failed(result), str(result)
+
+
+# -- answers that are not the learner's own work, or that break the rules ----------------------
+
+def test_an_empty_function_scores_zero():
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        pass
+
+    for fn in (launch, lambda *a: None):
+        result = check("09.tiled", fn)
+        assert result.status == "failed" and result.score == 0, str(result)
+
+
+def test_calling_the_graders_helpers_fails_as_not_own_work():
+    import acllab.checks.lesson09 as L
+
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        L._case(0)
+        return SOLUTIONS.launch(acl, x_ptr, y_ptr, n, stream)
+
+    result = check("09.tiled", launch)
+    assert failed(result) == {"own work"} and result.score == 0
+
+
+@pytest.mark.parametrize("tamper", ["sanitizer", "slack", "item", "trace"])
+def test_tampering_fails_and_is_undone(tamper):
+    import acllab.checks._common as common
+    import acllab.checks.lesson09 as L
+
+    saved = (common.sanitizer.analyze, L.SLACK, L._blocks_item)
+
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        if tamper == "sanitizer":
+            common.sanitizer.analyze = lambda rt: []
+        elif tamper == "slack":
+            L.SLACK = 100.0
+        elif tamper == "item":
+            L._blocks_item = lambda *a: L.Item("block count", True, "fine")
+        acl.rt.launch_kernel(SOLUTIONS.affine, 1, (x_ptr, y_ptr, n), stream)
+        if tamper == "trace":
+            acl.rt.synchronize_stream(stream)
+            del acllab.current_runtime().engine.tasks[-1:]
+        return 1
+
+    result = check("09.tiled", launch)
+    assert failed(result) == {"acllab unchanged"} and result.score == 0, str(result)
+    assert (common.sanitizer.analyze, L.SLACK, L._blocks_item) == saved
+
+
+@pytest.mark.parametrize("body", ["while True:\n        pass", "time.sleep(100)"])
+def test_a_hang_is_stopped_by_the_wall_clock_limit(body):
+    import time
+
+    namespace = {"time": time}
+    exec(f"def launch(acl, x_ptr, y_ptr, n, stream):\n    {body}\n", namespace)
+    started = time.perf_counter()
+    result = check("09.tiled", namespace["launch"], limit_s=1)
+    assert time.perf_counter() - started < 15
+    assert failed(result) == {"runs"} and result.score == 0
+    assert "wall-clock" in item(result, "runs").message
+
+
+def test_a_kernel_that_never_ends_is_stopped_too():
+    @acllab.kernel(**COST)
+    def spin(ctx, x, y, n):
+        while True:
+            pass
+
+    result = check("09.tiled", launcher(spin), limit_s=1)
+    assert result.score == 0 and "runs" in failed(result), str(result)
+
+
+def test_system_exit_is_contained():
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        raise SystemExit(1)
+
+    result = check("09.tiled", launch)
+    assert failed(result) == {"runs"} and result.score == 0
+
+
+def test_process_items_count_only_once_every_result_is_right():
+    def leaky(acl, x_ptr, y_ptr, n, stream):
+        acl.rt.malloc(4 * n, ACL_MEM_MALLOC_HUGE_FIRST)
+        return SOLUTIONS.launch(acl, x_ptr, y_ptr, n, stream)
+
+    assert 0 < check("09.tiled", leaky).score < 1
+    result = check("09.tiled", launcher(blocks=lambda n: 1))
+    assert result.score == 0                   # a block count is part of the answer
+
+
+def test_an_in_place_kernel_after_a_device_copy_deviates_from_the_spec():
+    from acllab.constants import ACL_MEMCPY_DEVICE_TO_DEVICE
+
+    @acllab.kernel(**COST)
+    def in_place(ctx, x, y, n):
+        lo, hi = ctx.tile(n)
+        if hi > lo:
+            ctx.store(y + 4 * lo, 2 * ctx.load(y + 4 * lo, np.float32, hi - lo) + 1)
+
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        acl.rt.memcpy_async(y_ptr, 4 * n, x_ptr, 4 * n, ACL_MEMCPY_DEVICE_TO_DEVICE, stream)
+        acl.rt.launch_kernel(in_place, cores(), (x_ptr, y_ptr, n), stream)
+        return cores()
+
+    result = check("09.tiled", launch)
+    assert result.score == 0 and "tiles" in failed(result), str(result)
+
+
+# -- right answers written differently from the reference --------------------------------------
+
+@acllab.kernel(flops=lambda x, y, n: 10000 * n, bytes=lambda x, y, n: 8 * n)
+def strided_chunks(ctx, x, y, n):
+    """Each block's tile in chunks of 256 elements, as a loop over local buffers."""
+    lo, hi = ctx.tile(n)
+    for a in range(lo, hi, 256):
+        b = min(a + 256, hi)
+        v = ctx.load(x + 4 * a, np.float32, b - a)
+        ctx.store(y + 4 * a, np.float32(2) * v + np.float32(1))
+
+
+def launch_estimating_with_kernel_ns(acl, x_ptr, y_ptr, n, stream):
+    """Asks the roofline (kernel_ns) for the fastest whole-wave block count, up to 4 waves."""
+    from acllab.kernels import kernel_ns
+
+    profile = acllab.current_runtime().profile
+    c = profile.ai_cores
+    best = min((kernel_ns(strided_chunks, b, 10000 * n, 8 * n, profile)[0], b)
+               for b in range(c, 4 * c + 1, c))[1]
+    acl.rt.launch_kernel(strided_chunks, best, [x_ptr, y_ptr, n], stream)
+    return best
+
+
+def launch_spreading_the_remainder(acl, x_ptr, y_ptr, n, stream):
+    """Floor tiles plus a remainder spread over the first blocks; waits with synchronize."""
+    @acllab.kernel(**COST)
+    def spread(ctx, x, y, m):
+        per, extra = divmod(m, ctx.block_dim)
+        i = ctx.block_idx
+        lo = i * per + min(i, extra)
+        hi = lo + per + (1 if i < extra else 0)
+        if hi > lo:
+            ctx.store(y + 4 * lo, ctx.load(x + 4 * lo, np.float32, hi - lo) * 2 + 1)
+
+    blocks = 2 * acllab.current_runtime().profile.ai_cores
+    acl.rt.launch_kernel(spread, blocks, (x_ptr, y_ptr, n), stream)
+    acl.rt.synchronize_stream(stream)
+    return np.int64(blocks)
+
+
+@pytest.mark.parametrize("fn", [launch_estimating_with_kernel_ns,
+                                launch_spreading_the_remainder])
+def test_right_answers_written_differently_pass(fn):
+    result = check("09.tiled", fn, seeds=SEEDS)
+    assert result.status == "passed" and result.score == 1.0, str(result)
