@@ -233,3 +233,192 @@ def test_summary_counts_both_exercises():
     check("10.explain", SOLUTIONS.fused_ops)
     check("10.saving", SOLUTIONS.traffic_saved)
     assert summary("10").passed == 2
+
+
+# -- answers that are not the learner's own work, or that break the rules ----------------------
+
+import acllab.checks.lesson10 as L  # noqa: E402
+
+
+@pytest.mark.parametrize("exercise_id", ["10.explain", "10.saving"])
+def test_an_empty_function_scores_zero(exercise_id):
+    def empty(a, b):
+        pass
+
+    for fn in (empty, lambda *a: None):
+        result = check(exercise_id, fn)
+        assert result.status == "failed" and result.score == 0, str(result)
+
+
+def test_the_graders_answers_are_refused():
+    def fused_ops(trace_records, graph_ops):
+        graph = {**L.random_graph(0), "ops": graph_ops}
+        return expected_groups(compile_pair(graph)[0])
+
+    result = check("10.explain", fused_ops)
+    assert failed(result) == {"own work"} and result.score == 0, str(result)
+
+    result = check("10.saving", lambda fused, unfused: L._act_bytes(unfused) - L._act_bytes(fused))
+    assert failed(result) == {"own work"} and result.score == 0, str(result)
+
+
+def test_example_is_a_learner_tool_not_a_sealed_helper():
+    from acllab.checks import _guard
+
+    assert not isinstance(L.example, _guard._Sealed)
+    assert isinstance(L.expected_groups, _guard._Sealed)
+    assert isinstance(L.random_graph, _guard._Sealed)
+    records, ops = example(1)              # the notebook's own use
+    assert any(r["kind"] == "model_op" for r in records) and ops
+
+
+def test_the_model_behind_the_trace_is_out_of_reach():
+    def fused_ops(trace_records, graph_ops):
+        models = acllab.current_runtime().models
+        assert not models, "the model's runtime is visible"
+        return SOLUTIONS.fused_ops(trace_records, graph_ops)
+
+    assert check("10.explain", fused_ops).passed
+
+
+def test_reading_the_compilers_own_report_is_judged_on_the_answer():
+    from acllab.model import compile_model
+
+    def fused_ops(trace_records, graph_ops):
+        graph = {"format": "acllab-graph", "version": 1, "name": "mine", "dtype": "fp16",
+                 "inputs": [{"name": "data", "shape": [1, 3, 16, 16], "dtype": "fp32",
+                             "format": "NCHW"}],
+                 "outputs": [{"name": "prob", "dtype": "fp32"}], "ops": graph_ops}
+        model = compile_model(graph, soc_version="Ascend310")
+        return {op.name: [op.name, *op.fused] for op in model.graph.ops}
+
+    def fused_ops_wrong(trace_records, graph_ops):
+        answer = fused_ops(trace_records, graph_ops)
+        return {k: v[:1] for k, v in answer.items()}
+
+    assert check("10.explain", fused_ops).passed
+    assert check("10.explain", fused_ops_wrong).score == 0
+
+
+@pytest.mark.parametrize("tamper", ["item", "groups", "records"])
+def test_tampering_with_explain_fails_and_is_undone(tamper):
+    saved = (L._explain_items, L.expected_groups)
+
+    def fused_ops(trace_records, graph_ops):
+        if tamper == "item":
+            L._explain_items = lambda *a: [L.Item("kernels", True, "fine")]
+        elif tamper == "groups":
+            L.expected_groups = lambda model: {}
+        else:
+            acllab.current_runtime().api_log.clear()
+            acllab.current_runtime().api_log.append(("x", 0, -1))
+        return every_kernel_alone(trace_records, graph_ops)
+
+    result = check("10.explain", fused_ops)
+    assert result.score == 0, str(result)
+    if tamper != "records":
+        assert failed(result) == {"acllab unchanged"}, str(result)
+    assert (L._explain_items, L.expected_groups) == saved
+
+
+def test_tampering_with_saving_fails_and_is_undone():
+    saved = L._saving_item
+
+    def traffic_saved(fused, unfused):
+        L._saving_item = lambda *a: L.Item("saved bytes", True, "fine")
+        return 0
+
+    result = check("10.saving", traffic_saved)
+    assert failed(result) == {"acllab unchanged"} and result.score == 0
+    assert L._saving_item is saved
+
+
+def test_spoiling_the_models_handed_over_changes_nothing():
+    def traffic_saved(fused, unfused):
+        right = SOLUTIONS.traffic_saved(fused, unfused)
+        unfused.graph.ops.clear()
+        return right
+
+    assert check("10.saving", traffic_saved).passed
+
+    def wrong(fused, unfused):
+        fused.fusions.clear()
+        return 0
+
+    assert check("10.saving", wrong).score == 0
+
+
+@pytest.mark.parametrize("exercise_id", ["10.explain", "10.saving"])
+@pytest.mark.parametrize("body", ["while True:\n        pass", "time.sleep(100)"])
+def test_a_hang_is_stopped_by_the_wall_clock_limit(exercise_id, body):
+    import time
+
+    namespace = {"time": time}
+    exec(f"def fn(a, b):\n    {body}\n", namespace)
+    started = time.perf_counter()
+    result = check(exercise_id, namespace["fn"], limit_s=1)
+    assert time.perf_counter() - started < 15
+    assert failed(result) == {"runs"} and result.score == 0
+    assert "wall-clock" in item(result, "runs").message
+
+
+@pytest.mark.parametrize("exercise_id", ["10.explain", "10.saving"])
+def test_system_exit_is_contained(exercise_id):
+    def fn(a, b):
+        raise SystemExit
+
+    result = check(exercise_id, fn)
+    assert failed(result) == {"runs"} and result.score == 0
+
+
+@pytest.mark.parametrize("answer", [True, "123", None, [1]])
+def test_spec_deviations_of_saving_score_zero(answer):
+    result = check("10.saving", lambda f, u: answer)
+    assert failed(result) == {"saved bytes"} and result.score == 0
+
+
+# -- right answers written differently from the reference --------------------------------------
+
+def fused_ops_by_absence(trace_records, graph_ops):
+    """Grows each Conv2D kernel along its chain of sole readers that have no record."""
+    ran = {r["name"] for r in trace_records if r["kind"] == "model_op"}
+    readers = {}
+    for op in graph_ops:
+        for t in op["inputs"]:
+            readers.setdefault(t, []).append(op)
+    follows = {"Conv2D": ("BatchNorm",), "BatchNorm": ("Add", "Relu"), "Add": ("Relu",)}
+    answer = {}
+    for op in (o for o in graph_ops if o["name"] in ran):
+        members, cur = [op["name"]], op
+        while op["type"] == "Conv2D":
+            nxt = readers.get(cur["outputs"][0], [])
+            if len(nxt) != 1 or nxt[0]["name"] in ran or \
+                    nxt[0]["type"] not in follows.get(cur["type"], ()):
+                break
+            cur = nxt[0]
+            members.append(cur["name"])
+        answer[op["name"]] = members
+    return answer
+
+
+def traffic_saved_from_fusion_records(fused, unfused):
+    return int(sum(r.saved_bytes for r in fused.fusions))
+
+
+def traffic_saved_by_numpy(fused, unfused):
+    import numpy as np
+
+    a = np.array([p.act_bytes for p in unfused.plan_for()], dtype=np.int64)
+    b = np.array([p.act_bytes for p in fused.plan_for()], dtype=np.int64)
+    return np.int64(a.sum() - b.sum())
+
+
+def test_right_explanations_written_differently_pass():
+    result = check("10.explain", fused_ops_by_absence, seeds=range(6))
+    assert result.status == "passed" and result.score == 1.0, str(result)
+
+
+@pytest.mark.parametrize("fn", [traffic_saved_from_fusion_records, traffic_saved_by_numpy])
+def test_right_savings_written_differently_pass(fn):
+    result = check("10.saving", fn, seeds=range(6))
+    assert result.status == "passed" and result.score == 1.0, str(result)
