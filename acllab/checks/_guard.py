@@ -18,8 +18,10 @@ A check calls the learner's function through :func:`run_guarded`. While it runs:
   reported in plain words and put back.
 
 The guard only raises the bar: Python cannot keep code in one process from reaching anything
-else in it. Grades that must hold against a determined learner come from ``acllab grade``,
-which runs each exercise's check in a fresh, sandboxed process.
+else in it, nor stop a function that catches BaseException in a loop (it is interrupted every
+0.1 s, but may carry on: interrupt the kernel). Grades that must hold against a determined
+learner come from ``acllab grade``, which runs each exercise's check in a fresh, sandboxed
+process and kills it at its deadline.
 """
 
 from __future__ import annotations
