@@ -16,6 +16,7 @@ import threading
 import time
 import traceback
 import warnings
+import zlib
 from collections import deque
 from threading import get_ident
 
@@ -130,6 +131,10 @@ class Runtime:
         self.models: dict[int, object] = {}        # model id -> LoadedModel
         self.fault_codes: dict[int, int] = {}      # id(stream) -> the code of its fault
         self._queued: dict[Stream, deque[Task]] = {}   # per stream: tasks not yet started
+        # host ranges that queued tasks read or write, fingerprinted, so the sanitizer also
+        # sees host writes made through zero-copy views (no API call): see watch_host_views
+        self._views: list[list] = []
+        self._views_checked_ns = 0
         self._report_cv = threading.Condition()
         self._report_threads: dict[int, _ReportThread] = {}   # thread id -> its reports
         self.blocking_fault: tuple[int, str] | None = None
@@ -338,7 +343,89 @@ class Runtime:
     def log(self, kind: str, *payload) -> None:
         """Note a host-side action (a join, a free, a host access) for the sanitizer."""
         if self.engine.record:
+            if kind == "join" and self._views:
+                self.check_host_views()      # what the host wrote before it learnt this
+                self.host_ops.append((kind, self.host_ns, len(self.engine.tasks), *payload))
+                self._release_views(payload[0])
+                return
             self.host_ops.append((kind, self.host_ns, len(self.engine.tasks), *payload))
+
+    # -- host writes through zero-copy views ------------------------------------------------
+    MAX_VIEWS = 1024
+
+    def _watch_host_ranges(self, task: Task) -> None:
+        """Fingerprint the host bytes a stream task will read or write, as they are now."""
+        find = self.space.find
+        for ranges, mode in ((task.reads, "r"), (task.writes, "w")):
+            for addr, n in ranges:
+                region = find(addr)
+                if region is None or region.kind == "device" or n <= 0:
+                    continue
+                lo = addr - region.start
+                try:
+                    crc = zlib.crc32(region.data[lo:lo + n])
+                except Fail:
+                    continue
+                self._views.append([task, region, region.generation, lo, n, crc, mode])
+        if len(self._views) > self.MAX_VIEWS:
+            del self._views[: len(self._views) - self.MAX_VIEWS]
+
+    def check_host_views(self) -> None:
+        """Note, for the sanitizer, every watched host range whose bytes the host changed.
+
+        Host code writes pinned or registered pageable memory through views
+        (``acl.util.ptr_to_numpy``, the array behind ``numpy_to_ptr``, a bytearray behind
+        ``bytes_to_ptr``) without an API call. Each stream task that reads or writes host
+        memory has the bytes fingerprinted (CRC32) when it is submitted; the runtime compares
+        them before each synchronisation (a "join") and when the sanitizer runs. A change
+        that no task made is the host's: it is logged as ``host_view_write`` with the task,
+        and the sanitizer reports it unless a synchronisation ordered the host after it.
+
+        Differs from hardware (and from real tools): the write is seen at the next check, not
+        when it happens, so a write that a task's own output covers again is missed; at most
+        ``MAX_VIEWS`` ranges are watched (the oldest are dropped).
+        """
+        keep = []
+        for view in self._views:
+            task, region, gen, lo, n, crc, mode = view
+            if task.cancelled or region.dangling:
+                continue
+            try:
+                now = zlib.crc32(region.data[lo:lo + n])
+            except Fail:
+                continue
+            if now != crc:
+                view[5] = now
+                self.host_ops.append(("host_view_write", self.host_ns, len(self.engine.tasks),
+                                      region.start, gen, region.start + lo, n, task.id, mode,
+                                      self._views_checked_ns))
+            keep.append(view)
+        self._views = keep
+        self._views_checked_ns = self.host_ns
+
+    def _release_views(self, task_id: int) -> None:
+        """The host joined task ``task_id``: it is ordered after every earlier task of that
+        stream, so their ranges need no more watching."""
+        joined = self.engine.tasks[task_id] if task_id < len(self.engine.tasks) else None
+        if joined is None or joined.stream is None or joined.end_ns < 0:
+            return
+        s = joined.stream
+        self._views = [v for v in self._views if not (v[0].stream is s and v[0].id <= task_id)]
+
+    def _rebaseline_views(self, task: Task) -> None:
+        """A task wrote host memory: fingerprint again what it covers (not the host's doing)."""
+        find = self.space.find
+        for addr, n in task.writes:
+            region = find(addr)
+            if region is None or region.kind == "device":
+                continue
+            lo, hi = addr - region.start, addr - region.start + n
+            for view in self._views:
+                if view[1] is region and view[3] < hi and lo < view[3] + view[4]:
+                    try:
+                        view[5] = zlib.crc32(region.data[view[3]:view[3] + view[4]])
+                    except Fail:
+                        pass
 
     # -- the host clock --------------------------------------------------------------------
     def spend(self, ns: int) -> None:
@@ -386,6 +473,8 @@ class Runtime:
                 while queue and (queue[0].start_ns >= 0 or queue[0].cancelled):
                     queue.popleft()
             queue.append(task)
+            if self.engine.record and (task.reads or task.writes):
+                self._watch_host_ranges(task)
         host = self.host_ns
         heap = self.engine._heap
         if heap and heap[0][0] <= host or self._due_reports:
@@ -412,6 +501,8 @@ class Runtime:
             info = task.info
             if info and "fault" in info and "fault_reported" not in info:
                 self.task_fault(task, info["fault"])
+            if self._views and task.writes and task.end_ns >= 0:
+                self._rebaseline_views(task)
 
         return run
 

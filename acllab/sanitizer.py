@@ -12,6 +12,10 @@ Two accesses to the same bytes, at least one a write, with no order between them
 even if the timing of this run happened to hide it. Findings are data (:class:`Finding`) and
 print as short explanations with a suggested fix.
 
+The host's writes through zero-copy views (no API call) are seen by fingerprint: the runtime
+compares the host bytes each queued task reads or writes before every synchronisation and at
+analysis (``Runtime.check_host_views``), and a change no task made is a host write.
+
 Differs from real tools: history is kept for the last ``HISTORY`` accesses per buffer, so a
 race with a much older access can be missed.
 """
@@ -289,6 +293,25 @@ def _visit_op(st: _State, op) -> None:
                     f"{_tdesc(t)} may still read it.",
                     f"synchronize {_sname(t)} before changing the buffer, or use two buffers",
                     [oid], [_sname(t)], [base], [host_ns, t.start_ns]))
+    elif kind == "host_view_write":   # host code changed a watched range through a view
+        base, gen, lo, n, oid, tmode, since = op[3], op[4], op[5], op[6], op[7], op[8], op[9]
+        if st.before(oid, st.host):
+            return
+        t = st.tasks[oid]
+        region = st.regions.get(base) or st.rt.space.find(base) or st.rt.space.find_dead(base)
+        what = region.describe() if region is not None else f"buffer 0x{base:x}"
+        verb = "reads" if tmode == "r" else "writes"
+        st.add(("hostwrite", oid), Finding(
+            "host-write-while-read",
+            f"the host changed 0x{lo:x}-0x{lo + n:x} of the {what} through a zero-copy view "
+            f"(ptr_to_numpy, the array behind numpy_to_ptr, a bytearray behind bytes_to_ptr) "
+            f"between {_us(since)} and {_us(host_ns)}, while {_tdesc(t)} {verb} it and the "
+            "host never synchronised with that task: the copy may "
+            + ("send the new bytes instead of the old." if tmode == "r" else
+               "overwrite what the host wrote."),
+            f"synchronize {_sname(t)} (or an event recorded after task {oid}) before changing "
+            "the buffer, or use two buffers (double buffering: refill the one no copy uses)",
+            [oid], [_sname(t)], [base], [host_ns, t.start_ns]))
     elif kind == "device_write":      # the runtime wrote device memory for the host
         base, gen, lo, n = op[3], op[4], op[5], op[6]
         _mark_init(st, (base, gen), lo, lo + n)
@@ -304,6 +327,9 @@ def _visit_op(st: _State, op) -> None:
 
 def analyze(runtime) -> list[Finding]:
     """Every finding for what ``runtime`` has run so far, in the order they happened."""
+    check = getattr(runtime, "check_host_views", None)
+    if check is not None:
+        check()                       # host writes through views since the last sync
     st = _State(runtime)
     ops = runtime.host_ops
     i = 0

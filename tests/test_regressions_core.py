@@ -228,3 +228,83 @@ def test_a_report_thread_gives_the_same_log_and_trace_on_every_run():
         assert repr(other[0]) == repr(log)
         assert other[1] == trace
         assert other[2:] == (seen, calls)
+
+
+# ---------------------------------------------------------------------------------------
+# 2. the host refills a pinned buffer through a view while a queued copy still reads it
+# ---------------------------------------------------------------------------------------
+
+NPY_UINT8 = 2
+BATCH = 1 << 20          # a copy of about 0.1 ms: still queued when the host refills
+
+
+def _double_buffering(slots: int, wait: bool):
+    """Upload 6 batches through ``slots`` pinned buffers, each refilled through a view taken
+    once at the start; ``wait``: before a refill, synchronise with the copy that last read
+    the buffer (an event per slot). Returns (findings, the bytes that reached the device)."""
+    import warnings
+
+    from acllab import sanitizer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        acllab.reset()
+        assert acl.init() == 0 and acl.rt.set_device(0) == 0
+        s = ok(acl.rt.create_stream())
+        pinned = [ok(acl.rt.malloc_host(BATCH)) for _ in range(slots)]
+        views = [acl.util.ptr_to_numpy(p, (BATCH,), NPY_UINT8) for p in pinned]
+        events = [ok(acl.rt.create_event()) for _ in range(slots)]
+        devs = [ok(acl.rt.malloc(BATCH, 0)) for _ in range(6)]
+        for i in range(6):
+            k = i % slots
+            if wait and i >= slots:
+                ok(acl.rt.synchronize_event(events[k]))
+            views[k][:] = i + 1                       # refill: no API call
+            ok(acl.rt.memcpy_async(devs[i], BATCH, pinned[k], BATCH, 1, s))
+            ok(acl.rt.record_event(events[k], s))
+        ok(acl.rt.synchronize_stream(s))
+        back = ok(acl.rt.malloc_host(BATCH))
+        got = []
+        for d in devs:
+            ok(acl.rt.memcpy(back, BATCH, d, BATCH, 2))
+            got.append(acl.util.ptr_to_bytes(back, 1)[0])
+        findings = sanitizer.analyze(rt())
+        return findings, got, s, pinned
+
+
+def test_refilling_a_buffer_a_queued_copy_reads_is_host_write_while_read():
+    """One pinned buffer refilled through a view before the previous copy ran: the sanitizer
+    reports host-write-while-read, naming the copy, its stream and the buffer."""
+    findings, got, stream, pinned = _double_buffering(slots=1, wait=False)
+    assert got != [1, 2, 3, 4, 5, 6]                 # the bug really sent wrong batches
+    hits = [f for f in findings if f.kind == "host-write-while-read"]
+    assert hits, "\n".join(map(str, findings))
+    f = hits[0]
+    assert f.buffers == [pinned[0]] and f.tasks
+    assert f.streams == [rt().stream_for(stream).name]
+    assert "zero-copy view" in f.message and f.times_ns[0] > 0
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_refilling_after_synchronising_with_the_copy_is_clean(slots):
+    """The same uploads, each refill after synchronising with the copy that last read the
+    buffer (one buffer or double buffering): correct data and no finding at all."""
+    findings, got, _stream, _pinned = _double_buffering(slots=slots, wait=True)
+    assert got == [1, 2, 3, 4, 5, 6]
+    assert findings == [], "\n".join(map(str, findings))
+
+
+def test_a_device_write_into_a_watched_host_buffer_is_not_the_hosts():
+    """A download into the pinned buffer an earlier upload read (same stream, in order) is
+    the device's write, not the host's: no finding."""
+    from acllab import sanitizer
+
+    stream = setup_device()
+    host, dev, dev2 = ok(acl.rt.malloc_host(4096)), ok(acl.rt.malloc(4096, 0)), \
+        ok(acl.rt.malloc(4096, 0))
+    ok(acl.rt.memset(dev2, 4096, 7, 4096))
+    ok(acl.rt.memcpy_async(dev, 4096, host, 4096, 1, stream))
+    ok(acl.rt.memcpy_async(host, 4096, dev2, 4096, 2, stream))
+    ok(acl.rt.synchronize_stream(stream))
+    assert acl.util.ptr_to_bytes(host, 4) == b"\x07" * 4
+    assert sanitizer.analyze(rt()) == []
