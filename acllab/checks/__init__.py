@@ -461,37 +461,74 @@ def _trusted(fn: Callable) -> bool:
     return code is not None and code.co_filename.startswith(str(_ACLLAB_DIR))
 
 
+class _AppendOnly(list):
+    """A runtime record (the trace, the pyACL log, the host's accesses) that counts what was
+    appended, so that entries taken out again show: its length must be what was appended."""
+
+    __slots__ = ("appended",)
+
+    def __init__(self, items=()):
+        super().__init__(items)
+        self.appended = len(self)
+
+    def append(self, item) -> None:
+        self.appended += 1
+        super().append(item)
+
+    def extend(self, items) -> None:
+        items = list(items)
+        self.appended += len(items)
+        super().extend(items)
+
+
+def _watched(runtime: Any) -> tuple[list, list, list]:
+    """The runtime's three records as :class:`_AppendOnly` lists (swapped in once)."""
+    engine = runtime.engine
+    if type(engine.tasks) is not _AppendOnly:
+        engine.tasks = _AppendOnly(engine.tasks)
+    if type(runtime.api_log) is not _AppendOnly:
+        runtime.api_log = _AppendOnly(runtime.api_log)
+    if type(runtime.host_ops) is not _AppendOnly:
+        runtime.host_ops = _AppendOnly(runtime.host_ops)
+    return engine.tasks, runtime.api_log, runtime.host_ops
+
+
 def _records(runtime: Any) -> tuple:
     """What the learner's function may extend through pyACL but never rewrite."""
     engine = runtime.engine
-    return (type(runtime), engine, engine.tasks, list(engine.tasks), runtime.api_log,
-            len(runtime.api_log), runtime.host_ops, len(runtime.host_ops), engine.observer,
+    tasks, api_log, host_ops = _watched(runtime)
+    return (type(runtime), engine, [(lst, len(lst), lst.appended, lst[-1] if lst else None)
+                                    for lst in (tasks, api_log, host_ops)],
+            list(tasks), engine.observer,
             (runtime.task_budget, runtime.call_budget, runtime.time_budget_ns),
-            runtime.host_ns, engine.now_ns, runtime.calls, engine.submitted)
+            runtime.host_ns, engine.now_ns, engine.submitted)
 
 
 def _record_changes(before: tuple, runtime: Any) -> list[str]:
-    (kind, engine, tasks, prefix, api_log, n_api, host_ops, n_ops, observer, budgets,
-     host_ns, now_ns, calls, submitted) = before
+    (kind, engine, lists, prefix, observer, budgets, host_ns, now_ns, submitted) = before
     out = []
     if type(runtime) is not kind or runtime.engine is not engine:
         return ["the runtime's engine was replaced"]
-    if (engine.tasks is not tasks or len(tasks) < len(prefix)
-            or any(a is not b for a, b in zip(prefix, tasks, strict=False))
+    names = ("the runtime's list of tasks (the trace)", "the runtime's log of pyACL calls",
+             "the runtime's record of host accesses")
+    live = (engine.tasks, runtime.api_log, runtime.host_ops)
+    for name, now, (lst, n, appended, last) in zip(names, live, lists, strict=True):
+        if (now is not lst or type(now) is not _AppendOnly or len(now) != n + now.appended
+                - appended or (n and now[n - 1] is not last)):
+            out.append(f"{name} was edited")
+    tasks = engine.tasks
+    if (any(a is not b for a, b in zip(prefix, tasks, strict=False))
             or engine.submitted < submitted
             or (engine.record and len(tasks) != engine.submitted)
             or any(t.id != i for i, t in enumerate(tasks[len(prefix):], len(prefix)))):
-        out.append("the runtime's list of tasks (the trace) was edited")
-    if (runtime.api_log is not api_log or len(api_log) < n_api or runtime.calls < calls
-            or len(api_log) - n_api < runtime.calls - calls):
-        out.append("the runtime's log of pyACL calls was edited")
-    if runtime.host_ops is not host_ops or len(host_ops) < n_ops:
-        out.append("the runtime's record of host accesses was edited")
+        if not out or "tasks" not in out[0]:
+            out.insert(0, f"{names[0]} was edited")
     if engine.observer is not observer:
         out.append("the engine's observer was replaced")
     if (runtime.task_budget, runtime.call_budget, runtime.time_budget_ns) != budgets:
         out.append("the runtime's budgets were changed")
-    last_end = max((entry[2] for entry in api_log[n_api:]), default=host_ns)
+    last_end = max((entry[2] for entry in runtime.api_log[lists[1][1]:]
+                    if isinstance(entry, tuple) and len(entry) > 2), default=host_ns)
     if runtime.host_ns < max(host_ns, last_end) or engine.now_ns < now_ns:
         out.append("the virtual clock was turned back")
     return out
