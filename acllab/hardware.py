@@ -79,6 +79,16 @@ class DeviceProfile:
     pin_ns_per_page: int          # page-locking cost per 4 KB host page
     sources: tuple[str, ...] = ()
     open_device_ns: int = 50_000_000  # first set_device: driver and firmware start-up
+    # DVPP media engines (acl.media, acllab.dvpp): units, pixel rates, alignment, memory
+    jpegd_units: int = 2                    # JPEG decoder: 1 channel 128 fps, 2+ channels 256
+    jpegd_pixels_per_s: int = 265_420_800   # one unit: 1920 x 1080 x 128 fps
+    vpc_units: int = 4                      # VPC: n x 360 fps for n < 4 channels, 1440 in all
+    vpc_pixels_per_s: int = 746_496_000     # one unit: 1920 x 1080 x 360 fps
+    jpege_units: int = 1
+    jpege_pixels_per_s: int = 132_710_400   # 1920 x 1080 x 64 fps (uncertain)
+    dvpp_task_ns: int = 20_000              # fixed cost of one DVPP task (uncertain)
+    jpegd_width_stride_align: int = 128     # JPEGD output width stride (Atlas A2 chips: 64)
+    dvpp_memory_bytes: int = 4 * GiB        # DVPP buffers share a 4 GB window (uncertain)
 
     def replace(self, **changes) -> DeviceProfile:
         """A copy with some fields changed, e.g. ``ascend310.replace(h2d_bandwidth_bps=6e9)``."""
@@ -136,6 +146,12 @@ ASCEND310 = DeviceProfile(
         "limits 1024 streams and 1023 events per device for 310-class chips (ACL docs)",
         "API costs: launch about 10 us, record 2 us host / 1 us device, wait wake-up 3 us, "
         "synchronize wake-up 10 us, callback 100 us (COST_MODEL.md)",
+        "DVPP on Atlas 200/300/500 inference products (CANN 8.0.0 AscendCL docs, performance "
+        "specifications): JPEGD 1-channel 1080p 128 fps, 2+ channels 256 fps (2 units); VPC "
+        "1080p n x 360 fps for n < 4, 1440 fps for 4+ (4 units); JPEGE: no per-chip figure "
+        "found, 1080p 64 fps assumed; a fixed 20 us per DVPP task assumed",
+        "JPEGD output: width stride aligned to 128, height stride to 16, size >= "
+        "stride_w x stride_h x 3/2 for YUV420SP (pyACL docs, JPEGD restrictions)",
     ),
 )
 
@@ -172,6 +188,8 @@ ASCEND910B = DeviceProfile(
     malloc_driver_ns_per_mib=1_000,
     malloc_pool_ns=1_000,
     pin_ns_per_page=500,
+    jpegd_pixels_per_s=530_841_600,
+    jpegd_width_stride_align=64,
     sources=(
         "Ascend 910B: 24 cube cores (48 vector), about 354 TFLOPS fp16, 64 GiB HBM at about "
         "1.15 TB/s achievable (COST_MODEL.md)",
@@ -179,6 +197,10 @@ ASCEND910B = DeviceProfile(
         "about 10 GB/s at 4 MiB (COST_MODEL.md); pageable here 1/(1/21 + 1/23.5) = 11.1 GB/s",
         "910B2 async launch 8.6 to 12.1 us measured (COST_MODEL.md)",
         "limits 2048 streams and 65535 events per device",
+        "DVPP on Atlas A2 (CANN 8.5 AscendCL docs, JPEGD performance; table read as the A2 "
+        "one, uncertain): 1080p n x 256 fps for n <= 2, 512 fps in all (2 units); JPEGD width "
+        "stride aligned to 64 on A2 chips (pyACL docs); VPC and JPEGE figures taken as the "
+        "310's (uncertain)",
     ),
 )
 
