@@ -20,10 +20,12 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
-import runpy
 import sys
 import traceback
+import types
+from collections import Counter
 from pathlib import Path
 
 __all__ = ["main", "run_script"]
@@ -49,24 +51,80 @@ def _restore(saved: dict) -> None:
             sys.modules[name] = module
 
 
+def _teardown(namespace: dict) -> None:
+    """Drop a finished script's globals and collect them, so ``__del__`` teardown runs now.
+
+    Objects go first, newest name first (while the modules they use are still bound, as a
+    ``__del__`` that calls ``acl.finalize()`` needs), then everything else; a ``gc.collect``
+    after each step frees reference cycles (functions hold their module's globals).
+    """
+    for name in reversed(list(namespace)):
+        if not name.startswith("__") and not isinstance(namespace[name], types.ModuleType):
+            del namespace[name]
+    gc.collect()
+    namespace.clear()
+    gc.collect()
+
+
 def run_script(path: str, args: list[str]) -> int:
-    """Run ``path`` as ``__main__`` with ``import acl`` bound to acllab; return its exit code."""
+    """Run ``path`` as ``__main__`` with ``import acl`` bound to acllab; return its exit code.
+
+    When the script ends, its globals are dropped and collected (:func:`_teardown`), so a
+    teardown in ``__del__`` (as in the samples' ``acl_net.py``) runs inside the profile, as
+    it would at interpreter exit.
+    """
     saved_argv, saved_path = sys.argv, list(sys.path)
+    saved_main = sys.modules.get("__main__")
     saved_modules = _install_acl_alias()
     sys.argv = [path, *args]
     sys.path.insert(0, str(Path(path).resolve().parent))
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=path, __builtins__=__builtins__, __cached__=None,
+                           __loader__=None, __package__=None, __spec__=None)
     code = 0
     try:
-        runpy.run_path(path, run_name="__main__")
+        source = Path(path).read_bytes()
+        sys.modules["__main__"] = module
+        exec(compile(source, path, "exec"), module.__dict__)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exception:
         traceback.print_exc()
         code = 1
     finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
-        _restore(saved_modules)
+        try:
+            _teardown(module.__dict__)
+        finally:
+            if saved_main is not None:
+                sys.modules["__main__"] = saved_main
+            sys.argv, sys.path[:] = saved_argv, saved_path
+            _restore(saved_modules)
     return code
+
+
+def _api_calls_line(runtime) -> str:
+    """The summary's API line, with probes (quiet, expected failures) counted apart."""
+    probes = getattr(runtime, "probe_calls", set())
+    errors = [(name, ret) for i, (name, _s, _e, ret) in enumerate(runtime.api_log)
+              if ret != 0 and i not in probes]
+    line = f"API calls: {len(runtime.api_log)}, errors: {len(errors)}"
+    if errors:
+        common = Counter(errors).most_common(5)
+        line += " (" + ", ".join(f"{name} -> {ret} x{n}" for (name, ret), n in common) + ")"
+    if probes:
+        line += (f", probes: {len(probes)} (get_input_index_by_name "
+                 f"'ascend_mbatch_shape_data' on a static model)")
+    return line
+
+
+def _summary(runtime) -> str:
+    from . import trace
+
+    lines = trace.summary(runtime).split("\n")
+    at = next((i for i, ln in enumerate(lines) if ln.startswith("API calls:")), None)
+    if at is not None:
+        lines[at] = _api_calls_line(runtime)
+    return "\n".join(lines)
 
 
 def _cmd_profile(ns: argparse.Namespace) -> int:
@@ -81,7 +139,7 @@ def _cmd_profile(ns: argparse.Namespace) -> int:
     out = ns.out or f"{Path(ns.script).stem}.trace.json"
     print()
     print(f"== acllab profile: {ns.script} (exit code {code}) ==")
-    print(trace.summary(runtime))
+    print(_summary(runtime))
     trace.write_chrome_trace(runtime, out)
     print(f"trace written to {out} (open it in https://ui.perfetto.dev or chrome://tracing)")
     if ns.sanitize:

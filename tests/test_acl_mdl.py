@@ -324,9 +324,18 @@ def test_description_of_a_static_model(om):
         assert acl.mdl.get_output_format(desc, 0) == C.ACL_FORMAT_ND == 2
         assert acl.mdl.get_dynamic_batch(desc) == ({"batchCount": 0, "batch": []}, 0)
         assert acl.mdl.get_dynamic_hw(desc, -1) == ({"hwCount": 0, "hw": []}, 0)
-    # a static model has no hidden input
-    with expect_code(100000):
+    # a static model has no hidden input: 100000, as in CANN, which only logs it (AclLite
+    # probes every model this way), so no AclWarning, and the message is still kept
+    with no_acl_warnings():
         assert acl.mdl.get_input_index_by_name(desc, HIDDEN) == (0, 100000)
+    assert "100000" in acl.get_recent_err_msg()
+    log = acl.util.runtime_log(acllab.current_runtime())
+    assert log[-1][1:3] == ("INFO", "ASCENDCL") and HIDDEN in log[-1][3]
+    # any other unknown name still warns
+    with expect_code(100000):
+        assert acl.mdl.get_input_index_by_name(desc, "nope") == (0, 100000)
+    with expect_code(100000):
+        assert acl.mdl.get_output_index_by_name(desc, HIDDEN) == (0, 100000)
 
 
 def test_description_of_resnet50(om):

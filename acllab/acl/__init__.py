@@ -10,16 +10,22 @@ from __future__ import annotations
 import json
 import os
 import threading
+import warnings
 
-from .. import __version__
+from .. import __version__, sanitizer
 from ..constants import *  # noqa: F403  (the real names, re-exported as pyACL users expect)
-from ..errors import Fail
+from ..errors import AclWarning, Fail
 from ..streams import DataBuffer
 from . import constants, mdl, rt, util
 from ._api import api, as_int
 from ._api import rt as _runtime
 
-__all__ = ["init", "finalize", "get_recent_err_msg", "create_data_buffer",
+#: aclLogLevel, for app_log (AscendCL's acl_base.h; not in acllab.constants).
+ACL_DEBUG, ACL_INFO, ACL_WARNING, ACL_ERROR = 0, 1, 2, 3
+
+# Everything finalize needs is imported here, at module level: a program whose object calls
+# acl.finalize() from __del__ at interpreter exit cannot import any more then.
+__all__ = ["init", "finalize", "app_log", "get_recent_err_msg", "create_data_buffer",
            "destroy_data_buffer", "update_data_buffer", "get_data_buffer_addr",
            "get_data_buffer_size", "get_data_buffer_size_v2", "get_soc_name", "get_version",
            "rt", "util", "mdl", "constants"]
@@ -55,7 +61,6 @@ def init(config_path=None):
 @api("aclFinalize", needs_init=False)
 def finalize():
     """Release everything; what the program did not release itself is reported as a leak."""
-    from .rt import _leak_warning
     r = _runtime()
     if not r.initialized:
         if r.finalized:
@@ -78,18 +83,13 @@ def finalize():
     r.spend(r.profile.api_ns)
     r.initialized = False
     r.finalized = True
-    _leak_warning(r, "acl.finalize()", leaked)
+    rt._leak_warning(r, "acl.finalize()", leaked)
     if r.sanitize and r.engine.record:
         _sanitizer_warning(r)
 
 
 def _sanitizer_warning(r) -> None:
     """The sanitizer runs at finalize (on by default); leaks were reported already."""
-    import warnings
-
-    from .. import sanitizer
-    from ..errors import AclWarning
-
     findings = [f for f in sanitizer.analyze(r) if f.kind != "leak"]
     if findings:
         shown = "\n".join(str(f) for f in findings[:5])
@@ -98,6 +98,29 @@ def _sanitizer_warning(r) -> None:
                       f"{'s' if len(findings) > 1 else ''} in this program (see "
                       f"acllab.sanitizer.report(acllab.current_runtime())):\n{shown}{more}",
                       AclWarning, stacklevel=4)
+
+
+def app_log(log_level, message):
+    """Write an application message to acllab's log (aclAppLog); returns None.
+
+    pyACL API reference, "acl.app_log": levels ACL_DEBUG 0, ACL_INFO 1, ACL_WARNING 2,
+    ACL_ERROR 3 (AclLite's logger calls it with ACL_INFO and ACL_ERROR). Every message lands
+    in the runtime's log (``acllab.acl.util.runtime_log(acllab.current_runtime())``) with the
+    host's virtual time; WARNING and ERROR also go to stderr, as CANN prints them when
+    ASCEND_SLOG_PRINT_TO_STDOUT is set. Nothing is printed for DEBUG or INFO.
+
+    Differs from hardware: CANN writes plog files under ~/ascend/log and filters by the
+    ASCEND_GLOBAL_LOG_LEVEL variable (default ERROR); acllab keeps every level in memory and
+    writes no files. The C function returns void; pyACL's return value is taken to be None
+    (uncertain).
+    """
+    level = as_int(log_level, "log_level")
+    if not isinstance(message, str):
+        raise TypeError(f"message must be a str, not {type(message).__name__}")
+    if level not in util.LOG_LEVELS:
+        raise ValueError(f"log_level {level} must be ACL_DEBUG 0, ACL_INFO 1, ACL_WARNING 2 "
+                         "or ACL_ERROR 3")
+    util.write_log(_runtime(), level, "APP", message)
 
 
 def get_recent_err_msg() -> str:

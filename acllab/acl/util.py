@@ -4,6 +4,10 @@ A host address from ``bytes_to_ptr`` or ``numpy_to_ptr`` points at the Python ob
 buffer: a device-to-host copy into it changes the object. acllab keeps track of which objects
 are still alive, so an address whose object is gone is reported as dangling, never followed.
 
+``start_thread`` / ``stop_thread`` are pyACL's thread helpers, which the asynchronous-inference
+samples use to run the thread that loops on ``acl.rt.process_report`` (pyACL API reference,
+"acl.util.start_thread" and "acl.util.stop_thread").
+
 Differs from hardware: addresses are acllab's own deterministic numbers, not the buffer's real
 address, so every run prints the same pointers.
 """
@@ -11,15 +15,24 @@ address, so every run prints the same pointers.
 from __future__ import annotations
 
 import math
+import sys
+import threading
 import warnings
 
 import numpy as np
 
-from ..errors import Fail
+from ..errors import AclWarning, Fail
+from . import rt as _rt
 from ._api import api, as_int, rt
 
+# imported here, not at call time: a call made from __del__ at interpreter exit cannot import
+try:
+    from numpy.lib.array_utils import byte_bounds as _np_byte_bounds
+except ImportError:               # numpy < 2
+    _np_byte_bounds = np.byte_bounds
+
 __all__ = ["bytes_to_ptr", "ptr_to_bytes", "numpy_to_ptr", "numpy_contiguous_to_ptr",
-           "ptr_to_numpy"]
+           "ptr_to_numpy", "start_thread", "stop_thread"]
 
 _TYPE_NUMS = {np.dtype(t).num: np.dtype(t) for t in (
     "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
@@ -27,11 +40,7 @@ _TYPE_NUMS = {np.dtype(t).num: np.dtype(t) for t in (
 
 
 def _byte_bounds(arr: np.ndarray) -> tuple[int, int]:
-    try:
-        from numpy.lib.array_utils import byte_bounds
-    except ImportError:          # numpy < 2
-        byte_bounds = np.byte_bounds
-    return byte_bounds(arr)
+    return _np_byte_bounds(arr)
 
 
 def _register_array(arr: np.ndarray, label: str) -> int:
@@ -79,9 +88,8 @@ def numpy_contiguous_to_ptr(array):
 
 
 def _host_view(ptr: int, size: int, what: str, mode: str) -> np.ndarray:
-    from .rt import _span
     r = rt()
-    region, off = _span(r, ptr, size, what)
+    region, off = _rt._span(r, ptr, size, what)
     if region.kind == "device":
         raise Fail(107000, f"0x{ptr:x} is device memory, which the host cannot read: copy "
                            "it to host memory with acl.rt.memcpy first")
@@ -119,3 +127,111 @@ def ptr_to_numpy(ptr, shape, npy_type):
     if n == 0:
         return np.zeros(shape, dtype=dtype)
     return _host_view(ptr, n, "ptr", "rw").view(dtype).reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------
+# acllab's own log (what CANN writes to its plog files)
+# ---------------------------------------------------------------------------------------
+
+LOG_LEVELS = {0: "DEBUG", 1: "INFO", 2: "WARNING", 3: "ERROR"}
+
+
+def runtime_log(r) -> list[tuple[int, str, str, str]]:
+    """The runtime's log: (host_ns, level name, module, message) entries, oldest first.
+
+    Kept on the runtime object (``r.acl_log``), so a fresh runtime starts an empty log.
+    """
+    log = getattr(r, "acl_log", None)
+    if log is None:
+        log = r.acl_log = []
+    return log
+
+
+def write_log(r, level: int, module: str, message: str) -> None:
+    """Append one entry; WARNING and ERROR entries also go to stderr, at virtual time."""
+    name = LOG_LEVELS.get(level, "ERROR" if level > 3 else "DEBUG")
+    runtime_log(r).append((r.host_ns, name, module, message))
+    if level >= 2:
+        print(f"[{name}] {module}({r.host_ns / 1000:.3f} us): {message}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------
+# threads (the report thread of the asynchronous samples)
+# ---------------------------------------------------------------------------------------
+
+#: Threads started by start_thread, by thread id, until stop_thread joins them.
+_THREADS: dict[int, threading.Thread] = {}
+#: Wall-clock seconds start_thread waits for the new thread to reach its first
+#: acl.rt.process_report (or to end), and stop_thread waits for it to end.
+START_WAIT_S = 5.0
+STOP_WAIT_S = 10.0
+
+
+def _run_until_first_poll(fn, args, reached: threading.Event) -> None:
+    """The new thread's body: run ``fn(args)``, telling the starter when it first polls."""
+    poll_code = getattr(_rt.process_report, "__code__", None)
+
+    def watch(frame, event, _arg):
+        if event == "call" and frame.f_code is poll_code:
+            sys.setprofile(None)
+            reached.set()
+
+    sys.setprofile(watch)
+    try:
+        fn(args)
+    except Exception as exc:   # a learner's bug must not break the runtime
+        warnings.warn(f"the function started by acl.util.start_thread raised "
+                      f"{type(exc).__name__}: {exc}", AclWarning, stacklevel=2)
+    finally:
+        sys.setprofile(None)
+        reached.set()
+
+
+@api("start_thread", outs=(0,), needs_init=False)
+def start_thread(fn, args_list):
+    """Start a thread running ``fn(args_list)``; returns (thread_id, ret).
+
+    As in pyACL, ``fn`` receives the argument list as one argument. The thread id is the one
+    ``acl.rt.subscribe_report(thread_id, stream)`` takes. acllab runs report-thread callbacks
+    itself, in virtual time, and the thread's ``process_report`` polls touch neither the
+    clock nor the API log (``acllab.runtime.Runtime.poll_report``).
+
+    Differs from hardware: the call returns only once the new thread has reached its first
+    ``acl.rt.process_report`` (or ended), so what the thread does before polling (typically
+    ``acl.rt.set_context``) happens at one place in the program's virtual timeline on every
+    run; a real start_thread returns at once.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, not {type(fn).__name__}")
+    if not isinstance(args_list, (list, tuple)):
+        raise TypeError(f"args_list must be a list, not {type(args_list).__name__}")
+    reached = threading.Event()
+    thread = threading.Thread(target=_run_until_first_poll, args=(fn, args_list, reached),
+                              name="acl.util.start_thread", daemon=True)
+    thread.start()
+    reached.wait(START_WAIT_S)
+    _THREADS[thread.ident] = thread
+    r = rt()
+    r.spend(r.profile.api_ns)
+    return thread.ident
+
+
+@api("stop_thread", needs_init=False)
+def stop_thread(thread_id):
+    """Wait for a thread started by ``start_thread`` to end (set its exit flag first)."""
+    tid = as_int(thread_id, "thread_id")
+    thread = _THREADS.get(tid)
+    if thread is None:
+        raise Fail(100000, f"thread id {tid} was not started by acl.util.start_thread "
+                           "(or was already stopped)")
+    if thread is threading.current_thread():
+        raise Fail(100000, "a thread cannot stop itself: call acl.util.stop_thread from "
+                           "another thread")
+    thread.join(STOP_WAIT_S)
+    if thread.is_alive():
+        raise Fail(500001, f"thread {tid} is still running after {STOP_WAIT_S:g} s: its "
+                           "function must return (set the flag its process_report loop "
+                           "checks before calling stop_thread)")
+    del _THREADS[tid]
+    r = rt()
+    r.spend(r.profile.api_ns)
