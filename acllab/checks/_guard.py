@@ -199,14 +199,24 @@ def _freeze(value: Any) -> Any:
     return None
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Whether two frozen containers hold the same objects (identity for each value)."""
+def _same(a: Any, b: Any, may_grow: bool = False) -> bool:
+    """Whether two frozen containers hold the same objects (identity for each value).
+
+    ``may_grow``: a private container (a cache, a registry) may gain entries; what it held
+    must still be there, unchanged.
+    """
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
+        if may_grow:
+            return all(k in b and a[k] is b[k] for k in a)
         return a.keys() == b.keys() and all(a[k] is b[k] for k in a)
     if isinstance(a, list):
+        if may_grow:
+            return len(a) <= len(b) and all(x is y for x, y in zip(a, b, strict=False))
         return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+    if isinstance(a, set) and may_grow:
+        return a <= b
     return a == b
 
 
@@ -319,7 +329,7 @@ class Snapshot:
                 elif now[attr] is not attrs[attr]:
                     out.append(f"{where}.{attr} was replaced")
         for (name, attr), (value, frozen) in self.containers.items():
-            if not _same(frozen, _freeze(value)):
+            if not _same(frozen, _freeze(value), attr.startswith("_")):
                 out.append(f"the contents of {name}.{attr} were changed")
         return out
 
@@ -374,8 +384,8 @@ class Snapshot:
                         setattr(klass, attr, value)
                     except (AttributeError, TypeError):
                         pass
-        for (_name, _attr), (value, frozen) in self.containers.items():
-            if _same(frozen, _freeze(value)):
+        for (_name, attr), (value, frozen) in self.containers.items():
+            if _same(frozen, _freeze(value), attr.startswith("_")):
                 continue
             if isinstance(value, dict):
                 value.clear()
