@@ -168,39 +168,71 @@ class Engine:
                 heapq.heappush(heap, (floor, _READY, self._seq, task))
         return task
 
-    def run_until(self, t_ns: int) -> None:
-        """Process every heap entry at or before ``t_ns``; the clock ends at ``t_ns``."""
+    def run(self, until_ns: int | None = None,
+            stop: Task | Callable[[], object] | None = None) -> bool:
+        """Process heap entries in time order: the one loop that advances virtual time.
+
+        Runs every entry at or before ``until_ns`` (None: no limit) unless ``stop`` fires
+        first: ``stop`` is a task (fires once it has ended) or a predicate called before each
+        entry (fires when it returns something true). Returns True when ``stop`` fired;
+        otherwise nothing is left at or before ``until_ns`` and, if ``until_ns`` was given,
+        the clock stands at ``until_ns`` (never earlier than it was).
+        """
         heap = self._heap
-        while heap and heap[0][0] <= t_ns:
-            self._step()
-        if t_ns > self.now_ns:
-            self.now_ns = t_ns
+        step = self._step
+        if stop is None:
+            if until_ns is None:
+                while heap:
+                    step()
+                return False
+            while heap and heap[0][0] <= until_ns:
+                step()
+        else:
+            limit = until_ns if until_ns is not None else 1 << 63
+            if isinstance(stop, Task):
+                while stop.end_ns < 0:
+                    if not heap or heap[0][0] > limit:
+                        break
+                    step()
+                else:
+                    return True
+            else:
+                while not stop():
+                    if not heap or heap[0][0] > limit:
+                        break
+                    step()
+                else:
+                    return True
+        if until_ns is not None and until_ns > self.now_ns:
+            self.now_ns = until_ns
+        return False
+
+    def peek(self) -> int | None:
+        """Virtual time of the next heap entry, or None when nothing is scheduled."""
+        return self._heap[0][0] if self._heap else None
+
+    next_time = peek
+
+    run_until = run     # run_until(t_ns): every entry at or before t_ns; the clock ends there
 
     def run_until_done(self, task: Task) -> int:
         """Process events until ``task`` has ended; return its end time.
 
         Raises :class:`Deadlock` when the heap runs dry first.
         """
-        heap = self._heap
-        while task.end_ns < 0:
-            if not heap:
-                raise Deadlock(task)
-            self._step()
+        if not self.run(stop=task):
+            raise Deadlock(task)
         return task.end_ns
 
     def run_all(self) -> int:
         """Process everything that can happen; return the time of the last processed entry."""
-        while self._heap:
-            self._step()
+        self.run()
         return self.now_ns
 
     @property
     def idle(self) -> bool:
+        """True when nothing is scheduled (no heap entry left)."""
         return not self._heap
-
-    def next_time(self) -> int | None:
-        """Virtual time of the next heap entry, or None."""
-        return self._heap[0][0] if self._heap else None
 
     def _step(self) -> None:
         t, phase, _seq, task = heapq.heappop(self._heap)

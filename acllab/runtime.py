@@ -476,13 +476,11 @@ class Runtime:
             if self.engine.record and (task.reads or task.writes):
                 self._watch_host_ranges(task)
         host = self.host_ns
-        heap = self.engine._heap
-        if heap and heap[0][0] <= host or self._due_reports:
-            self.process(host)            # the device catches up to the host first ...
-        elif self.engine.now_ns < host:
-            self.engine.now_ns = host
-        self.engine.submit(task, host)
-        if heap and heap[0][0] <= host:
+        eng = self.engine
+        self.process(host)                # the device catches up to the host first ...
+        eng.submit(task, host)
+        nxt = eng.peek()
+        if nxt is not None and nxt <= host:
             self.process(host)            # ... then runs what ends at once (zero-length tasks)
         return task
 
@@ -540,37 +538,27 @@ class Runtime:
             text, stream.fault = stream.fault, None
             raise Fail(self.fault_codes.pop(id(stream), 507015), text)
 
-    def process(self, limit_ns: int, target: Task | None = None) -> bool:
-        """Advance the device to ``limit_ns`` (or until ``target`` ends, if sooner).
+    def process(self, limit_ns: int | None, target: Task | None = None) -> bool:
+        """Advance the device to ``limit_ns`` (None: no limit), or until ``target`` ends.
 
-        Auto-delivered callback reports run in time order in between. Returns True when
-        ``target`` is done (or None was given).
+        Auto-delivered callback reports run in time order in between; the engine's
+        :meth:`~acllab.engine.Engine.run` does the rest. Returns True when ``target`` is done
+        (or None was given).
         """
         eng = self.engine
-        if target is None and not self._due_reports:   # the common case, kept fast
-            heap = eng._heap
-            step = eng._step
-            while heap and heap[0][0] <= limit_ns and not self._due_reports:
-                step()
-            if not self._due_reports:
-                if eng.now_ns < limit_ns:
-                    eng.now_ns = limit_ns
-                return True
-        while True:
-            if self._due_reports:
-                self._run_report(self._due_reports.pop(0))
-                continue
-            if target is not None and target.end_ns >= 0:
-                break
-            nxt = eng.next_time()
-            if nxt is None or nxt > limit_ns:
-                break
-            eng._step()
+        due = self._due_reports
         if target is None:
-            if eng.now_ns < limit_ns:
-                eng.now_ns = limit_ns
+            while eng.run(limit_ns, due.__len__):   # stops when a report falls due
+                self._run_report(due.pop(0))
             return True
-        return target.end_ns >= 0
+        while True:
+            if due:
+                self._run_report(due.pop(0))
+                continue
+            if target.end_ns >= 0:
+                return True
+            if not eng.run(limit_ns, lambda: due or target.end_ns >= 0):
+                return target.end_ns >= 0
 
     def wait_for(self, task: Task, timeout_ns: int | None = None) -> bool:
         """Block the host until ``task`` ends (plus the wake-up), or until the timeout.
@@ -580,18 +568,15 @@ class Runtime:
         if task.end_ns >= 0:
             self.log("join", task.id)
             return True
-        limit = self.host_ns + timeout_ns if timeout_ns is not None else 1 << 62
+        limit = self.host_ns + timeout_ns if timeout_ns is not None else None
         if self.process(limit, task):
             self.host_ns = max(self.host_ns, task.end_ns + self.profile.sync_wakeup_ns)
             self.process(self.host_ns)
             self.log("join", task.id)
             return True
-        if timeout_ns is not None and self.engine.next_time() is not None:
+        if limit is not None:        # the device ran to the timeout (or ran dry before it)
             self.host_ns = limit
             self.process(self.host_ns)
-            return False
-        if timeout_ns is not None:   # nothing can happen any more: time simply runs out
-            self.host_ns = max(limit, self.engine.now_ns)
             return False
         self.host_ns = max(self.host_ns, self.engine.now_ns)   # the host saw all of that happen
         raise Deadlock(task)
@@ -731,18 +716,17 @@ class Runtime:
 
     def process_report(self, timeout_ns: int) -> bool:
         """Run one report for this thread's streams, waiting up to ``timeout_ns``."""
-        limit = self.host_ns + timeout_ns if timeout_ns >= 0 else 1 << 62
-        while not self._manual_reports:
-            nxt = self.engine.next_time()
-            if self._due_reports:
+        limit = self.host_ns + timeout_ns if timeout_ns >= 0 else None
+        manual, due = self._manual_reports, self._due_reports
+        while not manual:
+            if due:
                 self.process(self.host_ns)
                 continue
-            if nxt is None or nxt > limit:
-                self.host_ns = max(limit if timeout_ns >= 0 else self.host_ns,
+            if not self.engine.run(limit, lambda: manual or due):
+                self.host_ns = max(self.host_ns if limit is None else limit,
                                    self.engine.now_ns)
                 self.process(self.host_ns)
                 return False
-            self.engine._step()
         cb = self._manual_reports.pop(0)
         self._run_report(cb, manual=True)
         self.process(self.host_ns)

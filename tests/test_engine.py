@@ -310,6 +310,21 @@ def test_run_until_stops_at_the_limit_and_sets_the_clock():
     assert s.engine.now_ns == 15
 
 
+def test_run_stops_for_a_task_or_a_predicate_and_peek_shows_what_is_next():
+    s = Story()
+    a = s.submit(s.task("a", 10))
+    b = s.submit(s.task("b", 30))
+    assert s.engine.peek() == 0 or s.engine.peek() == 10
+    assert s.engine.run(stop=a) is True and a.done and not b.done
+    assert s.engine.now_ns == 10 and s.engine.peek() == 30
+    assert s.engine.run(20, stop=b) is False      # the limit comes first: the clock stops there
+    assert s.engine.now_ns == 20 and not b.done
+    assert s.engine.run(stop=lambda: len(s.log) >= 4) is True
+    assert s.log[-1] == ("b end", 30) and s.engine.peek() is None
+    assert s.engine.run(stop=lambda: False) is False    # nothing left: the clock stays
+    assert s.engine.now_ns == 30
+
+
 def test_run_until_done_returns_the_end_time_and_stops_there():
     s = Story()
     a = s.submit(s.task("a", 10))
