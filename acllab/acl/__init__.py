@@ -16,7 +16,7 @@ from .. import __version__, sanitizer
 from ..constants import *  # noqa: F403  (the real names, re-exported as pyACL users expect)
 from ..errors import AclWarning, Fail
 from ..streams import DataBuffer
-from . import constants, mdl, rt, util
+from . import constants, mdl, media, rt, util
 from ._api import api, as_int
 from ._api import rt as _runtime
 

@@ -1,0 +1,266 @@
+"""DVPP engines, DVPP memory and the JPEGD / VPC / JPEGE tasks: data effect and timing together.
+
+Each device has three media engines of its own (``Resource`` objects, created on first use):
+JPEGD, VPC and JPEGE, with ``jpegd_units`` / ``vpc_units`` / ``jpege_units`` units each, so
+that several channels decode in parallel up to the published totals. A task's time is
+
+    ``t = dvpp_task_ns + pixels / pixels_per_s``
+
+per unit, with the profile's rates (hardware.py names their sources): a JPEGD decode counts
+the picture's pixels, a VPC task the larger of its input (crop) area and its output area (the
+docs' "reference resolution"), a JPEGE encode the picture's pixels. So one 1080p decode on the
+ascend310 profile takes 20 us + 2,073,600 / 265.4 Mpx/s = 7.83 ms, 128 per second per unit.
+
+As with copies, a task reads its inputs when it starts and writes its outputs when it ends;
+``info['mem']`` lists the byte ranges it touches, so the sanitizer sees DVPP races too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine import Resource, Task
+from ..errors import Fail
+from ..hardware import ceil_div
+from . import formats as F
+
+__all__ = ["DvppDevice", "dvpp_device", "dvpp_ns", "decode_task", "vpc_task", "encode_task"]
+
+
+class DvppDevice:
+    """The media side of one device: its three engines and the DVPP buffers allocated."""
+
+    def __init__(self, device):
+        p = device.profile
+        self.device = device
+        self.jpegd = Resource(f"JPEGD (device {device.id})", p.jpegd_units)
+        self.vpc = Resource(f"VPC (device {device.id})", p.vpc_units)
+        self.jpege = Resource(f"JPEGE (device {device.id})", p.jpege_units)
+        self.buffers: dict[int, tuple] = {}    # start -> (region, generation)
+
+    @property
+    def resources(self) -> tuple[Resource, ...]:
+        return (self.jpegd, self.vpc, self.jpege)
+
+    def is_dvpp(self, region) -> bool:
+        """True while ``region`` is a live block that dvpp_malloc handed out."""
+        entry = self.buffers.get(region.start)
+        return (entry is not None and entry[0] is region and region.live
+                and region.generation == entry[1])
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(reg.size for reg, gen in self.buffers.values()
+                   if reg.live and reg.generation == gen)
+
+    def __repr__(self) -> str:
+        live = sum(1 for reg, gen in self.buffers.values() if reg.live and reg.generation == gen)
+        return (f"<DvppDevice {self.device.id}: {live} DVPP buffers ({self.used_bytes} B), "
+                f"JPEGD x{self.jpegd.capacity}, VPC x{self.vpc.capacity}, "
+                f"JPEGE x{self.jpege.capacity}>")
+
+
+def dvpp_device(runtime, device) -> DvppDevice:
+    """The device's media engines and DVPP memory, created on first use."""
+    table = runtime.__dict__.setdefault("dvpp_devices", {})
+    dd = table.get(device.id)
+    if dd is None or dd.device is not device:
+        dd = table[device.id] = DvppDevice(device)
+    return dd
+
+
+def dvpp_ns(profile, engine: str, pixels: int) -> int:
+    """Nanoseconds of one task on ``engine`` ('jpegd', 'vpc', 'jpege') for ``pixels``."""
+    rate = getattr(profile, f"{engine}_pixels_per_s")
+    return profile.dvpp_task_ns + ceil_div(pixels * 1_000_000_000, rate)
+
+
+def _mem(region, lo: int, n: int, op: str) -> tuple:
+    return (region.start, region.generation, lo, lo + n, op)
+
+
+def _fault(task: Task, message: str) -> None:
+    task.info["fault"] = message
+
+
+def decode_task(dd: DvppDevice, src, src_off: int, n: int, dst, dst_off: int,
+                capacity: int, fmt: int, strides: tuple[int, int], stream, api: str,
+                on_done=None) -> Task:
+    """A JPEGD task: reads ``n`` JPEG bytes when it starts, decodes them, and writes the
+    YUV420SP picture into ``dst`` (at most ``capacity`` bytes) when it ends.
+
+    The picture's size is known only once the bytes are read (an earlier copy on the stream
+    may bring them), so the checks that need it run when the task starts: a broken stream, a
+    picture outside 32 x 32 to 8192 x 8192, or a buffer too small for
+    ``width_stride * height_stride * 3 / 2`` is a fault of the task, reported (507000) at the
+    stream's next synchronisation. ``strides`` are the descriptor's (0 = JPEGD's own);
+    ``on_done(width, height, width_stride, height_stride)`` fills the descriptor in.
+    """
+    dev = dd.device
+    prof = dev.profile
+    src_addr, dst_addr = src.start + src_off, dst.start + dst_off
+    box: list = [None]
+
+    def on_start(task: Task) -> None:
+        try:
+            raw = bytes(src.data[src_off:src_off + n])
+            info = F.jpeg_info(raw)
+        except Fail as exc:
+            return _fault(task, exc.message)
+        except ValueError as exc:
+            return _fault(task, f"JPEGD cannot decode the stream: {exc}")
+        w, h = info.width, info.height
+        task.info["width"], task.info["height"] = w, h
+        if info.progressive:
+            return _fault(task, "JPEGD decodes baseline Huffman JPEGs only; this one is "
+                                "progressive")
+        if not (32 <= w <= 8192 and 32 <= h <= 8192):
+            return _fault(task, f"JPEGD decodes 32 x 32 to 8192 x 8192 pictures; this one is "
+                                f"{w} x {h}")
+        need_ws, need_hs = F.jpegd_strides(w, h, prof.jpegd_width_stride_align)
+        ws, hs = strides[0] or need_ws, strides[1] or need_hs
+        if ws < need_ws or hs < need_hs:
+            return _fault(task, f"the output strides {ws} x {hs} are too small for a {w} x {h} "
+                                f"picture: JPEGD needs at least {need_ws} x {need_hs}")
+        nbytes = F.yuv420sp_size(ws, hs)
+        if nbytes > capacity:
+            return _fault(task, f"the output buffer holds {capacity} B but a {w} x {h} picture "
+                                f"with strides {ws} x {hs} needs {nbytes} B (use "
+                                "acl.media.dvpp_jpeg_predict_dec_size)")
+        try:
+            y, uv = F.decode_jpeg(raw)
+        except ValueError as exc:
+            return _fault(task, f"JPEGD cannot decode the stream: {exc}")
+        box[0] = (y, uv, w, h, ws, hs)
+
+    def duration(task: Task) -> int:
+        planes = box[0]
+        return dvpp_ns(prof, "jpegd", planes[2] * planes[3] if planes else 0)
+
+    def on_end(task: Task) -> None:
+        planes, box[0] = box[0], None
+        if planes is None or dst.dangling:
+            return
+        y, uv, w, h, ws, hs = planes
+        F.join_planes(dst.data[dst_off:dst_off + F.yuv420sp_size(ws, hs)], y, uv, 0, 0, ws,
+                      hs, fmt)
+        if on_done is not None:
+            on_done(w, h, ws, hs)
+
+    return Task("JpegDecode", "dvpp", resource=dd.jpegd, duration_ns=duration, stream=stream,
+                device=dev.id, nbytes=n, reads=((src_addr, n),), writes=((dst_addr, capacity),),
+                on_start=on_start, on_end=on_end,
+                info={"engine": "JPEGD", "src": src_addr, "dst": dst_addr,
+                      "mem": (_mem(src, src_addr, n, "r"), _mem(dst, dst_addr, capacity, "w"))},
+                api=api)
+
+
+def _rows(pic, top: int, bottom: int) -> list[tuple[int, int]]:
+    """(address, bytes) of the Y and chroma rows [top, bottom] of a picture (whole rows)."""
+    ws, hs = pic.width_stride, pic.height_stride
+    y = (pic.data + top * ws, (bottom - top + 1) * ws)
+    c0, c1 = top // 2, (bottom + 1) // 2
+    uv = (pic.data + ws * hs + c0 * ws, (c1 - c0) * ws)
+    return [y, uv]
+
+
+def vpc_task(dd: DvppDevice, inp, out, crop: tuple[int, int, int, int],
+             paste: tuple[int, int, int, int], stream, api: str, name: str) -> Task:
+    """A VPC task: crop ``crop`` = (left, right, top, bottom) of ``inp``, resize it to the
+    ``paste`` area of ``out`` (the whole output for resize and crop), convert NV12/NV21.
+
+    Pixels of ``out`` outside the paste area keep their bytes (crop-and-paste onto a canvas).
+    """
+    dev = dd.device
+    prof = dev.profile
+    cl, cr, ct, cb = crop
+    pl, pr, pt, pb = paste
+    in_reads = _rows(inp, ct, cb)
+    out_writes = _rows(out, pt, pb)
+    ireg, oreg = inp.region, out.region
+    ioff, ooff = inp.data - ireg.start, out.data - oreg.start
+    in_n = F.yuv420sp_size(inp.width_stride, inp.height_stride)
+    out_n = F.yuv420sp_size(out.width_stride, out.height_stride)
+    iw, ih, iws, ihs, ifmt = inp.width, inp.height, inp.width_stride, inp.height_stride, \
+        inp.format
+    ows, ohs, ofmt = out.width_stride, out.height_stride, out.format
+    box: list = [None]
+
+    def on_start(task: Task) -> None:
+        try:
+            buf = ireg.data[ioff:ioff + in_n]
+        except Fail as exc:
+            _fault(task, exc.message)
+            return
+        y, uv = F.split_planes(buf, iw, ih, iws, ihs, ifmt)
+        y, uv = F.crop_planes(y, uv, cl, cr, ct, cb)
+        box[0] = F.resize_planes(y, uv, pb - pt + 1, pr - pl + 1)
+
+    def on_end(task: Task) -> None:
+        planes, box[0] = box[0], None
+        if planes is None or oreg.dangling:
+            return
+        F.join_planes(oreg.data[ooff:ooff + out_n], planes[0], planes[1], pt, pl, ows, ohs,
+                      ofmt)
+
+    pixels = max((cr - cl + 1) * (cb - ct + 1), (pr - pl + 1) * (pb - pt + 1))
+    mem = tuple(_mem(ireg, a, n, "r") for a, n in in_reads) + \
+        tuple(_mem(oreg, a, n, "w") for a, n in out_writes)
+    return Task(name, "dvpp", resource=dd.vpc, duration_ns=dvpp_ns(prof, "vpc", pixels),
+                stream=stream, device=dev.id,
+                nbytes=sum(n for _, n in in_reads) + sum(n for _, n in out_writes),
+                reads=tuple(in_reads), writes=tuple(out_writes), on_start=on_start,
+                on_end=on_end,
+                info={"engine": "VPC", "src": inp.data, "dst": out.data,
+                      "crop": f"{cl},{cr},{ct},{cb}", "paste": f"{pl},{pr},{pt},{pb}",
+                      "mem": mem},
+                api=api)
+
+
+def encode_task(dd: DvppDevice, inp, dst, dst_off: int, capacity: int, quality: int,
+                stream, api: str, size_region=None, size_off: int = 0) -> Task:
+    """A JPEGE task: reads the picture, writes the JPEG into ``dst`` (at most ``capacity``
+    bytes) and, given ``size_region``, the encoded length as a uint32 there."""
+    dev = dd.device
+    prof = dev.profile
+    ireg, ioff = inp.region, inp.data - inp.region.start
+    w, h, ws, hs, fmt = inp.width, inp.height, inp.width_stride, inp.height_stride, inp.format
+    in_n = F.yuv420sp_size(ws, hs)
+    dst_addr = dst.start + dst_off
+    box: list = [None]
+
+    def on_start(task: Task) -> None:
+        try:
+            buf = ireg.data[ioff:ioff + in_n]
+        except Fail as exc:
+            _fault(task, exc.message)
+            return
+        y, uv = F.split_planes(buf, w, h, ws, hs, fmt)
+        jpeg = F.encode_jpeg(np.ascontiguousarray(y[:h, :w]), uv, quality)
+        if len(jpeg) > capacity:
+            _fault(task, f"the encoded JPEG needs {len(jpeg)} B but the output buffer holds "
+                         f"{capacity} B (size it with acl.media.dvpp_jpeg_predict_enc_size)")
+            return
+        box[0] = jpeg
+        task.info["encoded_bytes"] = len(jpeg)
+
+    def on_end(task: Task) -> None:
+        jpeg, box[0] = box[0], None
+        if jpeg is None or dst.dangling:
+            return
+        dst.data[dst_off:dst_off + len(jpeg)] = np.frombuffer(jpeg, dtype=np.uint8)
+        if size_region is not None and not size_region.dangling:
+            size_region.data[size_off:size_off + 4] = np.frombuffer(
+                np.uint32(len(jpeg)).tobytes(), dtype=np.uint8)
+
+    mem = [_mem(ireg, inp.data, in_n, "r"), _mem(dst, dst_addr, capacity, "w")]
+    writes = [(dst_addr, capacity)]
+    if size_region is not None:
+        mem.append(_mem(size_region, size_region.start + size_off, 4, "w"))
+        writes.append((size_region.start + size_off, 4))
+    return Task("JpegEncode", "dvpp", resource=dd.jpege, duration_ns=dvpp_ns(prof, "jpege", w * h),
+                stream=stream, device=dev.id, nbytes=in_n, reads=((inp.data, in_n),),
+                writes=tuple(writes), on_start=on_start, on_end=on_end,
+                info={"engine": "JPEGE", "width": w, "height": h, "quality": quality,
+                      "src": inp.data, "dst": dst_addr, "mem": tuple(mem)},
+                api=api)
