@@ -22,7 +22,16 @@ from acllab.constants import (
     ACL_MEMCPY_HOST_TO_DEVICE,
 )
 from widgets import check_panel
-from widgets.timeline import BINS, Bar, Timeline, busy_bins, event_arrows, lanes
+from widgets.timeline import (
+    BINS,
+    COLOURS,
+    Bar,
+    Timeline,
+    busy_bins,
+    event_arrows,
+    lanes,
+    time_unit,
+)
 
 N = 256 * 1024
 
@@ -60,8 +69,11 @@ def bars_of(fig, name):
 def test_one_bar_trace_per_lane_with_bars_in_microseconds(fresh):
     small_program(rounds=2)
     runtime = acllab.current_runtime()
-    fig = Timeline(runtime).to_figure()
+    tl = Timeline(runtime)
+    fig = tl.to_figure()
     assert isinstance(fig, go.Figure)
+    first = min(t.start_ns for t in runtime.tasks)       # the time axis starts here
+    assert tl.x(first) == 0 and "since the first task (us)" in fig.layout.xaxis.title.text
     bar_traces = [t for t in fig.data if t.type == "bar"]
     assert [t.name for t in bar_traces] == [
         "host (API calls)", "Stream 1", "Stream 2", "H2D DMA", "D2H DMA"]
@@ -73,21 +85,23 @@ def test_one_bar_trace_per_lane_with_bars_in_microseconds(fresh):
     for name, expected in by_stream.items():
         lane = bars_of(fig, name)
         assert len(lane.x) == len(expected)
-        assert list(lane.base) == [r["start_ns"] / 1000 for r in expected]
-        assert list(lane.x) == [(r["end_ns"] - r["start_ns"]) / 1000 for r in expected]
+        assert list(lane.base) == [(r["start_ns"] - first) / 1000 for r in expected]
+        assert list(lane.x) == pytest.approx([(r["end_ns"] - r["start_ns"]) / 1000
+                                              for r in expected])
         assert set(lane.y) == {bar_traces.index(lane)}
     copies = [r for r in recs if r["info"].get("direction") == "h2d"]
     h2d = bars_of(fig, "H2D DMA")
-    assert list(h2d.base) == [r["start_ns"] / 1000 for r in copies]
-    assert list(h2d.x) == [(r["end_ns"] - r["start_ns"]) / 1000 for r in copies]
+    assert list(h2d.base) == [(r["start_ns"] - first) / 1000 for r in copies]
+    assert list(h2d.x) == pytest.approx([(r["end_ns"] - r["start_ns"]) / 1000 for r in copies])
     assert "MemcpyHostToDevice" in h2d.hovertext[0] and "bytes" in h2d.hovertext[0]
     host = bars_of(fig, "host (API calls)")
-    assert len(host.x) == len(runtime.api_log)
+    # host calls that end before the first task (init, set-up) are left out of the view
+    assert len(host.x) == sum(end >= first for _, _, end, _ in runtime.api_log) > 0
 
     assert list(fig.layout.yaxis.ticktext) == [t.name for t in bar_traces]
     cursor = fig.layout.shapes[0]              # the host's "now", kept inside the window
     last_end = max(t.end_ns for t in runtime.tasks)
-    assert cursor.x0 == cursor.x1 == min(runtime.host_ns, last_end) / 1000
+    assert cursor.x0 == cursor.x1 == (min(runtime.host_ns, last_end) - first) / 1000
 
 
 def test_event_waits_are_arrows_from_record_to_wait(fresh):
@@ -113,16 +127,16 @@ def test_many_tasks_show_busy_time_per_bin_and_zooming_shows_tasks_again(fresh):
     assert 0 < len(h2d.x) <= BINS and h2d.customdata is not None
     assert sum(h2d.customdata) == pytest.approx(trace.busy_ns(runtime, "h2d") / 1000)
     assert "busy time per bin" in fig.layout.title.text
-    assert not fig.data[-1].x                  # no arrows when binned
+    assert not [t for t in fig.data if t.name == "event waits"][0].x   # no arrows when binned
 
     copies = [t for t in runtime.tasks if t.name == "MemcpyHostToDevice"]
     fw = tl.widget()
-    fw.layout.xaxis.range = [copies[3].start_ns / 1000, copies[5].end_ns / 1000]
+    fw.layout.xaxis.range = [tl.x(copies[3].start_ns), tl.x(copies[5].end_ns)]
     zoomed = bars_of(fw, "H2D DMA")
     assert zoomed.customdata is None           # single tasks again
-    assert list(zoomed.base) == [t.start_ns / 1000 for t in copies[3:6]]
+    assert list(zoomed.base) == pytest.approx([tl.x(t.start_ns) for t in copies[3:6]])
     assert "busy time per bin" not in fw.layout.title.text
-    assert fw.data[-1].x                       # and the event arrows in view
+    assert [t for t in fw.data if t.name == "event waits"][0].x   # and the arrows in view
 
 
 def test_busy_bins_is_the_union_of_the_bars():
@@ -169,10 +183,10 @@ def test_cursor_moves_and_reports_what_runs(fresh):
     view = tl.view()
     assert view.children[0] is tl.widget()
     tl.set_cursor(copy.start_ns + 1)
-    assert tl.widget().layout.shapes[0].x0 == (copy.start_ns + 1) / 1000
+    assert tl.widget().layout.shapes[0].x0 == tl.x(copy.start_ns + 1)
     assert "MemcpyHostToDevice" in tl.at(copy.start_ns + 1)
     assert "H2D DMA" in tl._readout.value
-    tl._slider.value = copy.end_ns / 1000 + 1      # the slider drives the cursor
+    tl._slider.value = tl.x(copy.end_ns) + 1      # the slider drives the cursor
     assert tl.cursor_ns == copy.end_ns + 1000
 
 
@@ -183,8 +197,9 @@ def test_static_fallbacks(fresh):
     assert svg.startswith("<svg") and "Stream 2" in svg and "demo" in svg
     device_only = Timeline(host=False).to_svg()
     runtime = acllab.current_runtime()
-    assert device_only.count("<rect") == sum(len(lane.bars)
-                                             for lane in lanes(runtime, host=False))
+    assert device_only.count("<title>") == sum(len(lane.bars)
+                                               for lane in lanes(runtime, host=False))
+    assert "H2D copy" in device_only and "since the first task" in device_only
     bundle = tl._repr_mimebundle_()
     assert bundle["image/svg+xml"].startswith("<svg")
     assert "application/vnd.jupyter.widget-view+json" in bundle
@@ -231,3 +246,83 @@ def test_importing_widgets_needs_no_kernel_and_loads_no_plotting(name):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_zoom_keeps_every_lane_and_autoscale_shows_the_whole_trace_again(fresh):
+    small_program(rounds=20)
+    runtime = acllab.current_runtime()
+    tl = Timeline(host=False, max_bars=50)
+    fw = tl.widget()
+    assert fw.layout.yaxis.fixedrange is True          # zoom buttons move time only
+    full = sum(bars_of(fw, "H2D DMA").customdata)
+    copies = [t for t in runtime.tasks if t.name == "MemcpyHostToDevice"]
+    fw.layout.xaxis.range = [tl.x(copies[3].start_ns), tl.x(copies[4].end_ns)]
+    assert len(bars_of(fw, "H2D DMA").x) == 2
+    fw.layout.xaxis.autorange = True                   # the modebar's Autoscale
+    h2d = bars_of(fw, "H2D DMA")
+    assert h2d.customdata is not None and sum(h2d.customdata) == pytest.approx(full)
+    assert "busy time per bin" in fw.layout.title.text
+    extent = [t for t in fw.data if t.name == "extent"][0]   # autorange covers it all
+    assert list(extent.x) == [0, tl.x(max(t.end_ns for t in runtime.tasks))]
+
+
+def test_colour_key_and_colours_mean_one_kind_everywhere(fresh):
+    small_program(rounds=20)
+    tl = Timeline(host=False, max_bars=50)
+    fig = tl.to_figure()
+    key = {t.name: t.marker.color for t in fig.data if t.legendgroup == "key"}
+    assert key == {"H2D copy": COLOURS["h2d"], "D2H copy": COLOURS["d2h"],
+                   "event record": COLOURS["event_record"],
+                   "event wait": COLOURS["event_wait"]}
+    assert fig.layout.showlegend and fig.layout.legend.itemclick is False
+    # binned: each bin takes the colour of the kind busiest in it, not the lane's majority
+    stream = bars_of(fig, "Stream 2")
+    assert set(stream.marker.color) <= {COLOURS["d2h"], COLOURS["event_wait"]}
+    assert COLOURS["d2h"] in stream.marker.color
+    assert set(bars_of(fig, "H2D DMA").marker.color) == {COLOURS["h2d"]}
+    assert min(bars_of(fig, "H2D DMA").marker.opacity) >= 0.35     # never washed out
+    single = Timeline(host=False).to_figure()
+    bar = bars_of(single, "H2D DMA")
+    assert list(bar.marker.line.color) == list(bar.marker.color)   # no white outlines
+    assert "sendChartToCloud" in tl.widget()._config["modeBarButtonsToRemove"]
+
+
+def test_time_axis_starts_at_the_first_task_in_readable_units(fresh):
+    small_program(rounds=1)
+    runtime = acllab.current_runtime()
+    tl = Timeline(runtime)
+    fig = tl.to_figure()
+    lo, hi = fig.layout.xaxis.range
+    assert lo < 0 < hi < 1000 and fig.layout.xaxis.exponentformat == "none"
+    assert time_unit(3_000_000)[0] == "us" and time_unit(30_000_000)[0] == "ms"
+    assert time_unit(30 * 10**9)[0] == "s"
+    origin = Timeline(runtime, origin_ns=0).to_figure()
+    assert "since 0.000 us (ms)" in origin.layout.xaxis.title.text
+    long = Timeline(runtime, title="a very long title " * 8).to_figure()
+    assert "<br>" in long.layout.title.text and long.layout.margin.t > fig.layout.margin.t
+
+
+def test_cursor_slider_follows_a_zoom(fresh):
+    small_program(rounds=4)
+    runtime = acllab.current_runtime()
+    tl = Timeline(runtime)
+    tl.view()
+    copies = [t for t in runtime.tasks if t.name == "MemcpyHostToDevice"]
+    tl.widget().layout.xaxis.range = [tl.x(copies[1].start_ns), tl.x(copies[2].end_ns)]
+    assert tl._slider.min == pytest.approx(tl.x(copies[1].start_ns), abs=1e-3)
+    assert tl._slider.max == pytest.approx(tl.x(copies[2].end_ns), abs=1e-3)
+    assert "acllab-timeline" in tl._view._dom_classes
+
+
+def test_a_widget_bug_is_raised_not_hidden_behind_the_static_drawing(fresh, monkeypatch):
+    small_program(rounds=1)
+    tl = Timeline()
+
+    def broken():
+        raise KeyError("a widget bug")
+
+    monkeypatch.setattr(tl, "view", broken)
+    with pytest.raises(KeyError):
+        tl._repr_mimebundle_()
+    monkeypatch.setattr(tl, "view", lambda: (_ for _ in ()).throw(ImportError("anywidget")))
+    assert set(tl._repr_mimebundle_()) == {"image/svg+xml", "text/plain"}

@@ -236,7 +236,7 @@ def test_static_fallbacks(card, monkeypatch):
     assert "image/svg+xml" not in bundle     # notebooks count static SVGs for timelines only
 
     def broken():
-        raise RuntimeError("no widget front end")
+        raise ImportError("no widget front end (anywidget)")
 
     plain = MemoryMap(card)
     monkeypatch.setattr(plain, "view", broken)

@@ -34,6 +34,8 @@ from acllab.constants import ACL_MEM_MALLOC_HUGE_ONLY, ACL_MEMCPY_HOST_TO_DEVICE
 from acllab.errors import AclWarning
 from acllab.hardware import DeviceProfile, MiB, get_profile
 
+from ._display import figure_widget, widget_bundle
+
 __all__ = ["CopyPath", "CopyRun", "Segment", "SweepPoint", "SweepChart", "run_copies",
            "bandwidth_sweep", "LANES", "SIZES", "COLOURS"]
 
@@ -376,7 +378,7 @@ class CopyPath:
                              ("host", self.host_slider), ("step", self.step_slider)):
             slider.add_class(f"acllab-copypath-{name}")
         self.readout = ipw.HTML()
-        self._fig = go.FigureWidget(data=self._traces(), layout=self._layout())
+        self._fig = figure_widget(data=self._traces(), layout=self._layout())
         self.size_slider.observe(self._settings_changed, names="value")
         self.link_slider.observe(self._settings_changed, names="value")
         self.host_slider.observe(self._settings_changed, names="value")
@@ -480,13 +482,7 @@ class CopyPath:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {"text/html": self.to_html(), "text/plain": repr(self)}
-        try:
-            bundle = self.widget()._repr_mimebundle_(include=include, exclude=exclude)
-        except Exception:          # no widget support (no anywidget, no kernel): static only
-            return data
-        if isinstance(bundle, tuple):
-            bundle = bundle[0]
-        return {**(bundle or {}), **data}
+        return widget_bundle(data, self.widget, include, exclude)
 
 
 # -- SweepChart --------------------------------------------------------------------------------
@@ -542,7 +538,7 @@ class SweepChart:
 
     def widget(self) -> go.FigureWidget:
         if self._fig is None:
-            self._fig = go.FigureWidget(self.to_figure())
+            self._fig = figure_widget(self.to_figure())
         return self._fig
 
     def table(self) -> str:
@@ -612,10 +608,4 @@ class SweepChart:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {"text/html": self.to_html(), "text/plain": repr(self)}
-        try:
-            bundle = self.widget()._repr_mimebundle_(include=include, exclude=exclude)
-        except Exception:          # no widget support: static only
-            return data
-        if isinstance(bundle, tuple):
-            bundle = bundle[0]
-        return {**(bundle or {}), **data}
+        return widget_bundle(data, self.widget, include, exclude)

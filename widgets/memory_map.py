@@ -34,6 +34,7 @@ from acllab.constants import MALLOC_POLICY_NAMES
 from acllab.hardware import HUGE_PAGE, MiB, ceil_div
 from acllab.smi import smi_text
 
+from ._display import figure_widget, widget_bundle
 from ._live import LiveRedraw
 
 __all__ = ["Block", "MemoryLayout", "memory_layout", "page_map", "MemoryMap", "COLOURS",
@@ -323,7 +324,7 @@ class MemoryMap(LiveRedraw):
     def widget(self) -> go.FigureWidget:
         """The FigureWidget (made once; :meth:`refresh` redraws it in one batch update)."""
         if self._fig is None:
-            self._fig = go.FigureWidget(self.to_figure())
+            self._fig = figure_widget(self.to_figure())
         return self._fig
 
     def refresh(self) -> None:
@@ -391,17 +392,15 @@ class MemoryMap(LiveRedraw):
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {"text/html": self.to_html(), "text/plain": self.to_text()}
-        try:
-            shown_before = self._fig is not None
+        shown_before = self._fig is not None
+
+        def make():
             view = self.view()
             if shown_before:
-                self.refresh()             # shown again: show the heap as it is now
-            bundle = view._repr_mimebundle_(include=include, exclude=exclude)
-        except Exception:          # no widget support (no anywidget, no kernel): static only
-            return data
-        if isinstance(bundle, tuple):
-            bundle = bundle[0]
-        return {**(bundle or {}), **data}
+                self.refresh()             # shown again: show it as it is now
+            return view
+
+        return widget_bundle(data, make, include, exclude)
 
 
 def _pre(text: str) -> str:

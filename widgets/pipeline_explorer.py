@@ -32,6 +32,7 @@ from plotly.subplots import make_subplots
 
 from acllab.pipeline import BATCH_SIZES, Comparison, PipelineRun, PipelineSettings, run_pipeline
 
+from ._display import figure_widget, widget_bundle
 from .timeline import Timeline
 
 __all__ = ["PipelineSettings", "PipelineRun", "Comparison", "run_pipeline", "comparison_figure",
@@ -184,8 +185,8 @@ class PipelineExplorer:
             control.add_class(f"acllab-pipeline-{name.replace('_', '-')}")
             control.observe(lambda change, name=name: self.update(**{name: change["new"]}),
                             names="value")
-        self._figure = go.FigureWidget(self.to_figure())
-        self._timeline = go.FigureWidget(self.timeline_figure())
+        self._figure = figure_widget(self.to_figure())
+        self._timeline = figure_widget(self.timeline_figure())
         self._readout = ipw.HTML(self.summary_html())
         c = self.controls
         self._view = ipw.VBox([
@@ -205,13 +206,7 @@ class PipelineExplorer:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {"text/html": self.static_html(), "text/plain": repr(self)}
-        try:
-            bundle = self.widget()._repr_mimebundle_(include=include, exclude=exclude)
-        except Exception:          # no widget support (no anywidget, no kernel): static only
-            return data
-        if isinstance(bundle, tuple):
-            bundle = bundle[0]
-        return {**(bundle or {}), **data}
+        return widget_bundle(data, self.widget, include, exclude)
 
 
 def _replace(fig: go.FigureWidget, new: go.Figure) -> None:

@@ -31,6 +31,8 @@ from plotly.subplots import make_subplots
 from acllab.hardware import MiB
 from acllab.model.deploy import Comparison, Costing, compare, deployment_cost
 
+from ._display import figure_widget, widget_bundle
+
 __all__ = ["ShapeExplorer", "FigureView", "images_html", "bars_svg", "COLOURS"]
 
 COLOURS = {"dynamic": "#1f77b4", "fixed": "#ff7f0e", "best": "#2ca02c", "over": "#c8c8c8"}
@@ -272,7 +274,7 @@ class ShapeExplorer:
 
         if self._view is not None:
             return self._view
-        self._fig = go.FigureWidget(self.to_figure())
+        self._fig = figure_widget(self.to_figure())
         wide = {"description_width": "initial"}
         for b in self.batch_sizes:
             s = ipw.FloatSlider(value=self.traffic[b], min=0.0, max=1.0, step=0.05,
@@ -346,13 +348,7 @@ class ShapeExplorer:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {"text/html": self.to_html(), "text/plain": repr(self)}
-        try:
-            bundle = self.widget()._repr_mimebundle_(include=include, exclude=exclude)
-        except Exception:          # no widget support (no anywidget, no kernel): static only
-            return data
-        if isinstance(bundle, tuple):
-            bundle = bundle[0]
-        return {**(bundle or {}), **data}
+        return widget_bundle(data, self.widget, include, exclude)
 
 
 def _fixed_mib(batch: int) -> float:

@@ -28,6 +28,8 @@ import acllab
 from acllab import stepper
 from acllab.stepper import Snapshot, TaskView
 
+from ._display import figure_widget, widget_bundle
+
 __all__ = ["StreamStepper", "snapshot_html"]
 
 _CELL = "padding:1px 8px;text-align:left"
@@ -221,7 +223,7 @@ class StreamStepper:
             self._forward.on_click(lambda _: self.step(1))
             self._slider.observe(lambda change: self.show(change["new"]), names="value")
             self._play.observe(lambda change: self.show(change["new"]), names="value")
-            self._fig = go.FigureWidget(self.to_figure())
+            self._fig = figure_widget(self.to_figure())
             controls = ipw.HBox([self._play, self._back, self._forward, self._slider,
                                  self._clock])
             self._view = ipw.VBox([controls, self._table, self._fig])
@@ -283,14 +285,12 @@ class StreamStepper:
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {"text/html": self.to_html(),
                 "text/plain": stepper.snapshot(self.runtime, self.t_ns).to_text()}
-        try:
-            shown_before = self._view is not None
+        shown_before = self._view is not None
+
+        def make():
             view = self.widget()
             if shown_before:
-                self.refresh()             # shown again: show the trace as it is now
-            bundle = view._repr_mimebundle_(include=include, exclude=exclude)
-        except Exception:          # no widget support (no anywidget, no kernel): static only
-            return data
-        if isinstance(bundle, tuple):
-            bundle = bundle[0]
-        return {**(bundle or {}), **data}
+                self.refresh()             # shown again: show it as it is now
+            return view
+
+        return widget_bundle(data, make, include, exclude)

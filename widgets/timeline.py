@@ -18,7 +18,6 @@ drawing of the lanes, so an executed notebook still shows its timelines.
 from __future__ import annotations
 
 import html
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +26,7 @@ import plotly.graph_objects as go
 import acllab
 from acllab import acl, trace
 
+from ._display import figure_widget, widget_bundle
 from ._live import LiveRedraw
 
 __all__ = ["Timeline", "Bar", "Lane", "lanes", "event_arrows", "busy_bins", "COLOURS"]
@@ -38,6 +38,14 @@ COLOURS = {
     "callback": "#8c564b", "api": "#bcbd22", "api_wait": "#c8c8c8", "api_error": "#e377c2",
     "api_access": "#2c3e50",
 }
+KEY = {   # the colour key: what each colour means, in every lane and every lesson
+    "#1f77b4": "H2D copy", "#ff7f0e": "D2H copy", "#2ca02c": "D2D copy",
+    "#9467bd": "staging / H2H copy", "#d62728": "kernel / model op", "#17becf": "memset",
+    "#7f7f7f": "event record", "#b0b0b0": "event wait", "#8c564b": "host callback",
+    "#bcbd22": "host API call", "#c8c8c8": "host call that waits", "#e377c2": "failed call",
+    "#2c3e50": "host access to device memory",
+}
+UNITS = (("us", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000))
 BINS = 1200
 _ENGINE_ORDER = ("AI Core", "H2D DMA", "D2H DMA", "D2D DMA", "Host staging", "Host callbacks")
 _BLOCKING = ("synchronize", "memcpy", "memset", "execute", "process_report", "host:")
@@ -195,19 +203,42 @@ def _extent(lane_list: list[Lane]) -> tuple[int, int]:
     return lo, max(hi, lo + 1000)
 
 
+def time_unit(span_ns: float) -> tuple[str, int]:
+    """('us', 1000), ('ms', 10**6) or ('s', 10**9): the unit that keeps ticks short."""
+    for name, div in UNITS:
+        if span_ns < 5_000 * div:
+            return name, div
+    return UNITS[-1]
+
+
+def _wrap(text: str, width: int = 72) -> str:
+    """Break a long title into lines (plotly does not wrap, and the modebar sits top right)."""
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "<br>".join([*lines, line])
+
+
 class Timeline(LiveRedraw):
     """A timeline of a runtime's trace (the live one by default), as a figure or a widget.
 
     ``runtime=None`` follows ``acllab.current_runtime()`` at every redraw. ``host`` adds a
     lane with the host's API calls. ``cursor_ns`` places the time cursor (default: the host's
-    current time). Past ``max_bars`` bars in view, lanes show busy time per bin.
+    current time). Past ``max_bars`` bars in view, lanes show busy time per bin. The time axis
+    counts from ``origin_ns`` (default: the first task's start), in us, ms or s as the span
+    needs; host calls before the first task (init, set-up) are left out of the view.
     ``live=True`` redraws the widget after every notebook cell.
     """
 
     def __init__(self, runtime=None, *, host: bool = True, title: str | None = None,
                  cursor_ns: int | None = None, max_bars: int = 5000, max_arrows: int = 1000,
-                 live: bool = False):
+                 origin_ns: int | None = None, live: bool = False):
         self._runtime = runtime
+        self.origin_ns = origin_ns
         self.host = host
         self.title = title
         self.cursor_ns = cursor_ns
@@ -220,6 +251,7 @@ class Timeline(LiveRedraw):
         self._view = self._slider = self._readout = self._hook = None
         self._window: tuple[int, int] | None = None     # the zoomed-in span, if any
         self._busy = False
+        self._origin, self._unit, self._div = 0, "us", 1000
         if live:
             self._follow()
 
@@ -239,49 +271,87 @@ class Timeline(LiveRedraw):
     def _traces(self, window: tuple[int, int] | None) -> tuple[list, bool]:
         """One trace per lane (bars, or busy bins), instants and arrows; and whether binned."""
         lane_list = self._lanes
-        lo, hi = window or _extent(lane_list)
+        full = _extent(lane_list)
+        lo, hi = window or full
         shown = [[b for b in lane.bars if b.end_ns >= lo and b.start_ns <= hi]
-                 if window else lane.bars for lane in lane_list]
+                 for lane in lane_list]
         binned = sum(map(len, shown)) > self.max_bars
+        to_x = self.x
         traces: list = []
         for y, (lane, bars) in enumerate(zip(lane_list, shown, strict=True)):
-            traces.append(_binned_trace(lane, bars, y, lo, hi) if binned
-                          else _bar_trace(lane.name, bars, y))
+            traces.append(_binned_trace(lane, bars, y, lo, hi, to_x) if binned
+                          else _bar_trace(lane.name, bars, y, to_x, full[0]))
         instants = [] if binned else [(b, y) for y, (lane, bars) in enumerate(
             zip(lane_list, shown, strict=True)) if lane.kind != "engine"
             for b in bars if b.end_ns == b.start_ns]
         traces.append(go.Scatter(
-            x=[b.start_ns / 1000 for b, _ in instants], y=[y for _, y in instants],
+            x=[to_x(b.start_ns) for b, _ in instants], y=[y for _, y in instants],
             mode="markers", name="instants", hoverinfo="text",
             hovertext=[b.hover for b, _ in instants],
             marker={"symbol": "diamond", "size": 7, "color": [b.colour for b, _ in instants]}))
         arrows = [a for a in event_arrows(self.runtime, lane_list) if a[2] >= lo and a[0] <= hi]
-        traces.append(_arrow_trace([] if binned or len(arrows) > self.max_arrows else arrows))
+        traces.append(_arrow_trace([] if binned or len(arrows) > self.max_arrows else arrows,
+                                   to_x))
+        # Two invisible points at the trace's ends: autoscale always returns to the full view.
+        traces.append(go.Scatter(x=[to_x(full[0]), to_x(full[1])], y=[0, 0], name="extent",
+                                 mode="markers", marker={"opacity": 0}, hoverinfo="skip",
+                                 showlegend=False))
+        colours = dict.fromkeys(b.colour for bars in shown for b in bars)
+        for colour in [c for c in KEY if c in colours]:
+            traces.append(go.Scatter(x=[None], y=[None], name=KEY[colour], mode="markers",
+                                     legendgroup="key", showlegend=True,
+                                     marker={"symbol": "square", "size": 10, "color": colour}))
         return traces, binned
+
+    def x(self, t_ns: float) -> float:
+        """Where virtual time ``t_ns`` sits on the time axis (from the origin, in its unit)."""
+        return (t_ns - self._origin) / self._div
+
+    def t_ns(self, x: float) -> int:
+        """The virtual time (ns) at axis position ``x`` (the inverse of :meth:`x`)."""
+        return int(round(x * self._div + self._origin))
 
     def to_figure(self) -> go.Figure:
         """A static plotly figure of the whole trace as it is now."""
         rt = self.runtime
         self._lanes = self.lanes()
-        traces, binned = self._traces(None)
         lo, hi = _extent(self._lanes)
+        self._origin = lo if self.origin_ns is None else int(self.origin_ns)
+        self._unit, self._div = time_unit(hi - self._origin)
+        traces, binned = self._traces(None)
         pad = (hi - lo) * 0.02
         cursor = min(max(rt.host_ns if self.cursor_ns is None else self.cursor_ns, lo), hi)
         n = len(self._lanes)
+        title = _wrap(self._title(binned))
+        top = 62 + 16 * title.count("<br>")
         fig = go.Figure(data=traces)
         fig.update_layout(
-            title={"text": self._title(binned), "font": {"size": 13}}, barmode="overlay",
-            bargap=0.35, height=90 + 28 * max(1, n), showlegend=False, hovermode="closest",
-            margin={"l": 150, "r": 20, "t": 40, "b": 40}, template="plotly_white",
-            xaxis={"title": {"text": "virtual time (us)"},
-                   "range": [(lo - pad) / 1000, (hi + pad) / 1000]},
+            title={"text": title, "font": {"size": 13}, "x": 0, "xanchor": "left",
+                   "xref": "paper", "y": 1, "yref": "container", "yanchor": "top",
+                   "pad": {"t": 6}},
+            barmode="overlay", bargap=0.35, height=top + 50 + 28 * max(1, n),
+            hovermode="closest", template="plotly_white",
+            margin={"l": 150, "r": 20, "t": top, "b": 44},
+            showlegend=True,
+            legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom",
+                    "font": {"size": 10}, "itemclick": False, "itemdoubleclick": False},
+            xaxis={"title": {"text": self._axis_title(), "standoff": 4},
+                   "range": [self.x(lo - pad), self.x(hi + pad)], "exponentformat": "none",
+                   "separatethousands": True, "zeroline": False},
             yaxis={"tickvals": list(range(n)), "ticktext": [lane.name for lane in self._lanes],
-                   "autorange": "reversed"},
-            shapes=[_cursor_shape(cursor, n)])
+                   "autorange": "reversed", "fixedrange": True},
+            shapes=[self._cursor_shape(cursor, n)])
         if not self._lanes:
             fig.add_annotation(text="no tasks yet: run some pyACL calls, then refresh()",
                                showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
         return fig
+
+    def _axis_title(self) -> str:
+        at = "the first task" if self.origin_ns is None else f"{_us(self._origin)} us"
+        return f"virtual time since {at} ({self._unit})"
+
+    def _cursor_shape(self, t_ns: int, n_lanes: int) -> dict:
+        return _cursor_shape(self.x(t_ns), n_lanes)
 
     def _title(self, binned: bool) -> str:
         rt = self.runtime
@@ -293,8 +363,8 @@ class Timeline(LiveRedraw):
     def widget(self) -> go.FigureWidget:
         """The FigureWidget (made once; :meth:`refresh` redraws it in one batch update)."""
         if self._fig is None:
-            self._fig = go.FigureWidget(self.to_figure())
-            self._fig.layout.xaxis.on_change(self._zoomed, "range")
+            self._fig = figure_widget(self.to_figure())
+            self._fig.layout.xaxis.on_change(self._zoomed, "range", "autorange")
         return self._fig
 
     def refresh(self) -> None:
@@ -327,12 +397,18 @@ class Timeline(LiveRedraw):
             fig.data = ()
             fig.add_traces(list(data))
 
-    def _zoomed(self, _axis, xrange) -> None:
-        """The user zoomed or panned: re-bin (or show single tasks) for the visible span."""
-        if self._busy or xrange is None or self._fig is None:
+    def _zoomed(self, _axis, xrange, autorange=None) -> None:
+        """The user zoomed, panned or autoscaled: re-bin (or show single tasks) for the span."""
+        if self._busy or self._fig is None:
             return
-        window = (int(xrange[0] * 1000), int(xrange[1] * 1000))
-        if window == self._window:
+        lo, hi = _extent(self._lanes)
+        if autorange is True or xrange is None:
+            window = None                       # autoscale: the whole trace again
+        else:
+            window = (self.t_ns(xrange[0]), self.t_ns(xrange[1]))
+            if window[0] <= lo and window[1] >= hi:
+                window = None
+        if window == self._window and autorange is not True:
             return
         self._window = window
         traces, binned = self._traces(window)
@@ -340,15 +416,28 @@ class Timeline(LiveRedraw):
         try:
             with self._fig.batch_update():
                 self._set_traces(traces)
-                self._fig.layout.title.text = self._title(binned)
+                self._fig.layout.title.text = _wrap(self._title(binned))
+                if window is None and autorange is True:
+                    pad = (hi - lo) * 0.02
+                    self._fig.layout.xaxis.range = [self.x(lo - pad), self.x(hi + pad)]
         finally:
             self._busy = False
+        self._follow_zoom(window or (lo, hi))
+
+    def _follow_zoom(self, window: tuple[int, int]) -> None:
+        """Keep the cursor slider's range on the span in view."""
+        if self._slider is None:
+            return
+        lo, hi = window
+        self._slider.min, self._slider.max = -1e18, 1e18
+        self._slider.max, self._slider.min = self.x(hi), self.x(lo)
+        self._slider.step = max((self.x(hi) - self.x(lo)) / 500, 1e-6)
 
     def set_cursor(self, t_ns: int) -> None:
         """Move the time cursor to ``t_ns`` (and the readout, if shown)."""
         self.cursor_ns = int(t_ns)
         if self._fig is not None:
-            self._fig.layout.shapes = [_cursor_shape(self.cursor_ns, len(self._lanes))]
+            self._fig.layout.shapes = [self._cursor_shape(self.cursor_ns, len(self._lanes))]
         if self._readout is not None:
             self._readout.value = self.at(self.cursor_ns)
 
@@ -359,7 +448,10 @@ class Timeline(LiveRedraw):
             hit = next((b for b in lane.bars if b.start_ns <= t_ns < b.end_ns), None)
             if hit is not None:
                 busy.append(f"<b>{html.escape(lane.name)}</b>: {html.escape(hit.label)}")
-        return f"at {_us(t_ns)} us: " + ("; ".join(busy) if busy else "everything idle")
+        return f"at {self._readable(t_ns)}: " + ("; ".join(busy) if busy else "everything idle")
+
+    def _readable(self, t_ns: int) -> str:
+        return f"{self.x(t_ns):,.3f} {self._unit} ({_us(t_ns)} us of virtual time)"
 
     def view(self):
         """The FigureWidget with a time-cursor slider and a readout below it."""
@@ -367,15 +459,18 @@ class Timeline(LiveRedraw):
 
         if self._view is None:
             fig = self.widget()
-            self._slider = ipw.FloatSlider(description="cursor (us)", readout_format=",.1f",
-                                           layout=ipw.Layout(width="95%"),
-                                           style={"description_width": "initial"})
+            # As wide as the plot area: the figure's 150 px left and 20 px right margins.
+            self._slider = ipw.FloatSlider(description="cursor", readout_format=",.3f",
+                                           layout=ipw.Layout(width="auto",
+                                                             margin="0 20px 0 90px"),
+                                           style={"description_width": "60px"})
             self._slider.add_class("acllab-timeline-cursor")
-            self._readout = ipw.HTML()
+            self._readout = ipw.HTML(layout=ipw.Layout(margin="0 20px 0 150px"))
             self._update_controls()
-            self._slider.observe(lambda change: self.set_cursor(int(change["new"] * 1000)),
+            self._slider.observe(lambda change: self.set_cursor(self.t_ns(change["new"])),
                                  names="value")
             self._view = ipw.VBox([fig, self._slider, self._readout])
+            self._view.add_class("acllab-timeline")
         return self._view
 
     def _update_controls(self) -> None:
@@ -383,11 +478,9 @@ class Timeline(LiveRedraw):
             return
         lo, hi = _extent(self._lanes)
         cursor = self.runtime.host_ns if self.cursor_ns is None else self.cursor_ns
-        self._slider.min, self._slider.max = -1e18, 1e18        # widen first: no clamping
-        self._slider.max, self._slider.min = hi / 1000, lo / 1000
-        self._slider.step = max((hi - lo) / 1000 / 500, 0.001)
-        self._slider.value = min(max(cursor, lo), hi) / 1000
-        self._readout.value = self.at(int(self._slider.value * 1000))
+        self._follow_zoom((lo, hi))
+        self._slider.value = self.x(min(max(cursor, lo), hi))
+        self._readout.value = self.at(self.t_ns(self._slider.value))
 
     # -- display -------------------------------------------------------------------------
     def to_svg(self, width: int = 900) -> str:
@@ -399,50 +492,66 @@ class Timeline(LiveRedraw):
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {"image/svg+xml": self.to_svg(),
                 "text/plain": f"<Timeline of {self.runtime!r}>"}
-        try:
-            shown_before = self._fig is not None
+        shown_before = self._fig is not None
+
+        def make():
             view = self.view()
             if shown_before:
-                self.refresh()             # shown again: show the trace as it is now
-            bundle = view._repr_mimebundle_(include=include, exclude=exclude)
-        except Exception:          # no widget support (no anywidget, no kernel): static only
-            return data
-        if isinstance(bundle, tuple):
-            bundle = bundle[0]
-        return {**(bundle or {}), **data}
+                self.refresh()             # shown again: show it as it is now
+            return view
+
+        return widget_bundle(data, make, include, exclude)
 
 
-def _bar_trace(name: str, bars: list[Bar], y: int) -> go.Bar:
+def _bar_trace(name: str, bars: list[Bar], y: int, to_x, lo: int) -> go.Bar:
+    """Single tasks; an outline in the bar's own colour keeps a thin bar at least 1 px wide."""
+    colours = [b.colour for b in bars]
     return go.Bar(
         name=name, orientation="h", y=[y] * len(bars), width=0.6,
-        base=[b.start_ns / 1000 for b in bars], x=[(b.end_ns - b.start_ns) / 1000 for b in bars],
-        marker={"color": [b.colour for b in bars], "line": {"width": 0.5, "color": "white"}},
+        base=[to_x(max(b.start_ns, lo)) for b in bars],
+        x=[to_x(b.end_ns) - to_x(max(b.start_ns, lo)) for b in bars],
+        marker={"color": colours, "line": {"width": 1, "color": colours}},
         hovertext=[b.hover for b in bars], hoverinfo="text")
 
 
-def _binned_trace(lane: Lane, bars: list[Bar], y: int, lo: int, hi: int) -> go.Bar:
-    """The lane's busy time per bin: one bar per non-empty bin, opacity = busy fraction."""
+def dominant_colours(bars: list[Bar], lo: int, hi: int, bins: int) -> list[str]:
+    """Per bin of [lo, hi), the colour (task kind) with the most busy time in it."""
+    groups: dict[str, list[Bar]] = {}
+    for b in bars:
+        groups.setdefault(b.colour, []).append(b)
+    if not groups:
+        return ["#7f7f7f"] * bins
+    names = list(groups)
+    busy = np.stack([busy_bins(groups[c], lo, hi, bins)[1] for c in names])
+    starts = np.stack([busy_bins(groups[c], lo, hi, bins)[2] for c in names])
+    best = np.where(busy.max(axis=0) > 0, busy.argmax(axis=0), starts.argmax(axis=0))
+    return [names[i] for i in best]
+
+
+def _binned_trace(lane: Lane, bars: list[Bar], y: int, lo: int, hi: int, to_x) -> go.Bar:
+    """The lane's busy time per bin: one bar per non-empty bin, coloured by the kind of task
+    busiest in it (the same colours as single tasks), darker = busier."""
     edges, busy, starts = busy_bins(bars, lo, hi, BINS)
     idx = np.flatnonzero((busy > 0) | (starts > 0))
     width = edges[1] - edges[0]
-    colour = Counter(b.colour for b in bars).most_common(1)[0][0] if bars else "#7f7f7f"
+    colours = dominant_colours(bars, lo, hi, BINS)
     return go.Bar(
         name=lane.name, orientation="h", y=[y] * len(idx), width=0.6,
-        base=(edges[idx] / 1000).tolist(), x=[width / 1000] * len(idx),
+        base=[to_x(e) for e in edges[idx]], x=[to_x(width) - to_x(0)] * len(idx),
         customdata=(busy[idx] / 1000).tolist(),
-        marker={"color": colour,
-                "opacity": np.clip(0.15 + 0.85 * busy[idx] / width, 0, 1).tolist(),
+        marker={"color": [colours[i] for i in idx],
+                "opacity": np.clip(0.35 + 0.65 * busy[idx] / width, 0, 1).tolist(),
                 "line": {"width": 0}},
         hovertext=[f"<b>{html.escape(lane.name)}</b><br>{_us(edges[i])}-{_us(edges[i + 1])} us"
                    f"<br>busy {busy[i] / width:.0%}, {starts[i]} task(s) start here"
                    for i in idx], hoverinfo="text")
 
 
-def _arrow_trace(arrows) -> go.Scatter:
+def _arrow_trace(arrows, to_x) -> go.Scatter:
     xs: list = []
     ys: list = []
     for x0, y0, x1, y1 in arrows:
-        xs += [x0 / 1000, x1 / 1000, None]
+        xs += [to_x(x0), to_x(x1), None]
         ys += [y0, y1, None]
     return go.Scatter(x=xs, y=ys, name="event waits", mode="lines+markers", hoverinfo="skip",
                       line={"color": "#555555", "width": 1, "dash": "dot"},
@@ -450,8 +559,8 @@ def _arrow_trace(arrows) -> go.Scatter:
                               "size": [0, 9, 0] * len(arrows), "color": "#555555"})
 
 
-def _cursor_shape(t_ns: int, n_lanes: int) -> dict:
-    return {"type": "line", "x0": t_ns / 1000, "x1": t_ns / 1000, "y0": -0.5,
+def _cursor_shape(x: float, n_lanes: int) -> dict:
+    return {"type": "line", "x0": x, "x1": x, "y0": -0.5,
             "y1": max(n_lanes, 1) - 0.5, "line": {"color": "#c0392b", "width": 1, "dash": "dash"}}
 
 
@@ -459,7 +568,7 @@ def _svg(lane_list: list[Lane], width: int, title: str, max_rects: int = 3000) -
     """Lanes as rectangles (each with a <title> tooltip), or busy time per pixel column."""
     left, row, top, plot = 150, 22, 24, width - 190
     lo, hi = _extent(lane_list)
-    height = top + row * max(1, len(lane_list)) + 30
+    height = top + row * max(1, len(lane_list)) + 50
     esc = html.escape
 
     def x(ns: float) -> float:
@@ -475,27 +584,36 @@ def _svg(lane_list: list[Lane], width: int, title: str, max_rects: int = 3000) -
         parts.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end">{esc(lane.name)}</text>')
         if binned and lane.bars:
             edges, busy, _ = busy_bins(lane.bars, lo, hi, plot)
-            colour = Counter(b.colour for b in lane.bars).most_common(1)[0][0]
+            colours = dominant_colours(lane.bars, lo, hi, plot)
             step = edges[1] - edges[0]
             for k in np.flatnonzero(busy > 0):
                 parts.append(f'<rect x="{x(edges[k]):.1f}" y="{y + 4}" width="1" '
-                             f'height="{row - 8}" fill="{colour}" '
-                             f'fill-opacity="{min(0.15 + 0.85 * busy[k] / step, 1):.2f}"/>')
+                             f'height="{row - 8}" fill="{colours[k]}" '
+                             f'fill-opacity="{min(0.35 + 0.65 * busy[k] / step, 1):.2f}"/>')
             continue
         for b in [] if binned else lane.bars:
             if b.end_ns < lo or b.start_ns > hi:
                 continue
             x0, x1 = x(b.start_ns), x(b.end_ns)
-            w = max(x1 - x0, 2.0 if b.end_ns == b.start_ns else 0.8)
+            w = max(x1 - x0, 2.0 if b.end_ns == b.start_ns else 1.0)
             parts.append(f'<rect x="{x0:.1f}" y="{y + 4}" width="{w:.1f}" height="{row - 8}" '
-                         f'fill="{b.colour}" stroke="white" stroke-width="0.5"><title>'
+                         f'fill="{b.colour}"><title>'
                          f'{esc(f"{b.label} {_us(b.start_ns)}-{_us(b.end_ns)} us")}'
                          "</title></rect>")
     base = top + row * max(1, len(lane_list)) + 4
+    unit, div = time_unit(hi - lo)
     for k in range(5):
         ns = lo + (hi - lo) * k / 4
         parts.append(f'<text x="{x(ns):.1f}" y="{base + 12}" text-anchor="middle">'
-                     f"{ns / 1000:,.1f}</text>")
+                     f"{(ns - lo) / div:,.4g}</text>")
     parts.append(f'<text x="{left + plot / 2:.0f}" y="{base + 25}" text-anchor="middle">'
-                 "virtual time (us)</text></svg>")
+                 f"virtual time since the first task ({unit})</text>")
+    used = dict.fromkeys(b.colour for lane in lane_list for b in lane.bars)
+    kx = left
+    for colour in [c for c in KEY if c in used]:
+        parts.append(f'<rect x="{kx}" y="{base + 32}" width="10" height="10" fill="{colour}"/>'
+                     f'<text x="{kx + 13}" y="{base + 41}" font-size="10">{esc(KEY[colour])}'
+                     "</text>")
+        kx += 22 + 6 * len(KEY[colour])
+    parts.append("</svg>")
     return "".join(parts)

@@ -1,0 +1,39 @@
+"""The one display fallback of every widget: the live view if it can be made, else static.
+
+A widget's ``_repr_mimebundle_`` carries its static drawing (SVG or HTML, for nbconvert and
+GitHub) and, where ipywidgets and plotly's FigureWidget can be imported, the live view. Only a
+missing front-end package (ImportError) falls back to the static drawing alone: any other
+exception is a widget bug and is raised, so it shows as one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["CONFIG", "figure_widget", "widget_bundle"]
+
+
+def widget_bundle(static: dict, make_view: Callable, include=None, exclude=None) -> dict:
+    """``static`` plus the mime bundle of ``make_view()`` (static alone without a front end)."""
+    try:
+        view = make_view()
+    except ImportError:            # no ipywidgets or anywidget here: the static drawing only
+        return static
+    bundle = view._repr_mimebundle_(include=include, exclude=exclude)
+    if isinstance(bundle, tuple):
+        bundle = bundle[0]
+    return {**(bundle or {}), **static}
+
+
+CONFIG = {"displaylogo": False,     # an offline course: nothing to share or upload
+          "modeBarButtonsToRemove": ["sendChartToCloud", "sendDataToCloud", "lasso2d",
+                                     "select2d"]}
+
+
+def figure_widget(*args, **kwargs):
+    """A plotly FigureWidget with the course's modebar (no share, upload or lasso buttons)."""
+    import plotly.graph_objects as go
+
+    fig = go.FigureWidget(*args, **kwargs)
+    fig._config = {**fig._config, **CONFIG}
+    return fig
