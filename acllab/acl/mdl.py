@@ -449,10 +449,10 @@ def _gear_size(desc_size: int, c, gear, i: int) -> int:
     t = c.inputs[i]
     if c.dynamic == "static" or i == len(c.inputs) - 1 or gear is None:
         return t.size
-    full = int(np.prod(t.max_dims))
     batch, hw = (None, gear) if c.dynamic == "hw" else (gear, None)
-    shape = c.input_shapes_at(batch, hw).get(t.name, t.max_dims)
-    return t.size * int(np.prod(shape)) // full
+    full = c.input_shapes_at().get(t.name, t.max_dims)       # the graph's, at the largest
+    shape = c.input_shapes_at(batch, hw).get(t.name, full)    # gear (AIPP: not the desc's)
+    return t.size * int(np.prod(shape)) // int(np.prod(full))
 
 
 def _plan_execute(m: LoadedModel, inputs, outputs):

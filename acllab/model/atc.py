@@ -26,6 +26,7 @@ from math import prod
 from pathlib import Path
 
 from ..hardware import PROFILES, DeviceProfile, get_profile
+from .aipp import AippError, aipp_flops, build_config, parse_aipp, source_bytes
 from .compiled import DYNAMIC_INPUT_NAME, CompiledModel, MemoryPlan, TensorDesc, gear_key
 from .cost import OpPlan, plan_tile, tiling_efficiency
 from .graph import DTYPES, Graph, GraphError, TensorSpec, load_graph
@@ -175,17 +176,36 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
                   dynamic_batch_size: str | list | None = None,
                   dynamic_image_size: str | list | None = None, fusion: bool = True,
                   soc_version: str | None = None, profile: DeviceProfile | str | None = None,
-                  input_format: str | None = None) -> CompiledModel:
-    """Compile a graph ('zoo:NAME', a JSON path or dict, a Graph) as atc would."""
+                  input_format: str | None = None, input_fp16_nodes: str | None = None,
+                  output_type: str | None = None, out_nodes: str | None = None,
+                  insert_op_conf: str | None = None) -> CompiledModel:
+    """Compile a graph ('zoo:NAME', a JSON path or dict, a Graph) as atc would.
+
+    ``input_format="NHWC"``: the model takes NHWC data (and ``input_shape`` is written in
+    NHWC order); the compiled model transposes it to the graph's NCHW (a TransData op).
+    ``input_fp16_nodes``, ``output_type``, ``out_nodes`` and ``insert_op_conf`` (a path to a
+    static AIPP config, see :mod:`acllab.model.aipp`) are atc's flags of those names.
+    """
     soc, prof = soc_to_profile(soc_version, profile)
     try:
         graph = load_graph(model)
     except GraphError as exc:
         raise _bad("--model", model if isinstance(model, str) else "<graph>", str(exc)) from None
+    nhwc = False
     if input_format is not None:
         if input_format not in ("NCHW", "NHWC", "ND"):
             raise _bad("--input_format", input_format, "choose NCHW, NHWC or ND")
-        graph.inputs = [TensorSpec(t.name, t.shape, t.dtype, input_format) for t in graph.inputs]
+        nhwc = input_format == "NHWC"
+        if nhwc and input_shape is not None:
+            input_shape = _nhwc_to_nchw(input_shape)
+        if input_format == "ND":
+            graph.inputs = [TensorSpec(t.name, t.shape, t.dtype, "ND") for t in graph.inputs]
+    if input_fp16_nodes:
+        _fp16_inputs(graph, input_fp16_nodes)
+    if out_nodes:
+        graph = _select_outputs(graph, out_nodes)
+    if output_type:
+        _output_types(graph, output_type)
     if dynamic_batch_size is not None and dynamic_image_size is not None:
         raise _bad("--dynamic_batch_size", dynamic_batch_size, "--dynamic_batch_size and "
                    "--dynamic_image_size are mutually exclusive")
@@ -220,6 +240,23 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
     big = anns[largest[0]]
     workspace, peak, blocks = plan_memory(compiled_graph, big)
     inputs = _descs(compiled_graph.inputs, anns, big, "input")
+    preprocess: dict[str, dict] = {}
+    if insert_op_conf is not None:
+        if kind == "hw":
+            raise _bad("--insert_op_conf", insert_op_conf, "acllab does not combine static "
+                       "AIPP with --dynamic_image_size")
+        aipps = _read_aipp(insert_op_conf, compiled_graph, big)
+        for name, cfg in aipps.items():
+            preprocess[name] = {"aipp": cfg.to_dict()}
+        inputs = [_aipp_desc(t, aipps[t.name]) if t.name in aipps else t for t in inputs]
+    if nhwc:
+        for i, t in enumerate(inputs):
+            if len(t.dims) == 4 and t.name not in preprocess:
+                preprocess[t.name] = {"layout": "NHWC"}
+                inputs[i] = TensorDesc(t.name, _to_nhwc(t.dims), _to_nhwc(t.max_dims),
+                                       t.dtype, "NHWC", t.size)
+    for key, a in anns.items():
+        plans[key] = _pre_plans(preprocess, a, compiled_graph, kind != "static") + plans[key]
     outputs = _descs(compiled_graph.outputs, anns, big, "output")
     if kind != "static":
         n = 1 if kind == "batch" else 2
@@ -231,13 +268,189 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
     options = {"input_shape": input_shape if not isinstance(input_shape, dict) else
                ";".join(f"{k}:{','.join(map(str, v))}" for k, v in input_shape.items()),
                "dynamic_batch_size": dynamic_batch_size, "dynamic_image_size":
-               dynamic_image_size, "fusion": bool(fusion), "soc_version": soc}
+               dynamic_image_size, "fusion": bool(fusion), "soc_version": soc,
+               "input_format": input_format, "input_fp16_nodes": input_fp16_nodes,
+               "output_type": output_type, "out_nodes": out_nodes,
+               "insert_op_conf": insert_op_conf}
     if isinstance(dynamic_batch_size, (list, tuple)):
         options["dynamic_batch_size"] = ",".join(map(str, gears))
     if isinstance(dynamic_image_size, (list, tuple)):
         options["dynamic_image_size"] = ";".join(f"{h},{w}" for h, w in gears)
     return CompiledModel(graph.name, compiled_graph, soc, prof.name, kind, gears, inputs,
-                         outputs, memory, plans, records, options, source_ops)
+                         outputs, memory, plans, records, options, source_ops, preprocess)
+
+
+# ---- input layout, input and output types, output selection, AIPP -------------------------
+_OUTPUT_TYPES = {"FP32": "fp32", "FP16": "fp16", "UINT8": "uint8"}
+
+
+def _nhwc_to_nchw(text):
+    """--input_shape in NHWC order (with --input_format NHWC) -> the graph's NCHW order."""
+    if isinstance(text, dict):
+        return {k: (tuple(v[i] for i in (0, 3, 1, 2)) if len(v) == 4 else tuple(v))
+                for k, v in text.items()}
+    parts = []
+    for part in str(text).strip().strip('"').split(";"):
+        name, sep, dims = part.strip().rpartition(":")
+        d = dims.split(",")
+        parts.append(f"{name}{sep}{','.join(d[i] for i in (0, 3, 1, 2))}" if len(d) == 4
+                     else part)
+    return ";".join(parts)
+
+
+def _to_nhwc(dims: tuple[int, ...]) -> tuple[int, ...]:
+    return (dims[0], dims[2], dims[3], dims[1])
+
+
+def _fp16_inputs(graph: Graph, text: str) -> None:
+    """--input_fp16_nodes "data;other": those inputs take fp16 data."""
+    names = [n.strip() for n in str(text).split(";") if n.strip()]
+    known = {t.name for t in graph.inputs}
+    for n in names:
+        if n not in known:
+            raise _bad("--input_fp16_nodes", text, f"the model has no input {n!r}; its "
+                       f"inputs are {sorted(known)}")
+    graph.inputs = [TensorSpec(t.name, t.shape, "fp16" if t.name in names else t.dtype,
+                               t.format) for t in graph.inputs]
+
+
+def _node_output(graph: Graph, flag: str, text: str, node: str, index: str) -> str:
+    """The tensor that output ``index`` of op ``node`` makes (atc's "node:index")."""
+    op = next((o for o in graph.ops if o.name == node), None)
+    if op is None:
+        raise _bad(flag, text, f"the model has no node {node!r}")
+    try:
+        i = int(index)
+    except ValueError:
+        raise _bad(flag, text, f"output index {index!r} of {node!r} must be an integer") \
+            from None
+    if not 0 <= i < len(op.outputs):
+        raise _bad(flag, text, f"node {node!r} has {len(op.outputs)} output(s); index {i} "
+                   "is out of range")
+    return op.outputs[i]
+
+
+def _select_outputs(graph: Graph, text: str) -> Graph:
+    """--out_nodes "node:0;node2:0": these become the outputs; unused ops are dropped."""
+    tensors = []
+    for part in str(text).strip().strip('"').split(";"):
+        if not part.strip():
+            continue
+        node, sep, index = part.strip().rpartition(":")
+        if not sep or not node:
+            raise _bad("--out_nodes", text, 'use "node_name:output_index" (several joined '
+                       'by ;)')
+        t = _node_output(graph, "--out_nodes", text, node, index)
+        if t in tensors:
+            raise _bad("--out_nodes", text, f"{part.strip()!r} is given twice")
+        tensors.append(t)
+    if not tensors:
+        raise _bad("--out_nodes", text, "no output given")
+    old = {t.name: t for t in graph.outputs}
+    outputs = [old.get(t, TensorSpec(t, (), "fp32", "ND")) for t in tensors]
+    need, keep = set(tensors), []
+    for op in reversed(graph.ops):
+        if need & set(op.outputs):
+            keep.append(op)
+            need.update(op.inputs)
+    names = {o.name for o in keep}
+    weights = {k: v for k, v in graph.weights.items() if k.rpartition(".")[0] in names}
+    try:
+        return Graph(graph.name, list(graph.inputs), outputs, keep[::-1], graph.dtype,
+                     graph.act_dtype, graph.weight_dtype, weights, graph.description)
+    except GraphError as exc:
+        raise _bad("--out_nodes", text, str(exc)) from None
+
+
+def _output_types(graph: Graph, text: str) -> None:
+    """--output_type FP16 (every output) or "node:0:FP16;node2:0:UINT8" (per output)."""
+    value = str(text).strip().strip('"')
+    choices = ", ".join(_OUTPUT_TYPES)
+    if ":" not in value:
+        if value not in _OUTPUT_TYPES:
+            raise _bad("--output_type", text, f"choose {choices}")
+        graph.outputs = [TensorSpec(t.name, t.shape, _OUTPUT_TYPES[value], t.format)
+                         for t in graph.outputs]
+        return
+    chosen: dict[str, str] = {}
+    for part in value.split(";"):
+        if not part.strip():
+            continue
+        bits = part.strip().split(":")
+        if len(bits) != 3:
+            raise _bad("--output_type", text, 'use "TYPE" or "node:index:TYPE" (several '
+                       'joined by ;)')
+        node, index, typ = bits
+        if typ not in _OUTPUT_TYPES:
+            raise _bad("--output_type", text, f"{typ!r}: choose {choices}")
+        t = _node_output(graph, "--output_type", text, node, index)
+        if t not in {o.name for o in graph.outputs}:
+            raise _bad("--output_type", text, f"{node}:{index} is not an output of the model "
+                       "(see --out_nodes)")
+        chosen[t] = _OUTPUT_TYPES[typ]
+    graph.outputs = [TensorSpec(t.name, t.shape, chosen.get(t.name, t.dtype), t.format)
+                     for t in graph.outputs]
+
+
+def _read_aipp(path: str, graph: Graph, big) -> dict:
+    """--insert_op_conf: the static AIPP configs, by the name of the input each feeds."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _bad("--insert_op_conf", path, f"cannot read it: "
+                   f"{getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        blocks = parse_aipp(text)
+        out = {}
+        for b in blocks:
+            rank = b.get("related_input_rank", 0)
+            if not 0 <= rank < len(graph.inputs):
+                raise AippError(f"related_input_rank {rank} is out of range: the model has "
+                                f"{len(graph.inputs)} input(s)")
+            spec = graph.inputs[rank]
+            if spec.name in out:
+                raise AippError(f"two aipp_op blocks for input {rank} ({spec.name!r})")
+            if spec.dtype != "fp32":
+                raise AippError(f"input {spec.name!r} is {spec.dtype}: AIPP feeds a float "
+                                "input (do not list it in --input_fp16_nodes)")
+            try:
+                out[spec.name] = build_config(b, big.shapes[spec.name])
+            except AippError as exc:
+                raise AippError(f"aipp_op for input {rank} ({spec.name!r}): {exc}") from None
+        return out
+    except AippError as exc:
+        raise _bad("--insert_op_conf", path, str(exc)) from None
+
+
+def _aipp_desc(t: TensorDesc, cfg) -> TensorDesc:
+    """An AIPP input: uint8 NHWC images of the source size."""
+    dims = (t.dims[0], cfg.src_h, cfg.src_w, cfg.channels)
+    max_dims = (t.max_dims[0], cfg.src_h, cfg.src_w, cfg.channels)
+    return TensorDesc(t.name, dims, max_dims, "uint8", "NHWC",
+                      t.max_dims[0] * source_bytes(cfg))
+
+
+def _pre_plans(preprocess: dict, ann, graph: Graph, generic: bool) -> list[OpPlan]:
+    """The vector ops that run before the first layer: AIPP, or TransData for NHWC."""
+    plans = []
+    for spec in graph.inputs:
+        pre = preprocess.get(spec.name)
+        if pre is None:
+            continue
+        shape = ann.shapes[spec.name]
+        if "aipp" in pre:
+            from .aipp import AippConfig
+
+            cfg = AippConfig.from_dict(pre["aipp"])
+            moved = shape[0] * (source_bytes(cfg) + prod(shape[1:]) * 2)
+            plans.append(OpPlan(f"aipp_{spec.name}", "Aipp", "vector", graph.dtype,
+                                shape[0] * aipp_flops(cfg), moved, 0, None, None, 1.0,
+                                generic))
+        else:
+            size = ann.tensor_bytes(spec.name)
+            plans.append(OpPlan(f"transdata_{spec.name}", "TransData", "vector", graph.dtype,
+                                prod(shape), 2 * size, 0, None, None, 1.0, generic))
+    return plans
 
 
 def _align(n: int, to: int = 512) -> int:
@@ -300,6 +513,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--input_format", choices=("NCHW", "NHWC", "ND"))
     p.add_argument("--dynamic_batch_size", help='batch gears, e.g. "1,2,4,8"')
     p.add_argument("--dynamic_image_size", help='image-size gears, e.g. "224,224;448,448"')
+    p.add_argument("--input_fp16_nodes", help='inputs that take fp16 data, e.g. "data"')
+    p.add_argument("--output_type", help='FP32, FP16 or UINT8 for every output, or per output '
+                   '"node:0:FP16;node2:0:UINT8"')
+    p.add_argument("--out_nodes", help='the outputs, e.g. "fc:0;prob:0" (node:output index)')
+    p.add_argument("--insert_op_conf", help="a static AIPP config file (aipp_op { ... })")
     p.add_argument("--fusion_switch_file", help='JSON; {"Switch": {"GraphFusion": {"ALL": '
                    '"off"}, "UBFusion": {"ALL": "off"}}} turns fusion off')
     p.add_argument("--log", default="null", choices=("debug", "info", "warning", "error",
@@ -334,7 +552,10 @@ def atc_main(argv: list[str] | None = None, out=None, err=None) -> int:
         model = compile_model(args.model, input_shape=args.input_shape,
                               dynamic_batch_size=args.dynamic_batch_size,
                               dynamic_image_size=args.dynamic_image_size, fusion=fusion,
-                              soc_version=args.soc_version, input_format=args.input_format)
+                              soc_version=args.soc_version, input_format=args.input_format,
+                              input_fp16_nodes=args.input_fp16_nodes,
+                              output_type=args.output_type, out_nodes=args.out_nodes,
+                              insert_op_conf=args.insert_op_conf)
         model.options["framework"] = args.framework
         path = args.output if args.output.endswith(".om") else args.output + ".om"
         try:

@@ -105,6 +105,9 @@ class CompiledModel:
     fusions: list[FusionRecord] = field(default_factory=list)
     options: dict = field(default_factory=dict)
     source_ops: int = 0
+    #: what the model does to an input before its first layer, by input name:
+    #: {"aipp": AippConfig.to_dict()} (--insert_op_conf) or {"layout": "NHWC"} (--input_format)
+    preprocess: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
         gears = f", gears {self.gears}" if self.gears else ""
@@ -219,7 +222,7 @@ class CompiledModel:
             "plans": {k: [p.to_dict() for p in v] for k, v in self.plans.items()},
             "fusions": [f.to_dict() for f in self.fusions],
             "options": dict(self.options), "source_ops": self.source_ops,
-            "graph": self.graph.to_dict(),
+            "graph": self.graph.to_dict(), "preprocess": dict(self.preprocess),
         }
 
     @classmethod
@@ -239,4 +242,5 @@ class CompiledModel:
                    [TensorDesc.from_dict(t) for t in d["outputs"]],
                    MemoryPlan.from_dict(d["memory"]),
                    {str(k): [OpPlan.from_dict(p) for p in v] for k, v in d["plans"].items()},
-                   fusions, dict(d["options"]), int(d["source_ops"]))
+                   fusions, dict(d["options"]), int(d["source_ops"]),
+                   {str(k): dict(v) for k, v in d.get("preprocess", {}).items()})

@@ -21,6 +21,7 @@ from ..constants import ACL_MEM_MALLOC_HUGE_FIRST
 from ..engine import Task
 from ..errors import Fail
 from ..memory import Region
+from .aipp import AippConfig, apply_aipp, source_bytes
 from .compiled import CompiledModel
 from .cost import breakdown
 from .graph import DTYPES
@@ -110,10 +111,20 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
         arrays = {}
         for spec, (region, off, _n) in zip(c.graph.inputs, inputs, strict=False):
             shape = gear_shapes[spec.name]
+            pre = c.preprocess.get(spec.name, {})
+            if "aipp" in pre:                 # uint8 images in, the float input out
+                cfg = AippConfig.from_dict(pre["aipp"])
+                raw = region.span(off, shape[0] * source_bytes(cfg)).tobytes()
+                arrays[spec.name] = apply_aipp(cfg, raw, shape[0])
+                continue
             dt = _np_dtype(spec.dtype)
             count = int(np.prod(shape)) * dt.itemsize
-            arrays[spec.name] = np.frombuffer(region.span(off, count).tobytes(),
-                                              dtype=dt).reshape(shape)
+            flat = np.frombuffer(region.span(off, count).tobytes(), dtype=dt)
+            if pre.get("layout") == "NHWC":   # the model's TransData: NHWC -> NCHW
+                n, ch, h, w = shape
+                arrays[spec.name] = flat.reshape(n, h, w, ch).transpose(0, 3, 1, 2)
+            else:
+                arrays[spec.name] = flat.reshape(shape)
         box["inputs"] = arrays
 
     def write_outputs(task: Task) -> None:
@@ -128,7 +139,11 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
         for (region, off, n), desc, arr in zip(outputs, c.outputs, results, strict=False):
             if region.dangling:
                 continue
-            raw = np.ascontiguousarray(arr, dtype=_np_dtype(desc.dtype)).tobytes()[:n]
+            dt = _np_dtype(desc.dtype)
+            if dt.kind in "iu":               # --output_type UINT8: rounded, saturated
+                lim = np.iinfo(dt)
+                arr = np.clip(np.rint(np.nan_to_num(arr)), lim.min, lim.max)
+            raw = np.ascontiguousarray(arr, dtype=dt).tobytes()[:n]
             region.span(off, len(raw))[:] = np.frombuffer(raw, dtype=np.uint8)
 
     tasks: list[Task] = []
