@@ -15,6 +15,7 @@ import pytest
 import acllab
 from acllab import acl
 from acllab.constants import (
+    ACL_DDR_MEM,
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEM_MALLOC_HUGE_ONLY,
     ACL_MEM_MALLOC_NORMAL_ONLY,
@@ -25,6 +26,7 @@ from widgets.memory_map import (
     LEGEND,
     ROWS,
     MemoryMap,
+    _mib,
     memory_layout,
     page_map,
 )
@@ -255,3 +257,25 @@ def test_live_without_a_kernel_does_nothing(card):
     mm = MemoryMap(card, live=True)
     assert mm._hook is None
     mm.stop()
+
+
+def test_status_matches_get_mem_info_after_each_change_and_refresh_says_so(card):
+    mm = MemoryMap(card)
+    mm.view()
+    labels = [label for label, _ in mm._picker.options]
+    assert labels[0] == "device 0" and mm._picker.style.description_width == "40px"
+
+    def mem_info_text() -> str:
+        free, total = acl.rt.get_mem_info(ACL_DDR_MEM)[:2]
+        return f"{_mib(free)} free of {_mib(total)}"
+
+    assert mem_info_text() in mm._status.value
+    some_blocks()
+    mm._button.click()
+    assert "refreshed" in mm._status.value and mem_info_text() in mm._status.value
+    assert "3 MiB" in mm.widget().layout.title.text or "MiB" in mm.widget().layout.title.text
+    mm._picker.value = 1
+    assert "device 1" in mm._status.value and "not open now" in mm._status.value
+    assert "device 1" in mm.widget().layout.title.text
+    mm._picker.value = 0
+    assert mem_info_text() in mm._status.value and "device 0" in mm._status.value

@@ -145,3 +145,24 @@ def test_widgets_package_exposes_it_lazily():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "widgets.stream_stepper"
+
+
+def test_after_more_cells_ran_slider_figure_and_table_show_the_same_trace(fresh):
+    """Run All: the stepper was drawn with 1 round, later cells add more; the next Step
+    redraws the slider range and the figure too, so every moment can be reached."""
+    h = program(rounds=1)
+    st = StreamStepper()
+    st.widget()
+    before = len(st.moments())
+    stream2, _ = acl.rt.create_stream()
+    acl.rt.memcpy_async(h["dev"], N, h["src"], N, ACL_MEMCPY_HOST_TO_DEVICE, stream2)
+    more(h, rounds=2)
+    st._forward.click()
+    n = len(st.moments())
+    assert n > before and st._slider.max == st._play.max == n - 1
+    assert f"of {n})" in st._clock.value
+    assert {t.name for t in st._fig.data} == {"Stream 1", "Stream 2"}
+    for _ in range(n + 2):
+        st._forward.click()
+    assert st.index == n - 1 and f"moment {n} of {n}" in st._clock.value
+    assert "acllab-stream-stepper-clock" in st._clock._dom_classes

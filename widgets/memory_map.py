@@ -282,6 +282,7 @@ class MemoryMap(LiveRedraw):
         self._still: tuple[MemoryLayout, str] | None = None
         self._fig: go.FigureWidget | None = None
         self._view = self._picker = self._smi = self._button = self._hook = None
+        self._status = None
         if live:
             self._follow()
 
@@ -327,10 +328,24 @@ class MemoryMap(LiveRedraw):
             self._fig = figure_widget(self.to_figure())
         return self._fig
 
-    def refresh(self) -> None:
+    def status(self, what: str = "showing") -> str:
+        """One line: the device shown, when, and the driver's free/total (get_mem_info)."""
+        rt = self.runtime
+        if self._still is not None:
+            return f"a snapshot of device {self.device} (later changes do not alter it)"
+        dev = rt.devices[self.device]
+        free, total = dev.heap.mem_info("all")
+        state = "open" if dev.open else "not open now (reset or finalized by a later cell)"
+        return (f"{what} device {self.device} as it is now, host time "
+                f"{rt.host_ns / 1000:,.1f} us: {state}; acl.rt.get_mem_info: "
+                f"{_mib(free)} free of {_mib(total)}")
+
+    def refresh(self, what: str = "showing") -> None:
         """Redraw the widget (and the smi text) from the heap as it is now."""
         if self._smi is not None:
             self._smi.value = _pre(self.smi())
+        if self._status is not None:
+            self._status.value = html.escape(self.status(what))
         if self._fig is None:
             return
         new = self.to_figure()
@@ -359,19 +374,24 @@ class MemoryMap(LiveRedraw):
             n = len(self.runtime.devices)
             self._picker = ipw.Dropdown(options=[(f"device {i}", i) for i in range(n)],
                                         value=self.device, description="show",
-                                        layout=ipw.Layout(width="160px"))
+                                        style={"description_width": "40px"},
+                                        layout=ipw.Layout(width="170px"))
             self._picker.add_class("acllab-memory-map-device")
             self._picker.observe(lambda change: self.show_device(change["new"]), names="value")
             self._button = ipw.Button(description="refresh", icon="refresh",
                                       layout=ipw.Layout(width="110px"))
             self._button.add_class("acllab-memory-map-refresh")
-            self._button.on_click(lambda _: self.refresh())
+            self._button.on_click(lambda _: self.refresh("refreshed:"))
+            self._status = ipw.HTML(html.escape(self.status()))
+            self._status.add_class("acllab-memory-map-status")
             self._smi = ipw.HTML(_pre(self.smi()))
             self._smi.add_class("acllab-memory-map-smi")
             side = ipw.HBox([fig, self._smi], layout=ipw.Layout(flex_flow="row wrap"))
             controls = [] if self._still is not None else [ipw.HBox([self._picker,
-                                                                     self._button])]
+                                                                     self._button]),
+                                                           self._status]
             self._view = ipw.VBox([*controls, side])
+            self._view.add_class("acllab-memory-map")
         return self._view
 
     # -- display -------------------------------------------------------------------------

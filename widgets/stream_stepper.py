@@ -123,6 +123,7 @@ class StreamStepper:
         self._fig: go.FigureWidget | None = None
         self._view = self._play = self._slider = self._back = self._forward = None
         self._table = self._clock = None
+        self._drawn_key: tuple | None = None    # the trace the slider and figure show
 
     @property
     def runtime(self):
@@ -213,19 +214,21 @@ class StreamStepper:
             self._slider = ipw.IntSlider(min=0, max=0, value=0, continuous_update=False,
                                          readout=False, description="time",
                                          layout=ipw.Layout(width="45%"))
-            self._clock = ipw.Label()
+            self._clock = ipw.HTML(layout=ipw.Layout(width="auto", flex="0 0 auto"))
             self._table = ipw.HTML()
             for w, name in ((self._play, "play"), (self._back, "back"),
                             (self._forward, "forward"), (self._slider, "slider"),
-                            (self._table, "table")):
+                            (self._table, "table"), (self._clock, "clock")):
                 w.add_class(f"acllab-stream-stepper-{name}")
             self._back.on_click(lambda _: self.step(-1))
             self._forward.on_click(lambda _: self.step(1))
             self._slider.observe(lambda change: self.show(change["new"]), names="value")
             self._play.observe(lambda change: self.show(change["new"]), names="value")
             self._fig = figure_widget(self.to_figure())
+            self._drawn_key = self._key
             controls = ipw.HBox([self._play, self._back, self._forward, self._slider,
-                                 self._clock])
+                                 self._clock], layout=ipw.Layout(flex_flow="row wrap",
+                                                                 align_items="center"))
             self._view = ipw.VBox([controls, self._table, self._fig])
             self._update_controls()
         return self._view
@@ -234,7 +237,17 @@ class StreamStepper:
         """Re-read the runtime's trace (the live one if none was given) and redraw."""
         if self._view is None:
             return
-        self._update_controls()
+        self._drawn_key = None
+        self._redraw()
+
+    def _sync(self) -> None:
+        """The trace changed since the slider and the figure were drawn: redraw them both."""
+        self._drawn_key = self._key
+        n = len(self._moments)
+        for w in (self._slider, self._play):
+            w.max = max(n - 1, 0)
+            w.disabled = n < 2
+        self._back.disabled = self._forward.disabled = n < 2
         fresh = self.to_figure()
         with self._fig.batch_update():
             self._fig.data = ()
@@ -258,6 +271,11 @@ class StreamStepper:
         if self._view is None:
             return
         n = len(self.moments())
+        self.index = min(self.index, max(n - 1, 0))
+        if self._key != self._drawn_key:        # every part shows the same trace
+            self._sync()
+        if self._slider.value != self.index:
+            self._slider.value = self.index
         if self._play.value != self.index:
             self._play.value = self.index
         self._clock.value = (f"{_us(self.t_ns)} (moment {self.index + 1} of {n})" if n
