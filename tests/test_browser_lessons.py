@@ -152,8 +152,21 @@ def check_memory_map(nb) -> None:
     nb.shot("memory-map")
 
 
-INTERACTIONS = {"02": [check_memory_map], "04": [check_timelines, check_stepper],
-                "05": [check_timelines], "06": [check_timelines], "10": [check_timelines]}
+def check_quiet_teardown(nb) -> None:
+    """The teardown cell shows no leak or sanitizer warning caused by the lesson's own demos."""
+    last = nb.panel.locator(".jp-CodeCell", has_text="ret = acl.finalize()").last
+    text = " ".join(last.locator(".jp-OutputArea-output").all_inner_texts())
+    assert "AclWarning" not in text, text[:500]
+
+
+INTERACTIONS = {
+    "02": [check_memory_map, check_quiet_teardown],
+    "03": [check_quiet_teardown],
+    "04": [check_timelines, check_stepper, check_quiet_teardown],
+    "05": [check_timelines],
+    "06": [check_timelines],
+    "10": [check_timelines],
+}
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, indirect=True)

@@ -326,3 +326,21 @@ def test_a_widget_bug_is_raised_not_hidden_behind_the_static_drawing(fresh, monk
         tl._repr_mimebundle_()
     monkeypatch.setattr(tl, "view", lambda: (_ for _ in ()).throw(ImportError("anywidget")))
     assert set(tl._repr_mimebundle_()) == {"image/svg+xml", "text/plain"}
+
+
+def test_plain_warnings_show_an_aclwarning_as_one_line(monkeypatch):
+    import io
+    import warnings
+
+    import widgets
+
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)
+    widgets.plain_warnings()
+    widgets.plain_warnings()                     # a second call wraps nothing twice
+    out = io.StringIO()
+    warnings.showwarning(acllab.AclWarning("acl.rt.malloc returned 207001"),
+                         acllab.AclWarning, "/tmp/ipykernel_1/2.py", 3, out, "x = 1")
+    assert out.getvalue() == "AclWarning: acl.rt.malloc returned 207001\n"
+    other = io.StringIO()                        # other warnings keep their own format
+    warnings.showwarning(UserWarning("u"), UserWarning, "f.py", 3, other, "x = 1")
+    assert "AclWarning" not in other.getvalue()

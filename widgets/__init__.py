@@ -9,6 +9,7 @@ package. In notebooks, alias ipywidgets as ``ipw``, never as ``widgets``.
     from widgets.copy_path import CopyPath      # pinned vs pageable copy paths, animated
     from widgets.stream_stepper import StreamStepper  # Play / Step through virtual time
     from widgets.check_panel import show        # a check's result as a pass/fail list
+    from widgets import plain_warnings          # AclWarnings as one plain line each
 
 Importing this package loads neither plotly nor ipywidgets (nor needs a kernel); the names
 below are loaded on first use.
@@ -16,12 +17,40 @@ below are loaded on first use.
 
 from __future__ import annotations
 
-__all__ = ["Timeline", "MemoryMap", "CopyPath", "SweepChart", "ShapeExplorer",
+__all__ = ["plain_warnings", "Timeline", "MemoryMap", "CopyPath", "SweepChart", "ShapeExplorer",
            "PipelineExplorer", "StreamStepper", "show", "panel"]
 
 _MODULES = {"Timeline": "timeline", "MemoryMap": "memory_map", "CopyPath": "copy_path",
             "SweepChart": "copy_path", "ShapeExplorer": "shape_explorer",
             "PipelineExplorer": "pipeline_explorer", "StreamStepper": "stream_stepper"}
+
+
+def plain_warnings() -> None:
+    """Show each AclWarning as ``AclWarning: message``, without a file name or source line.
+
+    In a notebook the default format names the kernel's temporary file for the cell
+    (``ipykernel_NNN/NNN.py:3:``) and repeats a line of code, which reads like an error. An
+    AclWarning is the runtime explaining a return code: the message is all a learner needs.
+    Other warnings keep their usual format. Calling it again changes nothing.
+    """
+    import sys
+    import warnings
+
+    from acllab.errors import AclWarning
+
+    current = warnings.showwarning
+    if getattr(current, "_acllab_plain", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if isinstance(category, type) and issubclass(category, AclWarning):
+            stream = file if file is not None else sys.stderr
+            stream.write(f"AclWarning: {message}\n")
+        else:
+            current(message, category, filename, lineno, file, line)
+
+    show._acllab_plain = True
+    warnings.showwarning = show
 
 
 def __getattr__(name: str):
