@@ -54,12 +54,15 @@ def _restore(saved: dict) -> None:
 def _teardown(namespace: dict) -> None:
     """Drop a finished script's globals and collect them, so ``__del__`` teardown runs now.
 
-    Objects go first, newest name first (while the modules they use are still bound, as a
-    ``__del__`` that calls ``acl.finalize()`` needs), then everything else; a ``gc.collect``
-    after each step frees reference cycles (functions hold their module's globals).
+    Objects go first, newest name first, while the modules, functions and classes they use
+    are still bound (a ``__del__`` that calls ``check_ret(...)`` and ``acl.finalize()`` needs
+    them); then everything else. A ``gc.collect`` after each step frees reference cycles
+    (functions hold their module's globals). An object a running thread still uses (a bound
+    method started by ``acl.util.start_thread``) stays alive, as at interpreter exit.
     """
+    keep = (types.ModuleType, types.FunctionType, type)
     for name in reversed(list(namespace)):
-        if not name.startswith("__") and not isinstance(namespace[name], types.ModuleType):
+        if not name.startswith("__") and not isinstance(namespace[name], keep):
             del namespace[name]
     gc.collect()
     namespace.clear()
