@@ -62,7 +62,7 @@ class DvppDevice:
 
 def dvpp_device(runtime, device) -> DvppDevice:
     """The device's media engines and DVPP memory, created on first use."""
-    table = runtime.__dict__.setdefault("dvpp_devices", {})
+    table = runtime.__dict__.setdefault("_dvpp_devices", {})
     dd = table.get(device.id)
     if dd is None or dd.device is not device:
         dd = table[device.id] = DvppDevice(device)
