@@ -291,3 +291,53 @@ def test_decode_resize_model_input_pipeline(s):
     chrome = trace.to_chrome_trace(acllab.current_runtime())
     assert {"JpegDecode", "VpcResize"} <= {e.get("name") for e in chrome["traceEvents"]}
     assert not [f for f in sanitizer.analyze(acllab.current_runtime()) if f.kind == "race"]
+
+
+def test_encode_time_is_latency_plus_pixels_over_rate(s):
+    n = 64 * 64 * 3 // 2
+    src, _ = media.dvpp_malloc(n)
+    assert acl.rt.memset(src, n, 128, n) == 0
+    cfg = media.dvpp_create_jpege_config()
+    desc = pic(src, n, 64, 64, 64, 64)
+    size, _ = media.dvpp_jpeg_predict_enc_size(desc, cfg)
+    dst, _ = media.dvpp_malloc(size)
+    assert media.dvpp_jpeg_encode_async(channel(), desc, dst, size, cfg, s) == 0
+    assert acl.rt.synchronize_stream(s) == 0
+    (t,) = _tasks()
+    assert t.engine_name == "JPEGE (device 0)"
+    assert t.end_ns - t.start_ns == P.dvpp_task_ns + ceil_div(64 * 64 * 10**9,
+                                                              P.jpege_pixels_per_s)
+
+
+def test_dvpp_free_while_a_decode_is_queued_is_a_use_after_free(s):
+    jpeg = make_jpeg(smooth_rgb(256, 256))
+    desc, out, _ = decode(jpeg, s)
+    assert media.dvpp_free(out) == 0           # no implicit synchronisation
+    assert acl.rt.synchronize_stream(s) == 0
+    found = [f for f in sanitizer.analyze(acllab.current_runtime())
+             if f.kind == "use-after-free"]
+    assert found and out in found[0].buffers
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_crops_are_exact(s, seed):
+    rng = np.random.default_rng(seed)
+    w, h, ws = 96, 64, 96
+    n = ws * h * 3 // 2
+    src, _ = media.dvpp_malloc(n)
+    content = rng.integers(0, 256, n, dtype=np.uint8)
+    acllab.current_runtime().region(src).data[:n] = content
+    y_in, uv_in = F.split_planes(content, w, h, ws, h, NV12)
+    left, top = 2 * int(rng.integers(0, 20)), 2 * int(rng.integers(0, 20))
+    cw, ch_ = 2 * int(rng.integers(5, (w - left) // 2 + 1)), 2 * int(rng.integers(3,
+                                                                               (h - top) // 2 + 1))
+    ows = max(32, F.align_up(cw, 16))          # VPC strides are 32 to 16384
+    m = ows * ch_ * 3 // 2
+    dst, _ = media.dvpp_malloc(m)
+    roi = media.dvpp_create_roi_config(left, left + cw - 1, top, top + ch_ - 1)
+    assert media.dvpp_vpc_crop_async(channel(), pic(src, n, w, h, ws, h),
+                                     pic(dst, m, cw, ch_, ows, ch_), roi, s) == 0
+    assert acl.rt.synchronize_stream(s) == 0
+    y, uv = planes(dst, cw, ch_, ows, ch_)
+    assert np.array_equal(y, y_in[top:top + ch_, left:left + cw])
+    assert np.array_equal(uv, uv_in[top // 2:(top + ch_) // 2, left // 2:(left + cw) // 2])
