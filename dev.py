@@ -2,8 +2,9 @@
 """Set up the project's environment and run it: the lessons, the tests, the benchmarks.
 
 Needs only Python 3.10+ and its standard library. Every command first makes sure that
-``.venv`` exists and holds ``pip install -e .[lab,test]`` for the current pyproject.toml
-(it reinstalls when pyproject.toml changes, and rebuilds a broken ``.venv``).
+``.venv`` exists and holds the project for the current pyproject.toml: ``lab`` installs
+``-e .[lab]`` (what the lessons need), ``test`` and ``bench`` install ``-e .[lab,test]``. It
+reinstalls when pyproject.toml changes, rebuilds a broken ``.venv`` and shows pip's progress.
 
     python3 dev.py lab [--port N] [JUPYTERLAB ARGS...]   open lessons/ in JupyterLab
     python3 dev.py test [PYTEST ARGS...]                 run the test suite
@@ -20,7 +21,8 @@ import subprocess
 import sys
 
 MIN_PYTHON = (3, 10)
-EXTRAS = "lab,test"
+LAB_EXTRAS = ("lab",)
+TEST_EXTRAS = ("lab", "test")
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 VENV = os.path.join(ROOT, ".venv")
@@ -74,12 +76,23 @@ def run(cmd, what, cwd=ROOT):
 
 
 def install_hash():
-    """Fingerprint of what the environment was installed from."""
+    """Fingerprint of the pyproject.toml the environment was installed from."""
     digest = hashlib.sha256()
     with open(PYPROJECT, "rb") as f:
         digest.update(f.read())
-    digest.update(("\0extras=" + EXTRAS).encode())
     return digest.hexdigest()
+
+
+def read_stamp():
+    """(pyproject fingerprint, extras installed) recorded by the last install."""
+    try:
+        with open(STAMP) as f:
+            words = f.read().split()
+    except OSError:
+        return "", ()
+    if not words:
+        return "", ()
+    return words[0], tuple(words[1].split(",")) if len(words) > 1 else ()
 
 
 def venv_works():
@@ -94,8 +107,8 @@ def venv_works():
         return False
 
 
-def ensure_env():
-    """Create or refresh .venv so that it holds the project and its lab and test extras."""
+def ensure_env(extras=TEST_EXTRAS):
+    """Create or refresh .venv so that it holds the project and ``extras`` (at least)."""
     if not os.path.isfile(PYPROJECT):
         fail("pyproject.toml not found next to dev.py")
     if os.path.isdir(VENV) and not venv_works():
@@ -119,21 +132,21 @@ def ensure_env():
         run([venv_python(), "-m", "pip", "install", "-q", "pip>=23"], "updating pip")
 
     wanted = install_hash()
-    try:
-        with open(STAMP) as f:
-            installed = f.read().strip()
-    except OSError:
-        installed = ""
-    if installed == wanted:
+    installed, have = read_stamp()
+    if installed == wanted and set(extras) <= set(have):
         step(".venv is up to date with pyproject.toml")
         return
-    step(f"installing -e .[{EXTRAS}] into .venv (pyproject.toml changed or first run)")
+    if installed == wanted:
+        extras = tuple(sorted(set(extras) | set(have)))     # keep what is there
+    names = ",".join(extras)
+    step(f"installing -e .[{names}] into .venv (pyproject.toml changed or first run); "
+         "pip lists each package as it goes")
     run(
-        [venv_python(), "-m", "pip", "install", "-q", "-e", f".[{EXTRAS}]"],
+        [venv_python(), "-m", "pip", "install", "--progress-bar", "off", "-e", f".[{names}]"],
         "pip install",
     )
     with open(STAMP, "w") as f:
-        f.write(wanted + "\n")
+        f.write(wanted + " " + names + "\n")
 
 
 def hand_over(cmd, cwd=ROOT):
@@ -185,7 +198,7 @@ def cmd_lab(args):
     if port is not None and not port.isdigit():
         fail(f"--port needs a number, got {port!r}")
 
-    ensure_env()
+    ensure_env(LAB_EXTRAS)
     cmd = [venv_python(), "-m", "jupyterlab", "--ServerApp.root_dir=" + LESSONS]
     if port is not None:
         cmd.append("--port=" + port)
