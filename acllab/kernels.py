@@ -33,9 +33,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .engine import Task
 from .hardware import ceil_div
 
-__all__ = ["kernel", "Kernel", "BlockContext", "KernelFault", "DISPATCH_GAP_NS", "kernel_ns"]
+__all__ = ["kernel", "Kernel", "BlockContext", "KernelFault", "DISPATCH_GAP_NS", "kernel_ns",
+           "kernel_task"]
 
 DISPATCH_GAP_NS = 3_000    # the device-side gap between two kernels (task scheduling)
 
@@ -138,3 +140,54 @@ class BlockContext:
         raw = np.ascontiguousarray(values).tobytes()
         region, _off = self._span(addr, len(raw))
         self._log.append(("w", region, int(addr), raw))
+
+
+def _coalesce(accesses) -> list[tuple]:
+    """Merge overlapping or touching ranges of the same buffer and direction."""
+    out: list[list] = []
+    for base, gen, lo, hi, op in sorted(accesses, key=lambda a: (a[0], a[1], a[4], a[2])):
+        last = out[-1] if out else None
+        if last and last[0] == base and last[1] == gen and last[4] == op and lo <= last[3]:
+            last[3] = max(last[3], hi)
+        else:
+            out.append([base, gen, lo, hi, op])
+    return [tuple(a) for a in out]
+
+
+def kernel_task(runtime, k: Kernel, block_dim: int, args: tuple, stream, flops: int,
+                nbytes: int) -> Task:
+    """Build (not submit) the AI Core task of one launch: its time on the roofline, and its
+    data effect. Every block runs when the task starts (loads read memory then; what each
+    block touched becomes the task's reads and writes); the stores land when it ends. A
+    block that raises is an AI Core exception: the stream reports it (507015) at its next
+    synchronisation and none of the launch's stores land."""
+    dev = stream.device
+    duration, used = kernel_ns(k, block_dim, flops, nbytes, dev.profile)
+    log: list = []
+
+    def run_blocks(task: Task) -> None:
+        try:
+            for b in range(block_dim):
+                k.fn(BlockContext(runtime, dev.id, b, block_dim, log), *args)
+        except Exception as exc:   # noqa: BLE001 (a kernel bug is an AI Core exception)
+            where = f"{type(exc).__name__}: {exc}"
+            task.info["fault"] = where
+            stream.fault = f"kernel {k.name} (task {task.id}) failed: {where}"
+            log.clear()
+        mem = _coalesce((reg.start, reg.generation, addr, addr + (n if op == "r" else len(n)),
+                         op) for op, reg, addr, n in log)
+        task.info["mem"] = tuple(mem)
+        task.reads = tuple((lo, hi - lo) for _b, _g, lo, hi, op in mem if op == "r")
+        task.writes = tuple((lo, hi - lo) for _b, _g, lo, hi, op in mem if op == "w")
+
+    def apply_stores(task: Task) -> None:
+        for op, reg, addr, raw in log:
+            if op == "w" and not reg.dangling:
+                off = addr - reg.start
+                reg.data[off:off + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+        log.clear()
+
+    return Task(k.name, "kernel", resource=dev.aicore, units=used, duration_ns=duration,
+                device=dev.id, nbytes=nbytes, flops=flops, on_start=run_blocks,
+                on_end=apply_stores, info={"block_dim": block_dim, "cores": used},
+                api="launch_kernel")

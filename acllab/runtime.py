@@ -20,6 +20,7 @@ import zlib
 from collections import deque
 from threading import get_ident
 
+from .callbacks import callback_task, report_task
 from .constants import ACL_CALLBACK_BLOCK
 from .engine import Deadlock, Engine, Resource, Task
 from .errors import AclWarning, BudgetExceeded, Fail
@@ -591,20 +592,14 @@ class Runtime:
 
     # -- callbacks -------------------------------------------------------------------------
     def launch_callback(self, fn, user_data, block_type: int, stream: Stream) -> None:
-        block = block_type == ACL_CALLBACK_BLOCK
-        task = Task("HostCallback", "callback", stream=stream, device=stream.device.id,
-                    duration_ns=(lambda t: None) if block else 0, info={},
-                    api="launch_callback")
-        cb = Callback(fn, user_data, block, stream, task)
-        task.info["callback"] = cb
+        """Put a HostCallback task on ``stream`` (see :mod:`acllab.callbacks`)."""
 
-        def reached(t: Task, cb=cb) -> None:
-            cb.reached_ns = t.start_ns
+        def reached(cb: Callback) -> None:
             manual = stream.report_thread == self.main_thread
             (self._manual_reports if manual else self._due_reports).append(cb)
 
-        task.on_start = reached
-        self.submit(task, stream)
+        self.submit(callback_task(fn, user_data, block_type == ACL_CALLBACK_BLOCK, stream,
+                                  reached), stream)
 
     def subscribe(self, stream: Stream, tid: int) -> None:
         """Deliver ``stream``'s callback reports to thread ``tid`` (subscribe_report)."""
@@ -686,7 +681,6 @@ class Runtime:
 
     def _run_report(self, cb: Callback, manual: bool = False) -> None:
         """Run one callback report at its virtual time (on the report thread's timeline)."""
-        dev = cb.stream.device
         start = max(cb.reached_ns, self.host_ns) if manual else cb.reached_ns
         saved = self.host_ns
         self.host_ns = start
@@ -707,12 +701,14 @@ class Runtime:
                 with self._report_cv:
                     state.delivered += 1
                     self._report_cv.notify_all()
-        report = Task("CallbackReport", "callback", resource=dev.callback_lane,
-                      duration_ns=end - start, stream=cb.stream, device=dev.id,
-                      info={"for_task": cb.task.id}, api="process_report")
-        self.engine.submit(report, start)
+        self.engine.submit(report_task(cb, start, end), start)
         if cb.block:
             self.engine.finish(cb.task, end)
+
+    def reports_possible(self) -> bool:
+        """True when a report for the main thread is waiting, or the device still has work
+        that could reach one (so a process_report that waits forever could return)."""
+        return bool(self._manual_reports) or not self.engine.idle
 
     def process_report(self, timeout_ns: int) -> bool:
         """Run one report for this thread's streams, waiting up to ``timeout_ns``."""

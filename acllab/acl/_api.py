@@ -13,7 +13,6 @@ import operator
 import threading
 import warnings
 
-from .. import session
 from ..engine import Deadlock
 from ..errors import AclError, AclWarning, Fail, code_name
 from ..session import current_runtime
@@ -46,14 +45,17 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
 
     def deco(fn):
         py_name = fn.__name__
-        where = _PREFIX.get(fn.__module__, "acl") + "." + py_name
+        module = fn.__module__
+        if module.startswith("acllab.acl.rt."):      # acl.rt is a package of sections
+            module = "acllab.acl.rt"
+        where = _PREFIX.get(module, "acl") + "." + py_name
 
         mode = "bare" if bare else ("status" if not outs else ("one" if len(outs) == 1
                                                                   else "many"))
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            runtime = session._runtime or rt()
+            runtime = rt()
             runtime.calls += 1
             if runtime.calls > runtime.call_budget:
                 runtime._over("API call", f"{runtime.call_budget:,} calls", "call_budget")

@@ -1,0 +1,128 @@
+"""``acl.rt`` host callbacks: launch, subscribe a report thread, process reports.
+
+The tasks are built in :mod:`acllab.callbacks`; the runtime runs the reports."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from ... import constants as C
+from ...errors import Fail, code_name
+from .._api import api, as_int, rt
+
+__all__ = ["launch_callback", "subscribe_report", "unsubscribe_report", "process_report"]
+
+
+
+@api("aclrtLaunchCallback")
+def launch_callback(fn, user_data, block_type, stream):
+    """Enqueue a host function on a stream; a subscribed report thread runs it.
+
+    Reports for a stream subscribed to the main thread run when that thread calls
+    ``process_report``. Reports for any other thread id run as soon as the stream reaches them
+    (that thread is assumed to loop on process_report, as pyACL's samples do).
+    With ACL_CALLBACK_BLOCK the stream waits until the callback has run.
+    """
+    if not callable(fn):
+        raise TypeError("fn must be callable")
+    r = rt()
+    block_type = as_int(block_type, "block_type")
+    if block_type not in (C.ACL_CALLBACK_NO_BLOCK, C.ACL_CALLBACK_BLOCK):
+        raise Fail(100000, f"block_type {block_type} must be ACL_CALLBACK_NO_BLOCK (0) or "
+                           "ACL_CALLBACK_BLOCK (1)")
+    s = r.stream_for(as_int(stream, "stream"))
+    if s.report_thread is None:
+        raise Fail(107015, f"{s.name} has no report thread: call "
+                           "acl.rt.subscribe_report(thread_id, stream) first")
+    r.spend(r.profile.launch_ns)
+    r.launch_callback(fn, user_data, block_type, s)
+
+
+@api("aclrtSubscribeReport")
+def subscribe_report(thread_id, stream):
+    """Deliver the stream's callback reports to thread ``thread_id``."""
+    r = rt()
+    tid = as_int(thread_id, "thread_id")
+    s = r.stream_for(as_int(stream, "stream"))
+    if s.report_thread is not None:
+        raise Fail(100033, f"{s.name} is already subscribed to thread {s.report_thread}")
+    r.spend(r.profile.api_ns)
+    r.subscribe(s, tid)
+
+
+@api("aclrtUnSubscribeReport")
+def unsubscribe_report(thread_id, stream):
+    r = rt()
+    tid = as_int(thread_id, "thread_id")
+    s = r.stream_for(as_int(stream, "stream"))
+    if s.report_thread != tid:
+        raise Fail(100034, f"{s.name} is not subscribed to thread {tid}")
+    r.spend(r.profile.api_ns)
+    r.unsubscribe(s)
+
+
+# how long a poll of a thread that is not subscribed yet waits for its subscription (the
+# program starts the thread, then subscribes its id); wall-clock time, changes no result
+_SUBSCRIBE_WAIT_S = 0.1
+
+_POLL_ERRORS = {
+    100035: "this report thread is no longer subscribed to any stream",
+    100036: "no report for this thread (acllab runs report-thread callbacks itself, in "
+            "virtual time)",
+    100001: "acl.finalize() was called",
+}
+
+
+def process_report(timeout_ms):
+    """Run one pending callback report for the calling thread (-1: wait forever): 100036.
+
+    On the main thread (a stream subscribed to it) the call runs the next report itself. On
+    a report thread (another thread, subscribed with its id) the reports already ran when
+    their streams reached them: the call only waits a little and returns 0 when one came
+    since its previous call (see ``Runtime.poll_report``: such polls are not logged, so a
+    program with a report thread gives the same log on every run).
+    """
+    r = rt()
+    tid = threading.get_ident()
+    if tid != r.main_thread:
+        as_int(timeout_ms, "timeout_ms")
+        state = r.report_thread(tid, wait_s=_SUBSCRIBE_WAIT_S)
+        if state is not None:
+            code = r.poll_report(state, as_int(timeout_ms, "timeout_ms"))
+            if code:
+                r.recent_error[tid] = (f"acl.rt.process_report (aclrtProcessReport) returned "
+                                       f"{code} {code_name(code)}: {_POLL_ERRORS[code]}")
+            return code
+    return _logged_process_report(timeout_ms)
+
+
+process_report.c_name = "aclrtProcessReport"
+
+
+def _process_report(timeout_ms):
+    """The logged process_report: the main thread, or a thread that is no report thread."""
+    r = rt()
+    timeout_ms = as_int(timeout_ms, "timeout_ms")
+    tid = threading.get_ident()
+    subscribed = [s for d in r.devices for c in [d.default_context, *d.contexts.values()]
+                  if c is not None for s in [c.default_stream, *c.streams.values()]
+                  if s.report_thread == tid]
+    if not subscribed:
+        raise Fail(100035, f"thread {tid} is not subscribed to any stream "
+                           "(acl.rt.subscribe_report)")
+    if tid != r.main_thread:
+        # a report thread: acllab delivers its reports itself, in virtual time
+        time.sleep(min(max(timeout_ms, 0), 10) / 1000)
+        raise Fail(100036, "no report for this thread (acllab runs report-thread callbacks "
+                           "itself, in virtual time)", quiet=True)
+    timeout_ns = -1 if timeout_ms < 0 else timeout_ms * 1_000_000
+    if timeout_ns < 0 and not r.reports_possible():
+        raise Fail(100036, "no callback is pending and nothing could produce one: "
+                           "process_report(-1) would wait forever")
+    if not r.process_report(timeout_ns):
+        raise Fail(100036, f"no callback report arrived within {timeout_ms} ms", quiet=True)
+
+
+_process_report.__name__ = "process_report"     # the name the API log shows
+_logged_process_report = api("aclrtProcessReport")(_process_report)

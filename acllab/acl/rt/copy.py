@@ -1,0 +1,157 @@
+"""``acl.rt`` copies and memsets: validate, then build the tasks with :mod:`acllab.transfers`."""
+
+from __future__ import annotations
+
+from ... import constants as C
+from ...engine import Deadlock
+from ...errors import Fail
+from ...transfers import copy_tasks, memset_task
+from .._api import api, as_int, rt
+from .memory import _span
+
+__all__ = ["memset", "memset_async", "memcpy", "memcpy_async"]
+
+
+
+_KIND_DIRECTION = {C.ACL_MEMCPY_HOST_TO_HOST: "h2h", C.ACL_MEMCPY_HOST_TO_DEVICE: "h2d",
+                   C.ACL_MEMCPY_DEVICE_TO_HOST: "d2h", C.ACL_MEMCPY_DEVICE_TO_DEVICE: "d2d"}
+
+
+def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
+    """Validate a copy; return None for count 0, else (device, dst, doff, src, soff, n, dir)."""
+    if not (type(dst) is int and type(dest_max) is int and type(src) is int
+            and type(count) is int and type(kind) is int):
+        dst, dest_max = as_int(dst, "dst"), as_int(dest_max, "dest_max")
+        src, count, kind = as_int(src, "src"), as_int(count, "count"), as_int(kind, "kind")
+    ctx = r.current_context()
+    if kind not in C.MEMCPY_KIND_NAMES:
+        raise Fail(100000, f"kind {kind} is not an aclrtMemcpyKind (0 HOST_TO_HOST, "
+                           "1 HOST_TO_DEVICE, 2 DEVICE_TO_HOST, 3 DEVICE_TO_DEVICE, 4 DEFAULT)")
+    if dest_max < 0 or count < 0:
+        raise Fail(100000, f"sizes must not be negative (dest_max {dest_max}, count {count})")
+    if dst == 0 or src == 0:
+        raise Fail(100000, f"{'dst' if dst == 0 else 'src'} is a null pointer")
+    if count > dest_max:
+        raise Fail(107000, f"count {count} is larger than dest_max {dest_max}: the copy "
+                           "would overflow the destination")
+    if count == 0:
+        return None
+    dev = ctx.device
+    dreg, doff = _span(r, dst, count, "dst", dev)
+    sreg, soff = _span(r, src, count, "src", dev)
+    actual = ("d" if sreg.kind == "device" else "h") + "2" + ("d" if dreg.kind == "device" else "h")
+    if kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != actual:
+        where = {"h": "host", "d": "device"}
+        raise Fail(107000, f"kind {C.MEMCPY_KIND_NAMES[kind]} does not match the addresses: src "
+                           f"is {where[actual[0]]} memory and dst is {where[actual[2]]} memory "
+                           f"(use {C.MEMCPY_KIND_NAMES[_DIR_KIND[actual]]} or ACL_MEMCPY_DEFAULT)")
+    if is_async:
+        if actual == "h2h":
+            raise Fail(207000, "memcpy_async does not support HOST_TO_HOST copies; use "
+                               "acl.rt.memcpy (or a plain host copy)")
+        for addr, reg, name in ((dst, dreg, "dst"), (src, sreg, "src")):
+            if reg.kind == "device" and addr % 64:
+                raise Fail(107008, f"{name} 0x{addr:x} is not 64-byte aligned "
+                                   f"(offset {addr % 64}); memcpy_async needs 64-byte alignment")
+    return dev, dreg, doff, sreg, soff, count, actual
+
+
+_DIR_KIND = {v: k for k, v in _KIND_DIRECTION.items()}
+
+
+@api("aclrtMemcpy")
+def memcpy(dst, dest_max, src, count, kind):
+    """Copy now and block until done; it does not wait for any stream.
+
+    From pageable host memory the copy goes through the runtime's pinned staging buffer, so
+    it is slower than from pinned memory (acl.rt.malloc_host).
+    """
+    r = rt()
+    plan = _plan_copy(r, dst, dest_max, src, count, kind, is_async=False)
+    r.spend(r.profile.api_ns)
+    if plan is None:
+        return
+    dev, dreg, doff, sreg, soff, n, direction = plan
+    tasks = copy_tasks(dev, dreg, doff, sreg, soff, n, direction, None, "memcpy")
+    for t in tasks:
+        r.submit(t, None)
+    r.wait_for(tasks[-1])
+    r.spend(r.profile.sync_copy_overhead_ns - r.profile.sync_wakeup_ns
+            if r.profile.sync_copy_overhead_ns > r.profile.sync_wakeup_ns else 0)
+    r.raise_fault(None)
+
+
+@api("aclrtMemcpyAsync")
+def memcpy_async(dst, dest_max, src, count, kind, stream):
+    """Enqueue a copy on a stream and return at once (pinned host memory).
+
+    With pageable host memory current CANN blocks until the copy has completed: the call
+    silently becomes synchronous (and breaks overlap). acllab does the same.
+    """
+    r = rt()
+    plan = _plan_copy(r, dst, dest_max, src, count, kind, is_async=True)
+    s = r.stream_for(as_int(stream, "stream"))
+    if plan is None:
+        r.spend(r.profile.launch_ns)
+        return
+    r.launch(r.profile.launch_ns)
+    dev, dreg, doff, sreg, soff, n, direction = plan
+    tasks = copy_tasks(dev, dreg, doff, sreg, soff, n, direction, s, "memcpy_async")
+    last, submitted = s.last, s.submitted
+    for t in tasks:
+        r.submit(t, s)
+    if sreg.kind == "pageable" or dreg.kind == "pageable":
+        tasks[-1].info["pageable_async"] = True
+        try:
+            r.wait_for(tasks[-1])
+        except Deadlock:                 # the call fails: the copy must not run later
+            for t in tasks:
+                if t.start_ns < 0:
+                    t.cancelled = True
+            s.last, s.submitted = last, submitted
+            raise
+
+
+def _plan_memset(r, dev_ptr, max_size, value, count):
+    dev_ptr, max_size = as_int(dev_ptr, "dev_ptr"), as_int(max_size, "max_size")
+    value, count = as_int(value, "value"), as_int(count, "count")
+    ctx = r.current_context()
+    if dev_ptr == 0:
+        raise Fail(100000, "dev_ptr is a null pointer")
+    if max_size < 0 or count < 0:
+        raise Fail(100000, f"sizes must not be negative (max_size {max_size}, count {count})")
+    if count > max_size:
+        raise Fail(107000, f"count {count} is larger than max_size {max_size}")
+    if count == 0:
+        return None
+    region, off = _span(r, dev_ptr, count, "dev_ptr", ctx.device)
+    return ctx.device, region, off, value & 0xFF, count
+
+
+@api("aclrtMemset")
+def memset(dev_ptr, max_size, value, count):
+    """Set ``count`` bytes to ``value`` (its low byte, as C's memset) and block until done."""
+    r = rt()
+    plan = _plan_memset(r, dev_ptr, max_size, value, count)
+    r.spend(r.profile.api_ns)
+    if plan is None:
+        return
+    dev, region, off, value, n = plan
+    task = r.submit(memset_task(dev, region, off, value, n, None, "memset"), None)
+    r.wait_for(task)
+    r.raise_fault(None)
+
+
+@api("aclrtMemsetAsync")
+def memset_async(dev_ptr, max_size, value, count, stream):
+    """Enqueue a memset on a stream."""
+    r = rt()
+    plan = _plan_memset(r, dev_ptr, max_size, value, count)
+    s = r.stream_for(as_int(stream, "stream"))
+    r.spend(r.profile.launch_ns)
+    if plan is None:
+        return
+    dev, region, off, value, n = plan
+    if region.kind != "device":
+        raise Fail(107000, "memset_async works on device memory only")
+    r.submit(memset_task(dev, region, off, value, n, s, "memset_async"), s)

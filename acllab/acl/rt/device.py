@@ -1,0 +1,95 @@
+"""``acl.rt`` devices: set, reset, query and synchronise a device (aclrtSetDevice ...)."""
+
+from __future__ import annotations
+
+import warnings
+
+from ... import constants as C
+from ...errors import AclWarning, Fail
+from .._api import api, as_int, rt
+
+__all__ = ["set_device", "reset_device", "reset_device_force", "get_device",
+           "get_device_count", "get_run_mode", "synchronize_device"]
+
+
+
+def _leak_warning(runtime, where: str, leaked: list[str], stacklevel: int = 4) -> None:
+    if not leaked:
+        return
+    runtime.leaks.extend(f"{where}: {item}" for item in leaked)
+    shown = "; ".join(leaked[:5]) + (f"; and {len(leaked) - 5} more" if len(leaked) > 5 else "")
+    warnings.warn(f"{where} released resources the program never released itself: {shown}",
+                  AclWarning, stacklevel=stacklevel)
+
+
+@api("aclrtSetDevice")
+def set_device(device_id):
+    """Open a device (reference-counted) and make its default context current."""
+    r = rt()
+    dev = r.device(as_int(device_id, "device_id"))
+    if dev.default_context is None:
+        r.spend(dev.profile.open_device_ns)
+        r.create_context(dev, is_default=True)
+    else:
+        r.spend(r.profile.api_ns)
+    dev.refcount += 1
+    r.set_current(dev.default_context)
+
+
+def _reset(device_id, force: bool):
+    r = rt()
+    dev = r.device(as_int(device_id, "device_id"))
+    if dev.refcount == 0 and not (force and dev.open):
+        raise Fail(107000, f"device {dev.id} is not set: call acl.rt.set_device({dev.id}) "
+                           "before resetting it")
+    r.spend(r.profile.api_ns)
+    dev.refcount = 0 if force else dev.refcount - 1
+    if dev.refcount == 0:
+        where = f"acl.rt.reset_device{'_force' if force else ''}({dev.id})"
+        _leak_warning(r, where, r.release_device(dev), stacklevel=5)
+
+
+@api("aclrtResetDevice")
+def reset_device(device_id):
+    """Drop one reference to the device; at zero, synchronise and release everything on it."""
+    _reset(device_id, force=False)
+
+
+@api("aclrtResetDeviceForce")
+def reset_device_force(device_id):
+    """Release the device at once, whatever its reference count."""
+    _reset(device_id, force=True)
+
+
+@api("aclrtGetDevice", outs=(-1,))
+def get_device():
+    """The device of the current context."""
+    return rt().current_context().device.id
+
+
+@api("aclrtGetDeviceCount", outs=(0,))
+def get_device_count():
+    return len(rt().devices)
+
+
+@api("aclrtGetRunMode", outs=(-1,))
+def get_run_mode():
+    """ACL_HOST: the program runs on a host driving a PCIe card (as every acllab device)."""
+    return C.ACL_HOST
+
+
+@api("aclrtSynchronizeDevice")
+def synchronize_device():
+    """Block until every stream of the current device has finished its submitted tasks."""
+    r = rt()
+    dev = r.current_context().device
+    r.spend(r.profile.api_ns)
+    streams = []
+    for ctx in [dev.default_context, *dev.contexts.values()]:
+        if ctx is not None:
+            streams += [ctx.default_stream, *ctx.streams.values()]
+    for s in streams:
+        if s.last is not None:
+            r.wait_for(s.last)      # also tells the host (and the sanitizer) it is done
+    for s in streams:
+        r.raise_fault(s)

@@ -1,0 +1,151 @@
+"""``acl.rt`` memory: device and pinned host allocations, and the driver's figures.
+
+``_region`` and ``_span`` resolve an address to its allocation for the other sections."""
+
+from __future__ import annotations
+
+from ... import constants as C
+from ...errors import Fail
+from .._api import api, as_int, rt
+
+__all__ = ["malloc", "malloc_align32", "malloc_cached", "free", "malloc_host", "free_host",
+           "get_mem_info"]
+
+
+
+def _malloc(size, policy, align32: bool):
+    r = rt()
+    size = as_int(size, "size")
+    policy = as_int(policy, "policy")
+    ctx = r.current_context()
+    if size <= 0:
+        raise Fail(100000, f"size must be positive (got {size}): acl.rt.malloc(0) is an error")
+    region, cost, _hit = ctx.device.heap.malloc(size, policy, align32)
+    r.spend(cost)
+    return region.start
+
+
+@api("aclrtMalloc", outs=(0,))
+def malloc(size, policy):
+    """Allocate device memory: size rounds up to 32 B plus 32; contents are not zeroed."""
+    return _malloc(size, policy, False)
+
+
+@api("aclrtMallocAlign32", outs=(0,))
+def malloc_align32(size, policy):
+    """Like malloc, but the size rounds up to a multiple of 32 with no extra 32 bytes."""
+    return _malloc(size, policy, True)
+
+
+@api("aclrtMallocCached", outs=(0,))
+def malloc_cached(size, policy):
+    """Like malloc (the cache attribute matters only to device-side CPUs, not modelled)."""
+    return _malloc(size, policy, False)
+
+
+def _region(r, addr: int, what: str, require_live: bool = True):
+    """The region holding ``addr``, or Fail with the reason."""
+    if addr == 0:
+        raise Fail(100000, f"{what} is a null pointer")
+    region = r.space.find(addr)
+    if region is None:
+        dead = r.space.find_dead(addr)
+        if dead is not None and dead.kind == "pageable":
+            raise Fail(107000, f"{what} 0x{addr:x} is dangling: the Python object behind it "
+                               "(bytes_to_ptr / numpy_to_ptr) no longer exists")
+        if dead is not None and dead.kind == "pinned":
+            raise Fail(107000, f"{what} 0x{addr:x} was freed by acl.rt.free_host")
+        if dead is not None:
+            raise Fail(107000, f"{what} 0x{addr:x} belonged to memory that was released "
+                               "(reset_device or finalize)")
+        raise Fail(107000, f"{what} 0x{addr:x} is not inside any allocation or registered "
+                           "host buffer")
+    if region.kind == "pageable" and not r.host.check_alive(region):
+        raise Fail(107000, f"{what} 0x{addr:x} is dangling: the Python object behind it no "
+                           "longer exists")
+    if require_live and region.kind == "device" and not region.live:
+        raise Fail(107000, f"{what} 0x{addr:x} was freed by acl.rt.free (its block is back "
+                           "in the runtime's caching pool)")
+    return region
+
+
+def _span(r, addr: int, n: int, what: str, device=None):
+    """Resolve [addr, addr+n) to (region, offset), bounds- and device-checked."""
+    region = _region(r, addr, what)
+    off = addr - region.start
+    if off + n > region.size:
+        raise Fail(107000, f"{what} 0x{addr:x} + {n} B runs {off + n - region.size} B past the "
+                           f"end of its {region.describe()}")
+    if device is not None and region.kind == "device" and region.device != device.id:
+        raise Fail(107000, f"{what} 0x{addr:x} is memory of device {region.device}, but the "
+                           f"current context is on device {device.id} (peer access is not "
+                           "modelled)")
+    return region, off
+
+
+@api("aclrtFree")
+def free(dev_ptr):
+    """Return device memory to the runtime's caching pool, at once, without synchronising."""
+    r = rt()
+    addr = as_int(dev_ptr, "dev_ptr")
+    region = _region(r, addr, "dev_ptr", require_live=False)
+    if region.kind != "device":
+        raise Fail(107000, f"0x{addr:x} is host memory: free it with acl.rt.free_host"
+                   if region.kind == "pinned" else f"0x{addr:x} is not device memory")
+    if not region.live:
+        raise Fail(207002, f"0x{addr:x} was already freed (double free)")
+    if addr != region.start:
+        raise Fail(207002, f"0x{addr:x} points {addr - region.start} B into an allocation; "
+                           f"free takes the start address 0x{region.start:x}")
+    r.spend(r.profile.malloc_pool_ns)
+    r.log("free", region.start, region.generation, region.size)
+    r.devices[region.device].heap.free(region)
+
+
+@api("aclrtMallocHost", outs=(0,))
+def malloc_host(size):
+    """Allocate page-locked (pinned) host memory: 64-byte aligned, not zeroed."""
+    r = rt()
+    size = as_int(size, "size")
+    if size <= 0:
+        raise Fail(100000, f"size must be positive (got {size})")
+    region = r.host.malloc_host(size)
+    r.spend(r.profile.api_ns + r.profile.pin_ns_per_page * (-(-size // 4096)))
+    return region.start
+
+
+@api("aclrtFreeHost")
+def free_host(host_ptr):
+    r = rt()
+    addr = as_int(host_ptr, "host_ptr")
+    region = _region(r, addr, "host_ptr")
+    if region.kind != "pinned" or addr != region.start:
+        raise Fail(107000, f"0x{addr:x} is not the start of a buffer from acl.rt.malloc_host")
+    r.spend(r.profile.api_ns)
+    r.log("free_host", region.start, region.generation, region.size)
+    r.host.free_host(region)
+
+
+_DDR_ATTRS = {C.ACL_DDR_MEM: "all", C.ACL_DDR_MEM_HUGE: "huge", C.ACL_DDR_MEM_NORMAL: "normal",
+              C.ACL_DDR_MEM_P2P_HUGE: "huge", C.ACL_DDR_MEM_P2P_NORMAL: "normal"}
+_HBM_ATTRS = {C.ACL_HBM_MEM: "all", C.ACL_HBM_MEM_HUGE: "huge", C.ACL_HBM_MEM_NORMAL: "normal",
+              C.ACL_HBM_MEM_P2P_HUGE: "huge", C.ACL_HBM_MEM_P2P_NORMAL: "normal"}
+
+
+@api("aclrtGetMemInfo", outs=(0, 0))
+def get_mem_info(attr):
+    """(free, total) bytes of the current device, as the driver sees them.
+
+    DDR attributes apply to DDR cards (ascend310), HBM ones to HBM cards (ascend910b); the
+    other kind reports 0 of 0. Memory the runtime caches after free counts as used.
+    """
+    r = rt()
+    attr = as_int(attr, "attr")
+    ctx = r.current_context()
+    if attr not in _DDR_ATTRS and attr not in _HBM_ATTRS:
+        raise Fail(100000, f"attr {attr} is not an aclrtMemAttr (0 to 9)")
+    r.spend(r.profile.api_ns)
+    table = _DDR_ATTRS if ctx.device.profile.memory_kind == "DDR" else _HBM_ATTRS
+    if attr not in table:
+        return 0, 0
+    return ctx.device.heap.mem_info(table[attr])

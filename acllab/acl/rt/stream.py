@@ -1,0 +1,129 @@
+"""``acl.rt`` streams: create, destroy, synchronise, query, and wait for an event."""
+
+from __future__ import annotations
+
+from ... import constants as C
+from ... import events
+from ...engine import Deadlock
+from ...errors import Fail
+from ...streams import Event, Stream
+from .._api import api, as_int, rt
+
+__all__ = ["create_stream", "create_stream_with_config", "destroy_stream",
+           "destroy_stream_force", "synchronize_stream", "synchronize_stream_with_timeout",
+           "stream_query", "stream_wait_event"]
+
+
+
+@api("aclrtCreateStream", outs=(0,))
+def create_stream():
+    """Create a stream in the current context."""
+    r = rt()
+    ctx = r.current_context()
+    r.spend(r.profile.api_ns)
+    return r.create_stream(ctx).handle
+
+
+@api("aclrtCreateStreamWithConfig", outs=(0,))
+def create_stream_with_config(priority, flag):
+    """Create a stream with a priority and flags (accepted; they do not change scheduling)."""
+    r = rt()
+    priority, flag = as_int(priority, "priority"), as_int(flag, "flag")
+    if flag & ~(C.ACL_STREAM_FAST_LAUNCH | C.ACL_STREAM_FAST_SYNC):
+        raise Fail(100000, f"flag 0x{flag:x} has unknown bits")
+    ctx = r.current_context()
+    r.spend(r.profile.api_ns)
+    s = r.create_stream(ctx)
+    s.priority, s.flag = priority, flag
+    return s.handle
+
+
+def _explicit_stream(r, handle) -> Stream:
+    h = as_int(handle, "stream")
+    if h == 0:
+        raise Fail(100000, "stream 0 is the default stream; it cannot be destroyed "
+                           "(reset_device releases it)")
+    s = r.stream_for(h)
+    if s.is_default:
+        raise Fail(100000, f"0x{h:x} is the default stream of its context; it cannot be "
+                           "destroyed (reset_device releases it)")
+    return s
+
+
+@api("aclrtDestroyStream")
+def destroy_stream(stream):
+    """Wait for the stream's pending tasks, then destroy it."""
+    r = rt()
+    s = _explicit_stream(r, stream)
+    r.spend(r.profile.api_ns)
+    if s.last is not None:
+        r.wait_for(s.last)
+    r.destroy_stream(s)
+
+
+@api("aclrtDestroyStreamForce")
+def destroy_stream_force(stream):
+    """Destroy the stream at once; tasks that have not started are discarded."""
+    r = rt()
+    s = _explicit_stream(r, stream)
+    r.spend(r.profile.api_ns)
+    r.cancel_queued(s)
+    r.destroy_stream(s)
+
+
+def _sync_stream(stream, timeout_ms):
+    r = rt()
+    s = r.stream_for(as_int(stream, "stream"))
+    timeout_ns = None if timeout_ms is None or timeout_ms < 0 else timeout_ms * 1_000_000
+    r.spend(r.profile.api_ns)
+    if s.last is None:
+        return
+    try:
+        ok = r.wait_for(s.last, timeout_ns)
+    except Deadlock:
+        raise Fail(507046, f"{s.name} can never finish: its task {s.last.name} waits for "
+                           "something nothing will do (a blocking callback that no thread "
+                           "processes?)") from None
+    if not ok:
+        raise Fail(507046, f"{s.name} did not finish within {timeout_ms} ms")
+    r.raise_fault(s)   # a kernel's AI Core exception (507015), or a failed data effect
+
+
+@api("aclrtSynchronizeStream")
+def synchronize_stream(stream):
+    """Block until every task already submitted to the stream has finished."""
+    _sync_stream(stream, None)
+
+
+@api("aclrtSynchronizeStreamWithTimeout")
+def synchronize_stream_with_timeout(stream, timeout_ms):
+    """Like synchronize_stream, but give up after ``timeout_ms`` (-1: wait forever): 507046."""
+    _sync_stream(stream, as_int(timeout_ms, "timeout_ms"))
+
+
+@api("aclrtStreamQuery", outs=(C.ACL_STREAM_STATUS_NOT_READY,))
+def stream_query(stream):
+    """ACL_STREAM_STATUS_COMPLETE (0) or NOT_READY (1), without blocking."""
+    r = rt()
+    s = r.stream_for(as_int(stream, "stream"))
+    r.spend(r.profile.api_ns)
+    done = s.last is None or s.last.end_ns >= 0
+    if done and s.last is not None:
+        r.log("join", s.last.id)
+    return C.ACL_STREAM_STATUS_COMPLETE if done else C.ACL_STREAM_STATUS_NOT_READY
+
+
+@api("aclrtStreamWaitEvent")
+def stream_wait_event(stream, event):
+    """Later tasks of ``stream`` wait for the event's latest record (as of this call)."""
+    r = rt()
+    s = r.stream_for(stream if type(stream) is int else as_int(stream, "stream"))
+    ev = r.handles.get(event) if type(event) is int else None
+    if type(ev) is not Event or not ev.alive:
+        ev = r.lookup(as_int(event, "event"), Event, "event")
+    if ev.record is None:
+        if ev.style == "old":
+            r.log("wait_unrecorded", ev.handle, s.handle, s.name)
+            raise Fail(107000, f"event 0x{ev.handle:x} was never recorded: record it "
+                               "(acl.rt.record_event) before a stream waits on it")
+    events.wait(r, s, ev)      # ex-style events: a wait before any record is a no-op

@@ -1,0 +1,81 @@
+"""Event tasks: records, resets and a stream's waits, each rule beside its timing.
+
+An event's *record* is a task on a stream: it ends once everything submitted to that stream
+before it has ended, and its end time is the event's timestamp. A new record replaces the
+previous one (the event's latest record is what waits and synchronisations see). A *reset*
+returns an ACL_EVENT_SYNC event to the never-recorded state. A *wait* is a task on another
+stream that depends on the latest record as of the call: it ends when the record has ended,
+plus the device's wake-up time when it really had to wait.
+
+The host side of each (its cost, the submission) is done here too; the facade
+(``acl.rt.record_event`` ...) only validates the arguments.
+"""
+
+from __future__ import annotations
+
+from .engine import Task
+from .streams import Event, Stream
+
+__all__ = ["record", "reset", "wait", "completed"]
+
+
+def record(runtime, ev: Event, stream: Stream) -> Task:
+    """Record ``ev`` on ``stream``: capture the tasks already submitted to it."""
+    prof = runtime.profile
+    runtime.launch(prof.record_host_ns)
+    ev.records += 1
+    previous = ev.record.id if ev.record is not None else -1
+    task = Task("EventRecord", "event_record", duration_ns=prof.record_device_ns,
+                device=stream.device.id, info={"event": ev.handle, "record": ev.records,
+                                               "previous_record": previous},
+                api="record_event")
+    runtime.submit(task, stream)
+    ev.record = task
+    return task
+
+
+def reset(runtime, ev: Event, stream: Stream) -> Task:
+    """Return ``ev`` to the never-recorded state, as a zero-length task on ``stream``."""
+    runtime.spend(runtime.profile.record_host_ns)
+    previous = ev.record
+    task = runtime.submit(Task("EventReset", "event_reset", duration_ns=0,
+                               device=stream.device.id,
+                               info={"event": ev.handle,
+                                     "previous_record": previous.id if previous is not None
+                                     else -1},
+                               api="reset_event"), stream)
+    ev.record = None
+    return task
+
+
+def wait(runtime, stream: Stream, ev: Event) -> Task | None:
+    """Make ``stream``'s later tasks wait for ``ev``'s latest record (None: never recorded,
+    which for an ex-style event is a no-op that costs only the host's call)."""
+    prof = runtime.profile
+    if ev.record is None:
+        runtime.spend(prof.record_host_ns)
+        return None
+    runtime.launch(prof.record_host_ns)
+    rec = ev.record
+    pred = stream.last
+    wake = prof.wait_wakeup_ns
+
+    def duration(t: Task) -> int:
+        waited = rec.end_ns > max(t.submit_ns, pred.end_ns if pred is not None else -1)
+        return wake if waited else 0
+
+    return runtime.submit(Task("EventWait", "event_wait", duration_ns=duration,
+                               device=stream.device.id, deps=((rec, "event"),),
+                               info={"event": ev.handle, "record_task": rec.id},
+                               api="stream_wait_event"), stream)
+
+
+def completed(runtime, ev: Event) -> bool:
+    """True when ``ev``'s latest record has ended (the host learns it: a join); a
+    never-recorded event counts as complete only in the ex style."""
+    if ev.record is None:
+        return ev.style == "ex"
+    if ev.record.end_ns >= 0:
+        runtime.log("join", ev.record.id)
+        return True
+    return False
