@@ -28,7 +28,7 @@ ACL_DEBUG, ACL_INFO, ACL_WARNING, ACL_ERROR = 0, 1, 2, 3
 __all__ = ["init", "finalize", "app_log", "get_recent_err_msg", "create_data_buffer",
            "destroy_data_buffer", "update_data_buffer", "get_data_buffer_addr",
            "get_data_buffer_size", "get_data_buffer_size_v2", "get_soc_name", "get_version",
-           "rt", "util", "mdl", "constants"]
+           "rt", "util", "mdl", "media", "constants"]
 
 
 @api("aclInit", needs_init=False)
