@@ -130,9 +130,13 @@ def _stubborn(*args):
         time.sleep(0.01)
 
 
-@pytest.mark.parametrize("ex", FIRST_OF_EACH_LESSON)
-@pytest.mark.parametrize("answer", [_spin, _sleep, _stubborn],
-                         ids=["python loop", "sleep", "swallows the timeout"])
+HANGS = [pytest.param(ex, answer, id=f"{ex.id}-{name}") for param in EXERCISES
+         for ex in param.values for answer, name in ((_spin, "python loop"), (_sleep, "sleep"))]
+HANGS += [pytest.param(param.values[0], _stubborn, id=f"{param.id}-swallows the timeout")
+          for param in FIRST_OF_EACH_LESSON]
+
+
+@pytest.mark.parametrize("ex, answer", HANGS)
 def test_a_hang_is_stopped_by_the_wall_clock_limit(ex, answer):
     before = _state()
     start = time.monotonic()
@@ -183,7 +187,7 @@ def _generator_exit(*args):
     raise GeneratorExit
 
 
-@pytest.mark.parametrize("ex", FIRST_OF_EACH_LESSON)
+@pytest.mark.parametrize("ex", EXERCISES)
 @pytest.mark.parametrize("answer", [_exit, _interrupt, _generator_exit],
                          ids=["SystemExit", "KeyboardInterrupt", "GeneratorExit"])
 def test_base_exceptions_are_contained(ex, answer):
@@ -191,7 +195,6 @@ def test_base_exceptions_are_contained(ex, answer):
     result = check(ex.id, answer)
     assert result.status == "failed" and result.score == 0.0
     assert result.items[0].name == "runs"
-    assert type(answer).__name__ or True
     assert any(name in result.items[0].message
                for name in ("SystemExit", "KeyboardInterrupt", "GeneratorExit"))
     assert _state() == before

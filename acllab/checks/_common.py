@@ -35,7 +35,7 @@ __all__ = ["format_us", "format_hex", "join_first", "short_repr", "qualified", "
            "first_difference", "uninit_pattern", "reads_uninit", "BytesWording",
            "describe_bytes", "new_case", "Release", "release_each", "teardown", "hazards",
            "finding_line", "sanitizer_item", "leak_texts", "released_item", "resources_item",
-           "Write", "Piece", "Provenance"]
+           "Write", "Piece", "Provenance", "last_writes"]
 
 
 # -- formatting --------------------------------------------------------------------------------
@@ -303,6 +303,27 @@ class Piece:
 _COPY_KINDS = ("memcpy", "staging")
 
 
+def last_writes(writes: Iterable[Write], lo: int, hi: int) -> list[tuple[int, int, Any]]:
+    """[lo, hi) cut into pieces, each with the last of ``writes`` (in the order given) over
+    it, or None where none of them wrote."""
+    pieces: list[tuple[int, int, Any]] = [(lo, hi, None)]
+    for w in writes:
+        if w.hi <= lo or hi <= w.lo:
+            continue
+        out = []
+        for a, b, who in pieces:
+            if b <= w.lo or w.hi <= a:
+                out.append((a, b, who))
+                continue
+            if a < w.lo:
+                out.append((a, w.lo, who))
+            out.append((max(a, w.lo), min(b, w.hi), w))
+            if w.hi < b:
+                out.append((w.hi, b, who))
+        pieces = out
+    return pieces
+
+
 class Provenance:
     """What every task wrote, seen as it ended: how a check verifies that the device did the
     work it grades, rather than the host.
@@ -351,22 +372,8 @@ class Provenance:
     def writers(self, lo: int, hi: int, at_ns: int | None = None) -> list[tuple[int, int, Any]]:
         """[lo, hi) cut into pieces, each with the last :class:`Write` over it that ended by
         ``at_ns`` (None: every write so far), or None where no task wrote."""
-        pieces: list[tuple[int, int, Any]] = [(lo, hi, None)]
-        for w in self.writes:
-            if w.hi <= lo or hi <= w.lo or (at_ns is not None and w.task.end_ns > at_ns):
-                continue
-            out = []
-            for a, b, who in pieces:
-                if b <= w.lo or w.hi <= a:
-                    out.append((a, b, who))
-                    continue
-                if a < w.lo:
-                    out.append((a, w.lo, who))
-                out.append((max(a, w.lo), min(b, w.hi), w))
-                if w.hi < b:
-                    out.append((w.hi, b, who))
-            pieces = out
-        return pieces
+        return last_writes([w for w in self.writes if at_ns is None or w.task.end_ns <= at_ns],
+                           lo, hi)
 
     def _source(self, task: Any) -> tuple[int, int] | None:
         """(read address, time it was read) of a copy task: a staged copy read in its pair."""

@@ -31,6 +31,7 @@ from ._common import (
     format_hex,
     format_us,
     hazards,
+    last_writes,
     new_case,
     reads_uninit,
     resources_item,
@@ -71,22 +72,7 @@ class RoundTrip:
 
 def _last_writes(writes: list, lo: int, hi: int) -> list[tuple[int, int, Any]]:
     """[lo, hi) cut into pieces, each with the last of ``writes`` over it (None: none)."""
-    pieces: list[tuple[int, int, Any]] = [(lo, hi, None)]
-    for w in writes:
-        if w.hi <= lo or hi <= w.lo:
-            continue
-        out = []
-        for a, b, who in pieces:
-            if b <= w.lo or w.hi <= a:
-                out.append((a, b, who))
-                continue
-            if a < w.lo:
-                out.append((a, w.lo, who))
-            out.append((max(a, w.lo), min(b, w.hi), w))
-            if w.hi < b:
-                out.append((w.hi, b, who))
-        pieces = out
-    return pieces
+    return last_writes(writes, lo, hi)
 
 
 def _into_host(w) -> bool:

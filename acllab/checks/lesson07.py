@@ -109,10 +109,6 @@ def grade_infer(fn, seed: int) -> Case:
             case = new_case(label, call, runtime)
             if case.not_done:
                 return case
-            edited = _trace_edited(runtime)
-            if edited is not None:
-                case.items.append(edited)
-                return case
             census = _census(runtime)
             ours = {m.id for m in runtime.models.values() if _is_the_model(m, blob)}
             executions = sum(m.executions for m in runtime.models.values() if m.id in ours)
@@ -130,18 +126,6 @@ def grade_infer(fn, seed: int) -> Case:
             case.items.append(_sanitizer_item(runtime))
             case.items.append(_resources_item(census, runtime.leaks, failed))
             return case
-
-
-def _trace_edited(runtime) -> Item | None:
-    """A failed 'acllab unchanged' item when tasks were taken out of the trace (the engine
-    numbers every task it is given; the guard sees only edits to tasks older than the call)."""
-    tasks = runtime.engine.tasks
-    if len(tasks) == runtime.engine.submitted and all(t.id == i for i, t in enumerate(tasks)):
-        return None
-    return Item("acllab unchanged", False,
-                "infer changed acllab itself, which a check never accepts: tasks were taken out "
-                "of the runtime's trace", "solve the exercise with pyACL calls; leave acllab's "
-                "modules, the checks and the runtime's records alone")
 
 
 # -- grading helpers ---------------------------------------------------------------------------
