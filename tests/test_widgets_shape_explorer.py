@@ -50,9 +50,11 @@ def test_the_figure_draws_the_pure_functions_numbers():
     assert list(fixed.y) == [c.fixed.routes[b].time_ns / 1e6 for b in MIX]
     assert fig.layout.shapes[0].y0 == 120                       # the budget line, in MiB
     assert "best:" in fig.layout.title.text
-    colours = list(trace(fig, "memory").marker.color)
-    assert colours[1] == "#c8c8c8"                              # 3 fixed models: over budget
-    assert colours[0] != "#c8c8c8" and colours[2] != "#c8c8c8"
+    memory = trace(fig, "memory")
+    fixed = next(t for t in fig.data if t.name.endswith("fixed models"))
+    assert memory.marker.color[1] == fixed.marker.color        # one colour in every panel
+    assert list(memory.marker.pattern.shape) == ["", "/", ""]   # 3 fixed models: over budget
+    assert "over budget" in memory.text[1]
 
 
 def test_sliders_and_toggles_redraw_the_same_figure():
@@ -149,3 +151,16 @@ def test_images_html_embeds_real_pngs():
     raw = zlib.decompress(data[idat + 4:idat + 4 + length])
     rows = np.frombuffer(raw, np.uint8).reshape(16, 17)
     assert (rows[:, 0] == 0).all() and rows[0, 1] == 0 and rows[-1, -1] == 255
+
+
+def test_each_weight_slider_shows_the_share_the_chart_uses():
+    explorer = ShapeExplorer(traffic={1: 0.5, 8: 0.3, 32: 0.2}, gears=(1, 8, 32))
+    explorer.widget()
+    explorer.mix_sliders[2].value = 0.25                        # weights now sum to 1.25
+    shares = {b: label.value for b, label in explorer.share_labels.items()}
+    assert shares[1] == "= 40%" and shares[2] == "= 20%" and shares[8] == "= 24%"
+    assert shares[32] == "= 16%"
+    xs = list(explorer._fig.data[0].x)
+    assert "1 (40%)" in xs and "2 (20%)" in xs
+    titles = [a.text for a in explorer._fig.layout.annotations]
+    assert titles[0] == "time per request (ms)"

@@ -153,13 +153,19 @@ _MISSING = {"dynamic": "a dynamic model needs 2 or more gears",
             "fixed": "choose at least one gear", "best": "no deployment fits the budget"}
 
 
+def _over(c: Comparison) -> list[bool]:
+    """Per summary bar: is that deployment over the budget (or unable to serve the mix)?"""
+    return [cost is None or not cost.fits(c.budget_bytes) or bool(cost.unserved)
+            for cost in (_costings(c)[k] for k in _BARS)]
+
+
 def _summary_bars(c: Comparison, sep: str = " ") -> tuple[list, list, list, list, list]:
-    """Labels, colours, hover texts, img/s and MiB of the three summary bars."""
+    """Labels, colours, hover texts, img/s and MiB of the three summary bars.
+
+    A deployment keeps its colour in every panel; one over the budget is hatched instead."""
     costs = [_costings(c)[k] for k in _BARS]
     labels = [_bar_label(k, c, sep) for k in _BARS]
-    colours = [COLOURS[k] if cost is not None and cost.fits(c.budget_bytes)
-               and not cost.unserved else COLOURS["over"] for k, cost in zip(_BARS, costs,
-                                                                              strict=True)]
+    colours = [COLOURS[k] for k in _BARS]
     hover = [str(cost) if cost is not None else _MISSING[k]
              for k, cost in zip(_BARS, costs, strict=True)]
     rate = [cost.images_per_s if cost is not None else None for cost in costs]
@@ -187,6 +193,7 @@ class ShapeExplorer:
         self._view = None
         self._readout = None
         self.mix_sliders: dict = {}
+        self.share_labels: dict = {}
         self.gear_buttons: dict = {}
         self.budget_slider = None
 
@@ -216,13 +223,20 @@ class ShapeExplorer:
                                      else "") if r else "not served" for r in routes],
                 hoverinfo="text"))
         labels, colours, hover, rate, memory = _summary_bars(c, "<br>")
+        over = _over(c)
+        marker = {"color": colours,
+                  "pattern": {"shape": ["/" if o else "" for o in over], "solidity": 0.5,
+                              "fillmode": "replace"}}
+        note = ["<br>over budget" if o else "" for o in over]
         traces.append(go.Bar(
-            name="throughput", x=labels, y=rate, marker={"color": colours},
-            text=[f"{v:,.0f}" if v else "n/a" for v in rate], textposition="auto",
+            name="throughput", x=labels, y=rate, marker=marker,
+            text=[(f"{v:,.0f}" if v else "n/a") + n for v, n in zip(rate, note, strict=True)],
+            textposition="auto",
             xaxis="x2", yaxis="y2", hovertext=hover, hoverinfo="text", showlegend=False))
         traces.append(go.Bar(
-            name="memory", x=labels, y=memory, marker={"color": colours},
-            text=[f"{v:,.0f}" if v else "n/a" for v in memory], textposition="auto",
+            name="memory", x=labels, y=memory, marker=marker,
+            text=[(f"{v:,.0f}" if v else "n/a") + n for v, n in zip(memory, note, strict=True)],
+            textposition="auto",
             xaxis="x3", yaxis="y3", hovertext=hover, hoverinfo="text", showlegend=False))
         return traces
 
@@ -241,8 +255,8 @@ class ShapeExplorer:
         c = self.comparison()
         fig = make_subplots(rows=1, cols=3, column_widths=[0.45, 0.275, 0.275],
                             horizontal_spacing=0.08,
-                            subplot_titles=("time per request (ms), by batch size (share)",
-                                            "throughput (img/s)", "device memory (MiB)"))
+                            subplot_titles=("time per request (ms)", "throughput (img/s)",
+                                            "device memory (MiB)"))
         for i, trace in enumerate(self._traces(c)):
             fig.add_trace(trace, row=1, col=1 if i < 2 else i)
         fig.update_layout(
@@ -250,6 +264,9 @@ class ShapeExplorer:
             height=360, template="plotly_white", margin={"l": 50, "r": 20, "t": 70, "b": 50},
             legend={"orientation": "h", "y": -0.18, "x": 0}, shapes=[self._budget_shape(c)])
         fig.update_xaxes(tickangle=0)
+        fig.update_xaxes(title={"text": "batch size (share of requests)", "standoff": 4},
+                         row=1, col=1)
+        fig.update_annotations(font_size=12)             # the panel titles
         return fig
 
     def refresh(self) -> None:
@@ -266,6 +283,13 @@ class ShapeExplorer:
             self._fig.layout.shapes = [self._budget_shape(c)]
         if self._readout is not None:
             self._readout.value = self.summary_html(c)
+        self._update_shares(c)
+
+    def _update_shares(self, c: Comparison | None = None) -> None:
+        """Beside each weight slider, the share of requests it gives (what the chart uses)."""
+        c = c or self.comparison()
+        for b, label in getattr(self, "share_labels", {}).items():
+            label.value = f"= {c.traffic.get(b, 0.0):.0%}"
 
     # -- the widget ----------------------------------------------------------------------
     def widget(self):
@@ -284,6 +308,8 @@ class ShapeExplorer:
             s.add_class("acllab-shape-mix")
             s.observe(self._changed, names="value")
             self.mix_sliders[b] = s
+            self.share_labels[b] = ipw.HTML(layout=ipw.Layout(width="48px"))
+            self.share_labels[b].add_class("acllab-shape-share")
             t = ipw.ToggleButton(value=b in self.gears, description=str(b),
                                  tooltip=f"gear / fixed model of batch {b}",
                                  layout=ipw.Layout(width="48px"))
@@ -299,8 +325,11 @@ class ShapeExplorer:
         self.budget_slider.add_class("acllab-shape-budget")
         self.budget_slider.observe(self._changed, names="value")
         self._readout = ipw.HTML(self.summary_html(self.comparison()))
-        mix = ipw.VBox([ipw.HTML("<b>traffic mix</b> (share of requests by batch size)"),
-                        *self.mix_sliders.values()])
+        self._update_shares()
+        mix = ipw.VBox([ipw.HTML("<b>traffic mix</b>: a weight per batch size; beside it, "
+                                 "its share of requests"),
+                        *(ipw.HBox([s, self.share_labels[b]])
+                          for b, s in self.mix_sliders.items())])
         gears = ipw.VBox([ipw.HTML("<b>gears</b> (one dynamic model with all of them, or "
                                    "one fixed model each)"),
                           ipw.HBox(list(self.gear_buttons.values())), self.budget_slider,
