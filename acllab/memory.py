@@ -41,6 +41,7 @@ from .hardware import HUGE_PAGE, NORMAL_PAGE, DeviceProfile, MiB, ceil_div
 
 __all__ = [
     "Region", "AddressSpace", "DeviceHeap", "HostMemory", "UNINIT_PATTERN", "round_device_size",
+    "page_choices", "page_bytes", "reserved_bytes",
     "DEVICE_BASE", "PINNED_BASE", "PAGEABLE_BASE",
 ]
 
@@ -58,6 +59,34 @@ def round_device_size(size: int, align32: bool = False) -> int:
     """ACL's size rounding: up to a multiple of 32, plus 32 (malloc_align32: no extra)."""
     rounded = ceil_div(size, 32) * 32
     return rounded if align32 else rounded + 32
+
+
+def page_choices(size: int, policy: int) -> list[str]:
+    """The page kinds a malloc of ``size`` with ``policy`` tries, in order: HUGE_ONLY takes
+    huge pages only; HUGE_FIRST takes huge pages above 1 MiB (else normal ones) and falls
+    back to normal pages; NORMAL_ONLY takes normal pages (the P2P variants alike)."""
+    base = policy % 3 if policy >= ACL_MEM_MALLOC_HUGE_FIRST_P2P else policy
+    if base == ACL_MEM_MALLOC_HUGE_ONLY:
+        return ["huge"]
+    if base == ACL_MEM_MALLOC_HUGE_FIRST and size > 1 * MiB:
+        return ["huge", "normal"]
+    return ["normal"]
+
+
+def page_bytes(usable: int, page: str) -> int:
+    """What a block of ``usable`` bytes reserves: whole 2 MB huge or 4 KB normal pages."""
+    granule = HUGE_PAGE if page == "huge" else NORMAL_PAGE
+    return ceil_div(usable, granule) * granule
+
+
+def reserved_bytes(size: int, policy: int = ACL_MEM_MALLOC_HUGE_FIRST, align32: bool = False,
+                   huge_pages: bool = True) -> int:
+    """Device bytes one malloc of ``size`` takes from the driver (:meth:`DeviceHeap.malloc`'s
+    rule), on a device whose huge-page pool has room (``huge_pages=False``: has none, so
+    HUGE_FIRST falls back to normal pages)."""
+    choices = page_choices(size, policy)
+    page = "normal" if not huge_pages and "normal" in choices else choices[0]
+    return page_bytes(round_device_size(size, align32), page)
 
 
 def _fill_pattern(arr: np.ndarray) -> None:
@@ -271,15 +300,8 @@ class DeviceHeap:
             raise Fail(100000, f"policy {policy} is not an aclrtMemMallocPolicy "
                                "(0 HUGE_FIRST, 1 HUGE_ONLY, 2 NORMAL_ONLY, 3-5 the P2P variants)")
         usable = round_device_size(size, align32)
-        base = policy % 3 if policy >= ACL_MEM_MALLOC_HUGE_FIRST_P2P else policy
-        if base == ACL_MEM_MALLOC_HUGE_ONLY or (
-                base == ACL_MEM_MALLOC_HUGE_FIRST and size > 1 * MiB):
-            choices = ["huge"] if base == ACL_MEM_MALLOC_HUGE_ONLY else ["huge", "normal"]
-        else:
-            choices = ["normal"]
-        for page in choices:
-            granule = HUGE_PAGE if page == "huge" else NORMAL_PAGE
-            reserved = ceil_div(usable, granule) * granule
+        for page in page_choices(size, policy):
+            reserved = page_bytes(usable, page)
             blocks = self.pool.get((page, reserved))
             if blocks:
                 region = blocks.pop()

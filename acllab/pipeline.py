@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from statistics import mean
 
 from . import scenarios, session
-from .hardware import HUGE_PAGE, NORMAL_PAGE, PROFILES, ceil_div
-from .memory import round_device_size
+from .hardware import PROFILES
+from .memory import reserved_bytes
 from .model import compile_model, execute_ns, load, save
 
 __all__ = ["PipelineSettings", "PipelineRun", "Comparison", "run_pipeline", "BATCH_SIZES"]
@@ -95,9 +95,7 @@ class Comparison:
     def one_buffer_bytes(self) -> int:
         """One input buffer as malloc rounds it: whole 2 MB huge pages (HUGE_FIRST, above
         1 MiB, when the pool has them), else whole 4 KB pages."""
-        huge = self.huge_pages and self.input_bytes > 2**20
-        page = HUGE_PAGE if huge else NORMAL_PAGE
-        return ceil_div(round_device_size(self.input_bytes), page) * page
+        return reserved_bytes(self.input_bytes, huge_pages=self.huge_pages)
 
     def rows(self) -> list[dict]:
         """One dict per figure: id, figure, serial, double, change, seed band, ok."""

@@ -319,21 +319,29 @@ def _double(path: str, batches: int, seed: SeedConstants, single_buffer: bool) -
     return result
 
 
-def _two_model_memory(paths: dict[str, str]) -> tuple[int, int, str]:
-    """Device bytes used by one dynamic model vs two fixed models (S9), and the smi text."""
+def _two_model_memory(paths: dict[str, str]) -> tuple[int, int, int, int, bool]:
+    """Device memory of one dynamic model vs two fixed models (S9), two ways: the bytes
+    get_mem_info's free figure drops by when they load, and the MB npu-smi shows in use
+    (:func:`acllab.smi.device_stats`). Returns (dynamic bytes, two-model bytes, dynamic smi
+    MB, two-model smi MB, whether smi's figure matches get_mem_info's in every case)."""
     from . import smi
-    used = []
-    text = ""
+    from .hardware import MiB, ceil_div
+    used, smi_mb = [], []
+    agree = True
     for names in (["dynamic"], ["fixed1", "fixed32"]):
         acl = _start()
         free0 = _check(acl.rt.get_mem_info(ACL_DDR_MEM), "get_mem_info")[0]
         ids = [_check(acl.mdl.load_from_file(paths[n]), "load_from_file") for n in names]
-        used.append(free0 - _check(acl.rt.get_mem_info(ACL_DDR_MEM), "get_mem_info")[0])
-        text = smi.smi_text(session.current_runtime())
+        free1, total = _check(acl.rt.get_mem_info(ACL_DDR_MEM), "get_mem_info")
+        used.append(free0 - free1)
+        runtime = session.current_runtime()
+        mb = smi.device_stats(runtime, runtime.devices[0])["memory_used_mb"]
+        smi_mb.append(mb)
+        agree = agree and mb == ceil_div(total - free1, MiB)   # the driver's view, both ways
         for mid in ids:
             acl.mdl.unload(mid)
         _finish(acl)
-    return used[0], used[1], text
+    return used[0], used[1], smi_mb[0], smi_mb[1], agree
 
 
 def seed_table(batches: int = 100, directory: str | None = None,
@@ -348,14 +356,13 @@ def seed_table(batches: int = 100, directory: str | None = None,
         serial = serial_loop(paths["fixed32"], batches, seed)
         double = double_stream_loop(paths["fixed32"], batches, seed)
         normal = double_stream_loop(paths["fixed32"], batches, seed, hugepages=False)
-        dyn_bytes, two_bytes, _ = _two_model_memory(paths)
+        dyn_bytes, two_bytes, dyn_mb, two_mb, smi_agrees = _two_model_memory(paths)
     s3 = f1 / d1 - 1
     s5 = double.images_per_s / serial.images_per_s - 1
     s7 = double.images_per_s / normal.images_per_s - 1
     s8 = double.device_bytes_used - serial.device_bytes_used
-    from .hardware import HUGE_PAGE, ceil_div
-    from .memory import round_device_size
-    one_buffer = ceil_div(round_device_size(seed.input_bytes), HUGE_PAGE) * HUGE_PAGE
+    from .memory import reserved_bytes
+    one_buffer = reserved_bytes(seed.input_bytes)
 
     def row(i, figure, value, text, band, ok):
         return {"id": i, "figure": figure, "value": value, "text": text, "band": band,
@@ -390,8 +397,10 @@ def seed_table(batches: int = 100, directory: str | None = None,
             "exactly one more input buffer", s8 == one_buffer),
         row("S9", "two fixed models vs one dynamic model: device memory", two_bytes - dyn_bytes,
             f"{two_bytes:,} B vs {dyn_bytes:,} B (+{two_bytes - dyn_bytes:,} B) in "
-            "get_mem_info; smi shows the same",
-            "extra memory for the second model", two_bytes > dyn_bytes),
+            f"get_mem_info; smi {two_mb} MB vs {dyn_mb} MB"
+            + ("" if smi_agrees else " (smi disagrees with get_mem_info)"),
+            "extra memory for the second model",
+            two_bytes > dyn_bytes and two_mb > dyn_mb and smi_agrees),
     ]
 
 

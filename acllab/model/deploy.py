@@ -38,8 +38,8 @@ from itertools import combinations
 
 import numpy as np
 
-from ..hardware import HUGE_PAGE, NORMAL_PAGE, MiB, ceil_div
-from ..memory import round_device_size
+from .. import memory
+from ..hardware import MiB
 from .atc import compile_model
 from .compiled import CompiledModel
 from .cost import execute_ns
@@ -75,9 +75,7 @@ def dynamic_model(gears: tuple[int, ...]) -> CompiledModel:
 
 def reserved_bytes(size: int) -> int:
     """Device bytes one HUGE_FIRST malloc of ``size`` takes from the driver (huge pages free)."""
-    usable = round_device_size(size)
-    granule = HUGE_PAGE if size > MiB else NORMAL_PAGE
-    return ceil_div(usable, granule) * granule
+    return memory.reserved_bytes(size)
 
 
 def loaded_bytes(compiled: CompiledModel) -> int:
