@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from acllab.model.executor import ExecutionError, conv2d, run_graph
-from acllab.model.graph import Graph, GraphError, Op, TensorSpec, load_graph
+from acllab.model.graph import Graph, GraphError, Op, TensorSpec
+from acllab.model.source import load_graph
 
 
 def small_graph(**kw) -> Graph:

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from acllab.model import zoo
-from acllab.model.graph import GraphError, load_graph
+from acllab.model.graph import GraphError
+from acllab.model.source import load_graph
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,9 @@ from __future__ import annotations
 from .atc import AtcError, atc_main, compile_model
 from .compiled import DYNAMIC_INPUT_NAME, CompiledModel, MemoryPlan, TensorDesc
 from .cost import OpTime, breakdown, execute_ns
-from .graph import Graph, GraphError, Op, TensorSpec, load_graph
+from .graph import Graph, GraphError, Op, TensorSpec
 from .omfile import ModelFileError, dumps, load, loads, query_size, save
+from .source import load_graph
 from .zoo import TINY_CLASSES, tiny_dataset, tiny_forward
 
 __all__ = [

@@ -29,8 +29,9 @@ from ..hardware import PROFILES, DeviceProfile, get_profile
 from .aipp import AippError, aipp_flops, build_config, parse_aipp, source_bytes
 from .compiled import DYNAMIC_INPUT_NAME, CompiledModel, MemoryPlan, TensorDesc, gear_key
 from .cost import OpPlan, plan_tile, tiling_efficiency
-from .graph import DTYPES, Graph, GraphError, TensorSpec, load_graph
+from .graph import DTYPES, Graph, GraphError, TensorSpec
 from .passes import fuse, plan_memory
+from .source import load_graph
 
 __all__ = ["AtcError", "compile_model", "atc_main", "parse_input_shape", "parse_gears",
            "soc_to_profile", "MIN_GEARS", "MAX_GEARS"]

@@ -5,7 +5,8 @@ topological order. Each :class:`Op` has a type (see :data:`acllab.model.ops.OP_T
 name, input and output tensor names and attributes. Shapes, parameter shapes and costs are
 computed from the input shapes by :meth:`Graph.annotate`.
 
-JSON schema (``load_graph("net.json")``), all keys except ``ops`` entries' ``attrs`` required::
+JSON schema (``load_graph("net.json")``, in :mod:`acllab.model.source`), all keys except
+``ops`` entries' ``attrs`` required::
 
     {"format": "acllab-graph", "version": 1, "name": "mynet",
      "dtype": "fp16",                       # cube precision: int8 | fp16 | fp32
@@ -24,17 +25,15 @@ MaxPool / AvgPool (kernel, stride, pad), GlobalAvgPool, Flatten, FullyConnected
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from math import prod
-from pathlib import Path
 
 import numpy as np
 
 from .ops import OpWork, ShapeError, canonical_type, infer_op
 
 __all__ = ["DTYPES", "Dtype", "TensorSpec", "Op", "Graph", "OpCost", "Annotated", "GraphError",
-           "load_graph", "dtype_info", "MAX_GRAPH_OPS"]
+           "dtype_info", "MAX_GRAPH_OPS"]
 
 MAX_GRAPH_OPS = 10_000
 
@@ -318,28 +317,3 @@ def seeded_weights(graph: Graph, seed: int) -> dict[str, np.ndarray]:
             value = 1.0 if kind in ("scale", "var") else 0.0
             out[key] = np.full(shape, value, dtype=np.float32)
     return out
-
-
-def load_graph(source: str | Path | dict | Graph) -> Graph:
-    """A graph from a Graph, a JSON dict, a JSON file path, or a built-in 'zoo:NAME'."""
-    if isinstance(source, Graph):
-        return source
-    if isinstance(source, dict):
-        return Graph.from_dict(source)
-    text = str(source)
-    if text.startswith("zoo:"):
-        from . import zoo
-
-        return zoo.build(text[4:])
-    path = Path(text)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise GraphError(f"cannot read graph file {text!r}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise GraphError(f"graph file {text!r} is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise GraphError(f"graph file {text!r} must hold a JSON object")
-    return Graph.from_dict(data)
