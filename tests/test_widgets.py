@@ -270,11 +270,12 @@ def test_colour_key_and_colours_mean_one_kind_everywhere(fresh):
     small_program(rounds=20)
     tl = Timeline(host=False, max_bars=50)
     fig = tl.to_figure()
-    key = {t.name: t.marker.color for t in fig.data if t.legendgroup == "key"}
+    key = {t.name: t.marker.color for t in fig.data if t.meta == "key"}
     assert key == {"H2D copy": COLOURS["h2d"], "D2H copy": COLOURS["d2h"],
                    "event record": COLOURS["event_record"],
                    "event wait": COLOURS["event_wait"]}
     assert fig.layout.showlegend and fig.layout.legend.itemclick is False
+    assert [t.name for t in fig.data if t.showlegend is not False] == list(key)
     # binned: each bin takes the colour of the kind busiest in it, not the lane's majority
     stream = bars_of(fig, "Stream 2")
     assert set(stream.marker.color) <= {COLOURS["d2h"], COLOURS["event_wait"]}
@@ -344,3 +345,18 @@ def test_plain_warnings_show_an_aclwarning_as_one_line(monkeypatch):
     other = io.StringIO()                        # other warnings keep their own format
     warnings.showwarning(UserWarning("u"), UserWarning, "f.py", 3, other, "x = 1")
     assert "AclWarning" not in other.getvalue()
+
+
+def test_a_window_shows_one_span_and_autoscale_returns_to_it(fresh):
+    small_program(rounds=4)
+    runtime = acllab.current_runtime()
+    copies = [t for t in runtime.tasks if t.name == "MemcpyHostToDevice"]
+    window = (copies[2].start_ns, copies[2].end_ns)
+    tl = Timeline(runtime, window_ns=window)
+    fig = tl.to_figure()
+    assert list(bars_of(fig, "H2D DMA").base) == [0]           # the window starts at 0
+    fw = tl.widget()
+    fw.layout.xaxis.range = [tl.x(window[0]), tl.x(window[0] + 10)]
+    fw.layout.xaxis.autorange = True
+    assert len(bars_of(fw, "H2D DMA").x) == 1
+    assert fw.layout.xaxis.range[1] == pytest.approx(tl.x(window[1]) * 1.02, rel=0.05)

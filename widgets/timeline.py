@@ -231,14 +231,18 @@ class Timeline(LiveRedraw):
     current time). Past ``max_bars`` bars in view, lanes show busy time per bin. The time axis
     counts from ``origin_ns`` (default: the first task's start), in us, ms or s as the span
     needs; host calls before the first task (init, set-up) are left out of the view.
+    ``window_ns=(start, end)`` shows only that span of virtual time (one run of a longer
+    program, say), and autoscale returns to it.
     ``live=True`` redraws the widget after every notebook cell.
     """
 
     def __init__(self, runtime=None, *, host: bool = True, title: str | None = None,
                  cursor_ns: int | None = None, max_bars: int = 5000, max_arrows: int = 1000,
-                 origin_ns: int | None = None, live: bool = False):
+                 origin_ns: int | None = None, window_ns: tuple[int, int] | None = None,
+                 live: bool = False):
         self._runtime = runtime
         self.origin_ns = origin_ns
+        self.window_ns = None if window_ns is None else (int(window_ns[0]), int(window_ns[1]))
         self.host = host
         self.title = title
         self.cursor_ns = cursor_ns
@@ -271,7 +275,7 @@ class Timeline(LiveRedraw):
     def _traces(self, window: tuple[int, int] | None) -> tuple[list, bool]:
         """One trace per lane (bars, or busy bins), instants and arrows; and whether binned."""
         lane_list = self._lanes
-        full = _extent(lane_list)
+        full = self._span()
         lo, hi = window or full
         shown = [[b for b in lane.bars if b.end_ns >= lo and b.start_ns <= hi]
                  for lane in lane_list]
@@ -286,7 +290,7 @@ class Timeline(LiveRedraw):
             for b in bars if b.end_ns == b.start_ns]
         traces.append(go.Scatter(
             x=[to_x(b.start_ns) for b, _ in instants], y=[y for _, y in instants],
-            mode="markers", name="instants", hoverinfo="text",
+            mode="markers", name="instants", hoverinfo="text", showlegend=False,
             hovertext=[b.hover for b, _ in instants],
             marker={"symbol": "diamond", "size": 7, "color": [b.colour for b, _ in instants]}))
         arrows = [a for a in event_arrows(self.runtime, lane_list) if a[2] >= lo and a[0] <= hi]
@@ -299,9 +303,13 @@ class Timeline(LiveRedraw):
         colours = dict.fromkeys(b.colour for bars in shown for b in bars)
         for colour in [c for c in KEY if c in colours]:
             traces.append(go.Scatter(x=[None], y=[None], name=KEY[colour], mode="markers",
-                                     legendgroup="key", showlegend=True,
+                                     meta="key", showlegend=True,
                                      marker={"symbol": "square", "size": 10, "color": colour}))
         return traces, binned
+
+    def _span(self) -> tuple[int, int]:
+        """The span shown at first and after autoscale: the window, else the whole trace."""
+        return self.window_ns or _extent(self._lanes)
 
     def x(self, t_ns: float) -> float:
         """Where virtual time ``t_ns`` sits on the time axis (from the origin, in its unit)."""
@@ -315,7 +323,7 @@ class Timeline(LiveRedraw):
         """A static plotly figure of the whole trace as it is now."""
         rt = self.runtime
         self._lanes = self.lanes()
-        lo, hi = _extent(self._lanes)
+        lo, hi = self._span()
         self._origin = lo if self.origin_ns is None else int(self.origin_ns)
         self._unit, self._div = time_unit(hi - self._origin)
         traces, binned = self._traces(None)
@@ -323,7 +331,7 @@ class Timeline(LiveRedraw):
         cursor = min(max(rt.host_ns if self.cursor_ns is None else self.cursor_ns, lo), hi)
         n = len(self._lanes)
         title = _wrap(self._title(binned))
-        top = 62 + 16 * title.count("<br>")
+        top = 78 + 16 * title.count("<br>")          # the title, then the colour key
         fig = go.Figure(data=traces)
         fig.update_layout(
             title={"text": title, "font": {"size": 13}, "x": 0, "xanchor": "left",
@@ -347,7 +355,8 @@ class Timeline(LiveRedraw):
         return fig
 
     def _axis_title(self) -> str:
-        at = "the first task" if self.origin_ns is None else f"{_us(self._origin)} us"
+        at = (f"{_us(self._origin)} us" if self.origin_ns is not None or self.window_ns
+              else "the first task")
         return f"virtual time since {at} ({self._unit})"
 
     def _cursor_shape(self, t_ns: int, n_lanes: int) -> dict:
@@ -401,7 +410,7 @@ class Timeline(LiveRedraw):
         """The user zoomed, panned or autoscaled: re-bin (or show single tasks) for the span."""
         if self._busy or self._fig is None:
             return
-        lo, hi = _extent(self._lanes)
+        lo, hi = self._span()
         if autorange is True or xrange is None:
             window = None                       # autoscale: the whole trace again
         else:
@@ -476,7 +485,7 @@ class Timeline(LiveRedraw):
     def _update_controls(self) -> None:
         if self._slider is None:
             return
-        lo, hi = _extent(self._lanes)
+        lo, hi = self._span()
         cursor = self.runtime.host_ns if self.cursor_ns is None else self.cursor_ns
         self._follow_zoom((lo, hi))
         self._slider.value = self.x(min(max(cursor, lo), hi))
@@ -507,7 +516,7 @@ def _bar_trace(name: str, bars: list[Bar], y: int, to_x, lo: int) -> go.Bar:
     """Single tasks; an outline in the bar's own colour keeps a thin bar at least 1 px wide."""
     colours = [b.colour for b in bars]
     return go.Bar(
-        name=name, orientation="h", y=[y] * len(bars), width=0.6,
+        name=name, orientation="h", y=[y] * len(bars), width=0.6, showlegend=False,
         base=[to_x(max(b.start_ns, lo)) for b in bars],
         x=[to_x(b.end_ns) - to_x(max(b.start_ns, lo)) for b in bars],
         marker={"color": colours, "line": {"width": 1, "color": colours}},
@@ -536,7 +545,7 @@ def _binned_trace(lane: Lane, bars: list[Bar], y: int, lo: int, hi: int, to_x) -
     width = edges[1] - edges[0]
     colours = dominant_colours(bars, lo, hi, BINS)
     return go.Bar(
-        name=lane.name, orientation="h", y=[y] * len(idx), width=0.6,
+        name=lane.name, orientation="h", y=[y] * len(idx), width=0.6, showlegend=False,
         base=[to_x(e) for e in edges[idx]], x=[to_x(width) - to_x(0)] * len(idx),
         customdata=(busy[idx] / 1000).tolist(),
         marker={"color": [colours[i] for i in idx],
@@ -554,6 +563,7 @@ def _arrow_trace(arrows, to_x) -> go.Scatter:
         xs += [to_x(x0), to_x(x1), None]
         ys += [y0, y1, None]
     return go.Scatter(x=xs, y=ys, name="event waits", mode="lines+markers", hoverinfo="skip",
+                      showlegend=False,
                       line={"color": "#555555", "width": 1, "dash": "dot"},
                       marker={"symbol": "arrow", "angleref": "previous",
                               "size": [0, 9, 0] * len(arrows), "color": "#555555"})
