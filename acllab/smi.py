@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import __version__
+from ._version import __version__
 from .hardware import HUGE_PAGE, MiB, ceil_div
 from .trace import core_utilisation
 

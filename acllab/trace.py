@@ -24,7 +24,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
+from ._version import __version__
 from .engine import Resource, Task
 
 if TYPE_CHECKING:  # type hints only: trace sits below the runtime and never imports it

@@ -190,3 +190,65 @@ def test_the_checkers_catch_a_forbidden_import(tmp_path):
         (1, "plotly.graph_objects", "import os, plotly.graph_objects as go")
     ]
     assert forbidden_imports("import jsonschema\nfrom .json import x\n", forbidden) == []
+
+
+# -- the import graph: contracts, no cycles, a lazy package face, lint ----------------------
+
+def _tool(name: str) -> str | None:
+    """The path of a console script installed beside this interpreter (or on PATH)."""
+    import shutil
+
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else shutil.which(name)
+
+
+@needs_acllab
+def test_the_import_contracts_hold():
+    """lint-imports checks pyproject.toml's [tool.importlinter] contracts: the core never
+    imports the checks, the grader, the widgets or Jupyter; the engine stands alone."""
+    lint = _tool("lint-imports")
+    if lint is None:
+        pytest.skip("import-linter is not installed (it is in the test extra)")
+    done = subprocess.run([lint, "--no-cache"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+@needs_acllab
+def test_acllab_has_no_import_cycle():
+    """No acllab module imports, directly or not, a module that imports it back (imports
+    inside functions count too)."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("acllab")
+    cycles = sorted({tuple(sorted((m, d))) for m in graph.modules
+                     for d in graph.find_modules_directly_imported_by(m)
+                     if graph.chain_exists(importer=d, imported=m)})
+    assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+@needs_acllab
+def test_importing_the_engine_loads_little_of_acllab():
+    """The package face is lazy (PEP 562): the engine alone costs the engine alone."""
+    code = ("import sys, acllab.engine; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'acllab'))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "['acllab', 'acllab._version', 'acllab.engine']"
+    code = ("import acllab; from acllab import acl, kernel, AclError; "
+            "print(acllab.current_runtime().profile.name, acllab.trace.__name__, "
+            "sorted(acllab.__all__) == sorted(n for n in acllab.__all__ if hasattr(acllab, n)))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["ascend310", "acllab.trace", "True"]
+
+
+def test_ruff_is_clean():
+    """ruff check over the project's Python (its lint settings in pyproject.toml)."""
+    ruff = _tool("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (it is in the test extra)")
+    paths = [p for p in ("acllab", "widgets", "grading", "tests", "benchmarks", "examples",
+                         "scripts", "dev.py") if (ROOT / p).exists()]
+    done = subprocess.run([ruff, "check", *paths], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
