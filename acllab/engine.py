@@ -1,4 +1,4 @@
-"""The virtual clock and the event heap.
+"""The scheduler: the virtual clock and the event heap.
 
 Time is an integer number of nanoseconds. The heap is keyed by ``(time, phase, sequence)``:
 at equal times every task end is processed before any task becomes ready, and ties inside a
@@ -6,8 +6,8 @@ phase go by submission order, so the same program always gives the same timeline
 
 A :class:`Task` is one unit of device (or host-lane) work. It becomes *ready* once it has been
 submitted and all its dependencies have ended, waits in FIFO order for its :class:`Resource`
-(an AI Core pool, a DMA engine, the host lane), *starts* (``on_start`` runs: inputs are read)
-and *ends* ``duration_ns`` later (``on_end`` runs: outputs are written).
+(a hardware unit: the AI Core pool, a DMA engine, the host lane), *starts* (``on_start``
+runs: inputs are read) and *ends* ``duration_ns`` later (``on_end`` runs: outputs are written).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ class Deadlock(Exception):
 
 
 class Resource:
-    """A hardware resource with ``capacity`` units, granted first come, first served."""
+    """A hardware unit with ``capacity`` slots, granted first come, first served: a DMA
+    engine, the AI Core pool (one slot per core), a host lane."""
 
     __slots__ = ("name", "capacity", "in_use", "queue")
 
@@ -121,7 +122,11 @@ class Task:
 
 
 class Engine:
-    """Discrete-event scheduler over integer nanoseconds (see module docstring)."""
+    """The scheduler: discrete events over integer nanoseconds (see module docstring).
+
+    Not a hardware engine: the DMA engines and the AI Core are :class:`Resource` objects
+    (``Device.h2d``, ``Device.aicore`` ...) that this scheduler hands out to tasks.
+    """
 
     __slots__ = ("now_ns", "_heap", "_seq", "tasks", "record", "submitted", "observer")
 

@@ -13,6 +13,14 @@ Every formula is simple enough to explain in one lesson cell:
   for a memset.
 
 All times are integer nanoseconds; every division rounds up.
+
+"Engine" here is the hardware's word: a DMA engine, the AI Core's compute units. The
+scheduler that orders the simulated work is :class:`acllab.engine.Engine`, a different thing.
+
+Differs from hardware: each device has exactly one H2D, one D2H and one D2D DMA engine, each
+running one copy at a time in FIFO order (real SoCs have several DMA channels, and the driver
+may split a large copy across them); copies in the same direction from different streams
+therefore queue behind each other.
 """
 
 from __future__ import annotations
@@ -158,7 +166,8 @@ ASCEND310 = DeviceProfile(
 ASCEND910B = DeviceProfile(
     name="ascend910b",
     soc_name="Ascend910B2",
-    description="Atlas A2 training class: one Ascend 910B chip on PCIe 4.0 x16, 64 GiB HBM",
+    description="Atlas A2 training class: eight Ascend 910B chips (one device each), each on "
+                "PCIe 4.0 x16 with 64 GiB HBM",
     device_count=8,
     ai_cores=24,
     peak_fp16_flops=354_000_000_000_000,

@@ -20,7 +20,8 @@ Each block sees its index (``ctx.block_idx``, like Ascend C's GetBlockIdx) and t
 The time comes from the declared flops and bytes on the roofline: blocks run on the device's AI
 cores in waves, ``waves = ceil(blocks / cores)``, each block taking
 ``max(block_flops / (core_peak * efficiency), block_bytes / (memory_bw / cores_in_use))``, plus
-a dispatch gap. A kernel with fewer blocks than cores leaves cores free for another stream.
+a launch gap (:data:`KERNEL_LAUNCH_GAP_NS`). A kernel with fewer blocks than cores leaves
+cores free for another stream.
 
 A kernel that raises (an out-of-bounds load, a bug) is an AI Core exception: the stream
 reports 507015 at its next synchronisation, as on hardware.
@@ -36,10 +37,15 @@ import numpy as np
 from .engine import Task
 from .hardware import ceil_div
 
-__all__ = ["kernel", "Kernel", "BlockContext", "KernelFault", "DISPATCH_GAP_NS", "kernel_ns",
-           "kernel_task"]
+__all__ = ["kernel", "Kernel", "BlockContext", "KernelFault", "KERNEL_LAUNCH_GAP_NS",
+           "kernel_ns", "kernel_task"]
 
-DISPATCH_GAP_NS = 3_000    # the device-side gap between two kernels (task scheduling)
+#: Device-side time of one launched kernel beyond its blocks: the task scheduler fetches the
+#: task and dispatches its blocks to the cores. An acllab estimate for a single
+#: aclrtLaunchKernel task, not a measured figure. A model's op pays more,
+#: :data:`acllab.model.cost.DISPATCH_GAP_NS` (11 us), which also counts the argument fetch
+#: and the sync between a model's ops.
+KERNEL_LAUNCH_GAP_NS = 3_000
 
 
 class KernelFault(Exception):
@@ -94,7 +100,7 @@ def kernel_ns(k: Kernel, block_dim: int, flops: int, nbytes: int, profile) -> tu
     compute = flops / block_dim / (core_peak * k.efficiency)
     memory = nbytes / block_dim / (profile.memory_bandwidth_bps / used)
     per_block_ns = math.ceil(max(compute, memory) * 1e9)
-    return DISPATCH_GAP_NS + waves * per_block_ns, used
+    return KERNEL_LAUNCH_GAP_NS + waves * per_block_ns, used
 
 
 class BlockContext:

@@ -53,7 +53,9 @@ class Device:
         self.h2d = Resource(f"H2D DMA (device {index})")
         self.d2h = Resource(f"D2H DMA (device {index})")
         self.d2d = Resource(f"D2D DMA (device {index})")
-        self.host = Resource(f"Host staging (device {index})")
+        # the host thread that stages pageable copies (and runs host-to-host copies): a lane
+        # of work on the host for this device, not host memory (that is Runtime.host)
+        self.host_lane = Resource(f"Host staging (device {index})")
         self.callback_lane = Resource(f"Host callbacks (device {index})")
         self.refcount = 0
         self.default_context: Context | None = None
@@ -64,7 +66,7 @@ class Device:
 
     @property
     def resources(self) -> tuple[Resource, ...]:
-        return (self.aicore, self.h2d, self.d2h, self.d2d, self.host, self.callback_lane)
+        return (self.aicore, self.h2d, self.d2h, self.d2d, self.host_lane, self.callback_lane)
 
     @property
     def open(self) -> bool:
@@ -659,8 +661,10 @@ class Runtime:
         the thread happened to poll.
 
         Differs from hardware: the callback itself runs on the thread that drives the device
-        (the one whose call reached the report), not on the report thread, and a report
-        thread's polls are not in the API log (the trace shows each report as a
+        (the one whose call reached the report), not on the report thread, as soon as the
+        stream reaches it, as if the report thread polled without pause; the thread's real
+        polls only learn of it (waiting at most 10 ms of wall-clock time each), take no
+        virtual time, and are not in the API log (the trace shows each report as a
         CallbackReport task on the device's callback lane).
         """
         wait_s = (min(timeout_ms, 10) if timeout_ms >= 0 else 10) / 1000

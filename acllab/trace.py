@@ -37,8 +37,8 @@ __all__ = [
 ]
 
 # short name -> Device attribute, in the order msprof-like rows are drawn
-RESOURCE_NAMES = {"aicore": "aicore", "h2d": "h2d", "d2h": "d2h", "d2d": "d2d", "host": "host",
-                  "callbacks": "callback_lane"}
+RESOURCE_NAMES = {"aicore": "aicore", "h2d": "h2d", "d2h": "d2h", "d2d": "d2d",
+                  "host": "host_lane", "callbacks": "callback_lane"}
 _ROW_LABEL = {"aicore": "AI Core", "h2d": "H2D DMA", "d2h": "D2H DMA", "d2d": "D2D DMA",
               "host": "Host staging", "callbacks": "Host callbacks"}
 _SCALARS = (int, float, str, bool)

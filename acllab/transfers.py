@@ -11,12 +11,17 @@ Copy paths (COST_MODEL.md):
 * pageable host <-> device: the runtime's staging path, chunk by chunk: a host memcpy into (or
   out of) the pinned staging buffer on the host lane, then the DMA; one staging buffer, so the
   chunks run serially: ``latency + bytes / host_stage_bandwidth + bytes / link_bandwidth``;
+  Differs from hardware: the staging here is strictly serial (one buffer, each chunk staged
+  then sent); a real runtime may pipeline it (stage chunk i+1 while chunk i is on the link),
+  which would bring the pageable figure nearer the link's;
 * device -> device: the device's D2D DMA engine reads and writes device memory,
   ``latency + bytes / (memory_bandwidth / 2)``;
 * host -> host: a host memcpy at ``host_stage_bandwidth`` on the host lane.
 
-A device buffer in normal 4 KB pages makes DMA pay ``normal_page_penalty_permille`` more time
-(IOTLB misses); 2 MB huge pages avoid it.
+A device buffer in normal 4 KB pages makes DMA pay ``normal_page_penalty_permille`` more time:
+the DMA engine translates device addresses through the NPU side's SMMU, whose TLB covers far
+less memory with 4 KB pages than with 2 MB huge pages, so a large buffer misses it more often;
+huge pages avoid it. Host-side pages (pinned or pageable) cost nothing extra here.
 """
 
 from __future__ import annotations
@@ -70,12 +75,12 @@ def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, d
     if direction == "h2d" and src.kind == "pinned" or direction == "d2h" and dst.kind == "pinned":
         # the common case, kept short: one DMA task between pinned host and device memory
         if direction == "h2d":
-            engine, bw, dev_region = device.h2d, prof.h2d_bandwidth_bps, dst
+            dma, bw, dev_region = device.h2d, prof.h2d_bandwidth_bps, dst
         else:
-            engine, bw, dev_region = device.d2h, prof.d2h_bandwidth_bps, src
+            dma, bw, dev_region = device.d2h, prof.d2h_bandwidth_bps, src
         pen = prof.normal_page_penalty_permille if dev_region.page == "normal" else 0
         on_start, on_end = _move(dst, doff, src, soff, n)
-        return [Task(_NAMES[direction], "memcpy", resource=engine,
+        return [Task(_NAMES[direction], "memcpy", resource=dma,
                      duration_ns=prof.copy_latency_ns + transfer_ns(n, bw, pen), stream=stream,
                      device=device.id, nbytes=n, reads=((src_addr, n),),
                      writes=((dst_addr, n),), deps=first_deps, on_start=on_start, on_end=on_end,
@@ -92,23 +97,23 @@ def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, d
 
     if direction == "h2h":
         on_start, on_end = _move(dst, doff, src, soff, n)
-        return [Task(name, "memcpy", resource=device.host,
+        return [Task(name, "memcpy", resource=device.host_lane,
                      duration_ns=transfer_ns(n, prof.host_stage_bandwidth_bps), stream=stream,
                      device=device.id, nbytes=n, reads=((src_addr, n),), writes=((dst_addr, n),),
                      deps=first_deps, on_start=on_start, on_end=on_end, info=info(), api=api)]
     staged = (direction == "h2d" and src.kind == "pageable") or \
              (direction == "d2h" and dst.kind == "pageable")
     if direction == "d2d":
-        engine, bw = device.d2d, prof.memory_bandwidth_bps // 2
+        dma, bw = device.d2d, prof.memory_bandwidth_bps // 2
     elif direction == "h2d":
-        engine, bw = device.h2d, prof.h2d_bandwidth_bps
+        dma, bw = device.h2d, prof.h2d_bandwidth_bps
     else:
-        engine, bw = device.d2h, prof.d2h_bandwidth_bps
+        dma, bw = device.d2h, prof.d2h_bandwidth_bps
     penalty = _penalty(device, dst, src)
     if not staged:
         on_start, on_end = _move(dst, doff, src, soff, n)
         dur = prof.copy_latency_ns + transfer_ns(n, bw, penalty)
-        return [Task(name, "memcpy", resource=engine, duration_ns=dur,
+        return [Task(name, "memcpy", resource=dma, duration_ns=dur,
                      stream=stream, device=device.id, nbytes=n, reads=((src_addr, n),),
                      writes=((dst_addr, n),), deps=first_deps, on_start=on_start, on_end=on_end,
                      info=info(), api=api)]
@@ -122,22 +127,22 @@ def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, d
         m = min(chunk, n - lo)
         on_start, on_end = _move(dst, doff + lo, src, soff + lo, m)
         stage = transfer_ns(m, prof.host_stage_bandwidth_bps)
-        dma = transfer_ns(m, bw, penalty) + (prof.copy_latency_ns if i == 0 else 0)
+        dma_ns = transfer_ns(m, bw, penalty) + (prof.copy_latency_ns if i == 0 else 0)
         common = dict(stream=stream, device=device.id, nbytes=m, api=api)
         meta = info() | {"chunk": i, "chunks": count, "staged": True}
         if direction == "h2d":
             # host memcpy pageable -> staging (reads the source), then DMA staging -> device
-            first = Task(f"Staging {i + 1}/{count}", "staging", resource=device.host,
+            first = Task(f"Staging {i + 1}/{count}", "staging", resource=device.host_lane,
                          duration_ns=stage, reads=((src_addr + lo, m),), deps=deps,
                          on_start=on_start, info=meta, **common)
-            second = Task(f"Memcpy{label} {i + 1}/{count}", "memcpy", resource=engine,
-                          duration_ns=dma, writes=((dst_addr + lo, m),),
+            second = Task(f"Memcpy{label} {i + 1}/{count}", "memcpy", resource=dma,
+                          duration_ns=dma_ns, writes=((dst_addr + lo, m),),
                           deps=((first, "staging"),), on_end=on_end, info=dict(meta), **common)
         else:
-            first = Task(f"Memcpy{label} {i + 1}/{count}", "memcpy", resource=engine,
-                         duration_ns=dma, reads=((src_addr + lo, m),), deps=deps,
+            first = Task(f"Memcpy{label} {i + 1}/{count}", "memcpy", resource=dma,
+                         duration_ns=dma_ns, reads=((src_addr + lo, m),), deps=deps,
                          on_start=on_start, info=meta, **common)
-            second = Task(f"Staging {i + 1}/{count}", "staging", resource=device.host,
+            second = Task(f"Staging {i + 1}/{count}", "staging", resource=device.host_lane,
                           duration_ns=stage, writes=((dst_addr + lo, m),),
                           deps=((first, "staging"),), on_end=on_end, info=dict(meta), **common)
         tasks += [first, second]
@@ -158,11 +163,11 @@ def memset_task(device, dst: Region, doff: int, value: int, n: int, stream, api:
     if dst.kind == "device":
         dur = prof.copy_latency_ns + transfer_ns(n, prof.memory_bandwidth_bps,
                                                  _penalty(device, dst))
-        engine = device.d2d
+        unit = device.d2d
     else:
         dur = transfer_ns(n, prof.host_stage_bandwidth_bps)
-        engine = device.host
-    return Task("Memset", "memset", resource=engine, duration_ns=dur, stream=stream,
+        unit = device.host_lane
+    return Task("Memset", "memset", resource=unit, duration_ns=dur, stream=stream,
                 device=device.id, nbytes=n, writes=((addr, n),), deps=deps, on_end=on_end,
                 info={"dst": addr, "dst_base": dst.start, "dst_gen": dst.generation,
                       "value": value},

@@ -6,7 +6,7 @@ import pytest
 import acllab
 import acllab.sanitizer
 from acllab import acl, kernel, trace
-from acllab.kernels import DISPATCH_GAP_NS, kernel_ns
+from acllab.kernels import KERNEL_LAUNCH_GAP_NS, kernel_ns
 
 
 @kernel(flops=lambda x, y, z, n: n, bytes=lambda x, y, z, n: 12 * n)
@@ -71,7 +71,8 @@ def test_time_follows_the_roofline(dev):
     t = next(t for t in acllab.current_runtime().tasks if t.kind == "kernel")
     prof = acllab.current_runtime().profile
     # memory-bound: 12 n bytes at 51.2 GB/s, two blocks on two cores (one wave)
-    expected = DISPATCH_GAP_NS + -(-12 * n // 2 * 1_000_000_000 // (prof.memory_bandwidth_bps // 2))
+    expected = KERNEL_LAUNCH_GAP_NS + -(-12 * n // 2 * 1_000_000_000
+                                        // (prof.memory_bandwidth_bps // 2))
     assert abs(t.duration_ns - expected) <= 1
     assert t.units == 2 and t.flops == n and t.nbytes == 12 * n
 
@@ -80,10 +81,10 @@ def test_blocks_run_in_waves():
     prof = acllab.hardware.PROFILES["ascend310"]
     one, _ = kernel_ns(busy, 2, 10**9, 0, prof)
     two, _ = kernel_ns(busy, 4, 10**9, 0, prof)      # 4 blocks on 2 cores: two waves
-    assert two - DISPATCH_GAP_NS == pytest.approx((one - DISPATCH_GAP_NS), abs=2)
+    assert two - KERNEL_LAUNCH_GAP_NS == pytest.approx((one - KERNEL_LAUNCH_GAP_NS), abs=2)
     single, used = kernel_ns(busy, 1, 10**9, 0, prof)  # one block: one core does it all
     assert used == 1
-    assert single - DISPATCH_GAP_NS == pytest.approx(2 * (one - DISPATCH_GAP_NS), abs=2)
+    assert single - KERNEL_LAUNCH_GAP_NS == pytest.approx(2 * (one - KERNEL_LAUNCH_GAP_NS), abs=2)
 
 
 def test_a_small_kernel_runs_beside_another_streams_kernel(dev):

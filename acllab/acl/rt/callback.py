@@ -82,6 +82,9 @@ def process_report(timeout_ms):
     their streams reached them: the call only waits a little and returns 0 when one came
     since its previous call (see ``Runtime.poll_report``: such polls are not logged, so a
     program with a report thread gives the same log on every run).
+
+    Differs from hardware: a report thread's callbacks run when their stream reaches them,
+    not when the thread polls (see ``Runtime.poll_report``).
     """
     r = rt()
     tid = threading.get_ident()

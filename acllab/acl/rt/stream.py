@@ -26,7 +26,12 @@ def create_stream():
 
 @api("aclrtCreateStreamWithConfig", outs=(0,))
 def create_stream_with_config(priority, flag):
-    """Create a stream with a priority and flags (accepted; they do not change scheduling)."""
+    """Create a stream with a priority and flags.
+
+    Differs from hardware: the priority and the flags are kept on the stream (``s.priority``,
+    ``s.flag``) but change nothing: every stream's tasks are granted their hardware unit in
+    the order they became ready, whatever the priority.
+    """
     r = rt()
     priority, flag = as_int(priority, "priority"), as_int(flag, "flag")
     if flag & ~(C.ACL_STREAM_FAST_LAUNCH | C.ACL_STREAM_FAST_SYNC):
