@@ -435,11 +435,12 @@ class Runtime:
         """The host spends ``ns``; the device catches up to the host's new time."""
         self.host_ns += ns
         if self.host_ns > self.time_budget_ns:
-            self._over("virtual time", f"{self.time_budget_ns / 3.6e12:g} hours",
+            self.over_budget("virtual time", f"{self.time_budget_ns / 3.6e12:g} hours",
                        "time_budget_ns")
         self.process(self.host_ns)
 
-    def _over(self, what: str, limit: str, setting: str) -> None:
+    def over_budget(self, what: str, limit: str, setting: str) -> None:
+        """Stop the program: it went past one of its budgets (raises BudgetExceeded)."""
         raise BudgetExceeded(
             f"acllab stopped this program: it went past its {what} budget ({limit}). A loop "
             f"that never ends (polling something that never completes, or submitting work "
@@ -457,7 +458,7 @@ class Runtime:
         up once, here, after the submission.
         """
         if self.engine.submitted >= self.task_budget:
-            self._over("task", f"{self.task_budget:,} tasks", "task_budget")
+            self.over_budget("task", f"{self.task_budget:,} tasks", "task_budget")
         if task.on_start is not None:
             task.on_start = self._guarded(task.on_start)
         if task.on_end is not None:

@@ -58,7 +58,7 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
             runtime = rt()
             runtime.calls += 1
             if runtime.calls > runtime.call_budget:
-                runtime._over("API call", f"{runtime.call_budget:,} calls", "call_budget")
+                runtime.over_budget("API call", f"{runtime.call_budget:,} calls", "call_budget")
             start = runtime.host_ns
             quiet = False
             try:
