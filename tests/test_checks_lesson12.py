@@ -264,6 +264,24 @@ def host_decode_and_resize(acl, jpegs, outputs, width, height, stream):
         acl.rt.memcpy(out, len(data), acl.util.bytes_to_ptr(data), len(data), H2D)
 
 
+def pillow_on_the_host(acl, jpegs, outputs, width, height, stream):
+    """What a host-side service does: Pillow decodes and resizes, the picture is copied in."""
+    import io
+
+    from PIL import Image
+
+    ws, hs = max(32, up(width, 16)), up(height, 2)
+    for jpeg, out in zip(jpegs, outputs, strict=True):
+        img = Image.open(io.BytesIO(jpeg)).convert("YCbCr").resize((width, height))
+        ycc = np.asarray(img)
+        buf = np.zeros(ws * hs * 3 // 2, np.uint8)
+        buf[:ws * hs].reshape(hs, ws)[:height, :width] = ycc[:, :, 0]
+        chroma = buf[ws * hs:].reshape(hs // 2, ws // 2, 2)
+        chroma[:height // 2, :width // 2] = ycc[0::2, 0::2, 1:]
+        data = buf.tobytes()
+        acl.rt.memcpy(out, len(data), acl.util.bytes_to_ptr(data), len(data), H2D)
+
+
 def host_decode_dvpp_resize(acl, jpegs, outputs, width, height, stream):
     """Decode with Pillow on the host, upload the picture, resize it on VPC."""
     md = Media(acl)
@@ -395,6 +413,11 @@ def test_pictures_made_on_the_host_are_not_trusted():
     assert result.score == 0
     assert failed(result) >= {"on DVPP"} and "pictures" not in failed(result)
     assert "host" in item(result, "on DVPP").message
+
+
+def test_pillow_on_the_host_scores_zero():
+    result = check(EX, pillow_on_the_host)
+    assert result.score == 0 and "pictures" in failed(result)
 
 
 def test_a_host_decode_before_a_vpc_resize_is_not_trusted():
