@@ -19,10 +19,10 @@ input was written by a JPEGD task that read that very JPEG; every JPEG is decode
 once. Pictures decoded or resized on the host (Pillow, numpy) and copied in fail.
 
 Items: ``runs``, ``pictures``, ``on DVPP`` and ``streams`` are results (any failure scores 0);
-``overlap`` (the span from the first decode to the last resize saves at least half of what
-running the resizes beside the decodes can save: the decode of image i + 1 runs while image i
-is resized), ``sanitizer`` and ``resources`` are
-process items, counted once every result is right.
+``overlap`` (in stream order, no decode waits behind a resize and no resize behind the decode
+of a later picture, so JPEGD can decode picture i + 1 while VPC resizes picture i; graded on
+the order, not on the time saved, which depends on the host's pace too), ``sanitizer`` and
+``resources`` are process items, counted once every result is right.
 """
 
 from __future__ import annotations
@@ -125,7 +125,8 @@ def grade_dvpp_pipeline(fn, seed: int) -> Case:
         case.items.append(_dvpp_item(prov, dd, tasks, origin, outputs, jpegs, got, ws, hs,
                                      height, call.end_ns))
         case.items.append(_streams_item(caller, tasks, origin))
-        case.items.append(_overlap_item(runtime, dd, tasks, origin, _images_of(prov, tasks, jpegs)))
+        images_of = _images_of(prov, tasks, jpegs)
+        case.items.append(_overlap_item(runtime, dd, tasks, origin, images_of))
         case.items.append(_sanitizer_item(runtime))
         case.items.append(_resources_item(census, runtime.leaks, failed))
         return case
