@@ -178,10 +178,10 @@ def test_the_checks_are_not_vacuous():
 def test_a_failure_prints_the_program(monkeypatch):
     """A broken promise comes back as FuzzFailure with the program and its calls (here the
     bug that let destroy_stream destroy a default stream is put back on purpose)."""
-    from acllab.acl import rt as rt_module
+    from acllab.acl.rt import stream as stream_module
 
-    monkeypatch.setattr(rt_module, "_explicit_stream",
-                        lambda r, handle: r.stream_for(rt_module.as_int(handle, "stream")))
+    monkeypatch.setattr(stream_module, "_explicit_stream",
+                        lambda r, handle: r.stream_for(stream_module.as_int(handle, "stream")))
     with pytest.raises(fp.FuzzFailure) as info:
         fp.run_program(REGRESSIONS["destroy_default_stream_by_handle"])
     text = str(info.value)
