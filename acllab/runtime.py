@@ -423,12 +423,18 @@ class Runtime:
             if region is None or region.kind == "device":
                 continue
             lo, hi = addr - region.start, addr - region.start + n
+            crcs: dict[tuple[int, int], int | None] = {}   # views of one range share a crc
             for view in self._views:
                 if view[1] is region and view[3] < hi and lo < view[3] + view[4]:
-                    try:
-                        view[5] = zlib.crc32(region.data[view[3]:view[3] + view[4]])
-                    except Fail:
-                        pass
+                    key = (view[3], view[4])
+                    if key not in crcs:
+                        try:
+                            crcs[key] = zlib.crc32(region.data[view[3]:view[3] + view[4]])
+                        except Fail:
+                            crcs[key] = None
+                    crc = crcs[key]
+                    if crc is not None:
+                        view[5] = crc
 
     # -- the host clock --------------------------------------------------------------------
     def spend(self, ns: int) -> None:
