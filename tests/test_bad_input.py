@@ -220,6 +220,7 @@ def _noop(ctx):
     """A kernel that does nothing (for launch_kernel's argument checks)."""
 CASES = [
     # ---- acl ------------------------------------------------------------------------------
+    status("stop_thread: never started", lambda w: acl.util.stop_thread(123456789), 100000),
     status("init: second call", lambda w: acl.init(), 100002),
     bare("create_data_buffer: null address with a size", lambda w: acl.create_data_buffer(0, 16),
          100000, 0),
@@ -856,6 +857,10 @@ def test_a_successful_call_does_not_set_an_error_message():
 # -----------------------------------------------------------------------------------------
 
 TYPE_ERRORS = {
+    "app_log(str)": lambda w: acl.app_log("1", "message"),
+    "stop_thread(str)": lambda w: acl.util.stop_thread("1"),
+    "start_thread(not a function)": lambda w: acl.util.start_thread(1, []),
+    "start_thread(args not a list)": lambda w: acl.util.start_thread(print, "args"),
     "set_device(str)": lambda w: acl.rt.set_device("0"),
     "set_device(float)": lambda w: acl.rt.set_device(0.0),
     "reset_device(str)": lambda w: acl.rt.reset_device("0"),
@@ -964,7 +969,11 @@ NO_BAD_VALUES = {"acl.get_recent_err_msg", "acl.get_soc_name", "acl.get_version"
                  "acl.init", "acl.finalize", "acl.rt.get_device", "acl.rt.get_device_count",
                  "acl.rt.get_run_mode", "acl.rt.get_context", "acl.rt.synchronize_device",
                  "acl.util.bytes_to_ptr", "acl.util.numpy_to_ptr",
-                 "acl.util.numpy_contiguous_to_ptr"}
+                 "acl.util.numpy_contiguous_to_ptr",
+                 # void in C: a bad level returns None with a warning (test_app_log_...)
+                 "acl.app_log",
+                 # takes a function and a list, no value to get wrong: TypeError cases below
+                 "acl.util.start_thread"}
 
 
 def _public_functions() -> list[str]:
@@ -989,7 +998,7 @@ def test_every_public_function_with_int_arguments_has_a_type_error_case():
     covered = {name.split("(")[0] for name in TYPE_ERRORS}
     no_args = {"get_recent_err_msg", "get_soc_name", "get_version", "finalize", "get_device",
                "get_device_count", "get_run_mode", "get_context", "synchronize_device",
-               "create_stream", "create_event", "init"}
+               "create_stream", "create_event", "init", "start_thread"}
     missing = [n for n in _public_functions()
                if n.rsplit(".", 1)[1] not in covered | no_args]
     assert missing == []
@@ -999,3 +1008,10 @@ def test_world_is_built_without_a_single_failed_call():
     build_world()
     assert [entry for entry in rt().api_log if entry[3] != 0] == []
     assert acl.get_recent_err_msg() == ""
+
+
+def test_app_log_with_an_unknown_level_warns_and_logs_nothing():
+    build_world()
+    with pytest.warns(AclWarning, match="not ACL_DEBUG 0"):
+        assert acl.app_log(7, "hello") is None
+    assert acl.app_log(1, "hello") is None

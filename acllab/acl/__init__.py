@@ -118,9 +118,13 @@ def app_log(log_level, message):
     if not isinstance(message, str):
         raise TypeError(f"message must be a str, not {type(message).__name__}")
     if level not in util.LOG_LEVELS:
-        raise ValueError(f"log_level {level} must be ACL_DEBUG 0, ACL_INFO 1, ACL_WARNING 2 "
-                         "or ACL_ERROR 3")
+        # the C function returns void: a level it does not know is dropped, with a word here
+        warnings.warn(f"acl.app_log: log_level {level} is not ACL_DEBUG 0, ACL_INFO 1, "
+                      "ACL_WARNING 2 or ACL_ERROR 3: the message was not logged",
+                      AclWarning, stacklevel=2)
+        return None
     util.write_log(_runtime(), level, "APP", message)
+    return None
 
 
 def get_recent_err_msg() -> str:
