@@ -22,6 +22,7 @@ from threading import get_ident
 
 from .callbacks import callback_task, report_task
 from .constants import ACL_CALLBACK_BLOCK
+from .dvpp.tasks import DvppDevice
 from .engine import Deadlock, Engine, Resource, Task
 from .errors import AclWarning, BudgetExceeded, Fail
 from .hardware import DeviceProfile, get_profile
@@ -57,6 +58,9 @@ class Device:
         # of work on the host for this device, not host memory (that is Runtime.host)
         self.host_lane = Resource(f"Host staging (device {index})")
         self.callback_lane = Resource(f"Host callbacks (device {index})")
+        # the media engines (JPEGD, VPC, JPEGE) and DVPP memory: an acllab.dvpp.DvppDevice,
+        # created when acl.media first uses this device (see the dvpp property)
+        self._dvpp = None
         self.refcount = 0
         self.default_context: Context | None = None
         self.contexts: dict[int, Context] = {}
@@ -66,7 +70,33 @@ class Device:
 
     @property
     def resources(self) -> tuple[Resource, ...]:
-        return (self.aicore, self.h2d, self.d2h, self.d2d, self.host_lane, self.callback_lane)
+        """The device's engines; the DVPP ones too once its media side exists."""
+        base = (self.aicore, self.h2d, self.d2h, self.d2d, self.host_lane, self.callback_lane)
+        return base if self._dvpp is None else base + self._dvpp.resources
+
+    @property
+    def has_dvpp(self) -> bool:
+        """True once the media side (:attr:`dvpp`) was created."""
+        return self._dvpp is not None
+
+    @property
+    def dvpp(self):
+        """The media side (:class:`acllab.dvpp.DvppDevice`), created on first use."""
+        if self._dvpp is None:
+            self._dvpp = DvppDevice(self)
+        return self._dvpp
+
+    @property
+    def jpegd(self) -> Resource:
+        return self.dvpp.jpegd
+
+    @property
+    def vpc(self) -> Resource:
+        return self.dvpp.vpc
+
+    @property
+    def jpege(self) -> Resource:
+        return self.dvpp.jpege
 
     @property
     def open(self) -> bool:

@@ -38,9 +38,14 @@ __all__ = [
 
 # short name -> Device attribute, in the order msprof-like rows are drawn
 RESOURCE_NAMES = {"aicore": "aicore", "h2d": "h2d", "d2h": "d2h", "d2d": "d2d",
-                  "host": "host_lane", "callbacks": "callback_lane"}
+                  "host": "host_lane", "callbacks": "callback_lane",
+                  "jpegd": "jpegd", "vpc": "vpc", "jpege": "jpege"}
 _ROW_LABEL = {"aicore": "AI Core", "h2d": "H2D DMA", "d2h": "D2H DMA", "d2d": "D2D DMA",
-              "host": "Host staging", "callbacks": "Host callbacks"}
+              "host": "Host staging", "callbacks": "Host callbacks",
+              "jpegd": "JPEGD", "vpc": "VPC", "jpege": "JPEGE"}
+# the DVPP media engines: a device has them once acl.media used it (Device.dvpp), and the
+# export and the summary show them only for a device that ran a DVPP task
+_DVPP_NAMES = ("jpegd", "vpc", "jpege")
 _SCALARS = (int, float, str, bool)
 
 
@@ -83,6 +88,17 @@ def resolve_resource(runtime: Runtime, resource: Resource | str, device: int = 0
                 return res
     raise ValueError(f"unknown resource {resource!r}: use a Resource or one of "
                      f"{sorted(RESOURCE_NAMES)} (with device=N)")
+
+
+def _engines(dev, used_dvpp: bool) -> dict[str, Resource]:
+    """Short name -> Resource of ``dev``'s engines; the DVPP ones only when ``used_dvpp``."""
+    return {short: getattr(dev, attr) for short, attr in RESOURCE_NAMES.items()
+            if short not in _DVPP_NAMES or (used_dvpp and dev.has_dvpp)}
+
+
+def _dvpp_devices(tasks) -> set[int]:
+    """The devices on which a DVPP task ran (or runs)."""
+    return {t.device for t in tasks if t.kind == "dvpp" and t.start_ns >= 0}
 
 
 def _spans(runtime: Runtime) -> list[tuple[Task, int, int]]:
@@ -311,13 +327,15 @@ def to_chrome_trace(runtime: Runtime) -> dict:
     finished = [t for t in runtime.engine.tasks if t.start_ns >= 0 and t.end_ns >= 0]
     lanes = {d.id: d.callback_lane for d in runtime.devices}
     devices = sorted({t.device for t in finished})
+    media = _dvpp_devices(finished)
+    engines = {dev.id: _engines(dev, dev.id in media) for dev in runtime.devices}
     for d in devices:
         b.procs[1 + 2 * d] = f"Ascend Hardware (device {d})"
         b.procs[2 + 2 * d] = f"Engines (device {d})"
-        for pos, short in enumerate(RESOURCE_NAMES):
+        for pos, short in enumerate(engines[d]):
             b.row(2 + 2 * d, ("engine", short), _ROW_LABEL[short], pos)
-    engine_key = {id(getattr(dev, attr)): (dev.id, short)
-                  for dev in runtime.devices for short, attr in RESOURCE_NAMES.items()}
+    engine_key = {id(res): (d, short)
+                  for d, named in engines.items() for short, res in named.items()}
     hw_task: dict[int, Task] = {}
     for t in finished:
         args: dict[str, Any] = {k: v for k, v in (t.info or {}).items() if isinstance(v, _SCALARS)}
@@ -402,10 +420,11 @@ def summary(runtime: Runtime) -> str:
     n_off, n_open = sum(t.cancelled for t in tasks), sum(t.end_ns < 0 for t in tasks)
     lines.append(f"tasks: {len(tasks)} ({counted})" + (f"; {n_off} cancelled" if n_off else "")
                  + (f"; {n_open} unfinished" if n_open else ""))
+    media = _dvpp_devices(t for t, _, _ in spans)
     for d in sorted({t.device for t, _, _ in spans}):
         dev = runtime.devices[d]
         lines.append(f"device {d}:")
-        for short in RESOURCE_NAMES:
+        for short in _engines(dev, d in media):
             busy = busy_ns(runtime, short, lo, hi, device=d)
             util = utilisation(runtime, short, lo, hi, device=d)
             row = f"  {_ROW_LABEL[short]:<15} busy {_fmt_us(busy):>16}  utilisation {util:6.1%}"

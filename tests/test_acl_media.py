@@ -352,3 +352,44 @@ def test_jpege_rules(s):
     host, _ = acl.rt.malloc_host(size)
     _check(100000, media.dvpp_jpeg_encode_async, ch, good, host, size, jc, s)
     _check(100000, media.dvpp_jpeg_encode_async, ch, good, out, size + 4096, jc, s)
+
+
+# -- the media engines are the device's resources -------------------------------------------
+
+def test_decode_runs_on_a_device_engine_in_the_trace(s):
+    from acllab import session, stepper, trace
+
+    runtime = session.current_runtime()
+    dev = runtime.devices[0]
+    decode(make_jpeg(smooth_rgb(417, 301)), s)
+    assert acl.rt.synchronize_stream(s) == 0
+    assert dev.jpegd in dev.resources and dev.vpc in dev.resources
+    assert trace.resolve_resource(runtime, "jpegd") is dev.jpegd
+    task = next(t for t in runtime.engine.tasks if t.name == "JpegDecode")
+    assert trace.busy_ns(runtime, "jpegd") == task.end_ns - task.start_ns > 0
+    assert trace.busy_ns(runtime, "vpc") == 0
+    assert trace.utilisation(runtime, "jpegd") > 0
+    assert "JPEGD" in trace.summary(runtime)
+    events = trace.to_chrome_trace(runtime)["traceEvents"]
+    rows = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+            if e["ph"] == "M" and e["name"] == "thread_name"}
+    on_engine = [e for e in events if e["ph"] == "X" and e["name"] == "JpegDecode"
+                 and rows[(e["pid"], e["tid"])] == "JPEGD"]
+    assert len(on_engine) == 1 and on_engine[0]["pid"] == 2
+    assert {"VPC", "JPEGE"} <= set(rows.values())
+    names = [e.name for e in stepper.snapshot(runtime, task.start_ns).engines]
+    assert "JPEGD" in names
+
+
+def test_programs_without_dvpp_show_no_media_engines(fresh):
+    from acllab import session, trace
+
+    setup_device()
+    ptr, _ = acl.rt.malloc(64, 0)
+    acl.rt.memset(ptr, 64, 0, 64)
+    runtime = session.current_runtime()
+    events = trace.to_chrome_trace(runtime)["traceEvents"]
+    labels = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert not labels & {"JPEGD", "VPC", "JPEGE"}
+    assert not runtime.devices[0].has_dvpp
+    assert trace.busy_ns(runtime, "jpegd") == 0

@@ -61,12 +61,9 @@ class DvppDevice:
 
 
 def dvpp_device(runtime, device) -> DvppDevice:
-    """The device's media engines and DVPP memory, created on first use."""
-    table = runtime.__dict__.setdefault("_dvpp_devices", {})
-    dd = table.get(device.id)
-    if dd is None or dd.device is not device:
-        dd = table[device.id] = DvppDevice(device)
-    return dd
+    """The device's media engines and DVPP memory (``device.dvpp``), created on first use;
+    its engines are then part of ``device.resources``."""
+    return device.dvpp
 
 
 def dvpp_ns(profile, engine: str, pixels: int) -> int:
