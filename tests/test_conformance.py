@@ -1053,8 +1053,8 @@ def test_a_wait_uses_the_latest_record_at_issue_time_stale_record_trap():
 @pytest.mark.parametrize("create", [
     lambda: acl.rt.create_event(),
     lambda: acl.rt.create_event_with_flag(C.ACL_EVENT_SYNC),
-    lambda: acl.rt.create_event_with_flag(C.ACL_EVENT_TIME_LINE),
-], ids=["create_event", "create_event_with_flag(SYNC)", "create_event_with_flag(TIME_LINE)"])
+    lambda: acl.rt.create_event_with_flag(C.ACL_EVENT_SYNC | C.ACL_EVENT_TIME_LINE),
+], ids=["create_event", "create_event_with_flag(SYNC)", "create_event_with_flag(SYNC|TIME_LINE)"])
 def test_waiting_on_a_never_recorded_old_style_event_returns_107000(create):
     """"Waiting on an event that was never recorded: for create_event /
     create_event_with_flag events it returns 107000"."""
@@ -1067,8 +1067,8 @@ def test_waiting_on_a_never_recorded_old_style_event_returns_107000(create):
     assert len(rt().tasks) == n0
 
 
-@pytest.mark.parametrize("flag", [C.ACL_EVENT_SYNC, C.ACL_EVENT_TIME_LINE,
-                                  C.ACL_EVENT_CAPTURE_STREAM_PROGRESS])
+@pytest.mark.parametrize("flag", [C.ACL_EVENT_SYNC, C.ACL_EVENT_SYNC | C.ACL_EVENT_TIME_LINE,
+                                  C.ACL_EVENT_SYNC | C.ACL_EVENT_CAPTURE_STREAM_PROGRESS])
 def test_waiting_on_a_never_recorded_ex_event_is_a_no_op(flag):
     """"for create_event_ex_with_flag events it is a no-op that returns 0"."""
     stream = setup_device()
@@ -1081,6 +1081,48 @@ def test_waiting_on_a_never_recorded_ex_event_is_a_no_op(flag):
     dev = device(64)
     assert acl.rt.memset_async(dev, 64, 0, 64, stream) == 0
     assert acl.rt.synchronize_stream(stream) == 0
+
+
+@pytest.mark.parametrize("create", [
+    lambda: acl.rt.create_event_with_flag(C.ACL_EVENT_TIME_LINE),
+    lambda: acl.rt.create_event_ex_with_flag(C.ACL_EVENT_TIME_LINE),
+    lambda: acl.rt.create_event_ex_with_flag(C.ACL_EVENT_CAPTURE_STREAM_PROGRESS),
+], ids=["create_event_with_flag(TIME_LINE)", "ex(TIME_LINE)", "ex(CAPTURE_STREAM_PROGRESS)"])
+@pytest.mark.parametrize("recorded", [False, True], ids=["never recorded", "recorded"])
+def test_stream_wait_event_on_an_event_without_acl_event_sync_returns_207000(create, recorded):
+    """Source: hicann/runtime, AscendCL sources (src/acl/aclrt_impl), aclrtStreamWaitEvent:
+    a stream can wait only on an event created with ACL_EVENT_SYNC; any other event
+    (e.g. TIME_LINE only, from create_event_with_flag or create_event_ex_with_flag) returns
+    ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000 and nothing is enqueued."""
+    stream = setup_device()
+    ev, ret = create()
+    assert ret == 0
+    if recorded:
+        assert acl.rt.record_event(ev, stream) == 0
+    n0 = len(rt().tasks)
+    with expect_code(207000):
+        assert acl.rt.stream_wait_event(stream, ev) == 207000
+    assert len(rt().tasks) == n0
+
+
+@pytest.mark.parametrize("flag", [C.ACL_EVENT_SYNC, C.ACL_EVENT_TIME_LINE,
+                                  C.ACL_EVENT_SYNC | C.ACL_EVENT_TIME_LINE])
+def test_reset_event_and_query_event_on_ex_events_return_207000(flag):
+    """Source: hicann/runtime, AscendCL sources (src/acl/aclrt_impl), aclrtResetEvent and the
+    deprecated aclrtQueryEvent: neither supports events from aclrtCreateEventExWithFlag;
+    both return ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000 (query_event_status works)."""
+    stream = setup_device()
+    ev, ret = acl.rt.create_event_ex_with_flag(flag)
+    assert ret == 0
+    assert acl.rt.record_event(ev, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0
+    n0 = len(rt().tasks)
+    with expect_code(207000):
+        assert acl.rt.reset_event(ev, stream) == 207000
+    with expect_code(207000):
+        assert acl.rt.query_event(ev) == (C.ACL_EVENT_STATUS_NOT_READY, 207000)
+    assert len(rt().tasks) == n0
+    assert acl.rt.query_event_status(ev) == (C.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)
 
 
 def test_synchronize_event_on_a_never_recorded_event_returns_0_at_once():
@@ -1204,11 +1246,10 @@ def test_reset_event_is_only_valid_for_acl_event_sync_events():
     stream = setup_device()
     ok = [acl.rt.create_event()[0],
           acl.rt.create_event_with_flag(C.ACL_EVENT_SYNC)[0],
-          acl.rt.create_event_ex_with_flag(C.ACL_EVENT_SYNC)[0],
-          acl.rt.create_event_ex_with_flag(C.ACL_EVENT_SYNC | C.ACL_EVENT_TIME_LINE)[0]]
-    bad = [acl.rt.create_event_with_flag(C.ACL_EVENT_TIME_LINE)[0],
-           acl.rt.create_event_ex_with_flag(C.ACL_EVENT_TIME_LINE)[0],
-           acl.rt.create_event_ex_with_flag(C.ACL_EVENT_CAPTURE_STREAM_PROGRESS)[0]]
+          acl.rt.create_event_with_flag(C.ACL_EVENT_SYNC | C.ACL_EVENT_TIME_LINE)[0]]
+    bad = [acl.rt.create_event_with_flag(C.ACL_EVENT_TIME_LINE)[0]]
+    # events from create_event_ex_with_flag cannot be reset at all: 207000
+    # (test_reset_event_and_query_event_on_ex_events_return_207000)
     for ev in ok + bad:
         assert acl.rt.record_event(ev, stream) == 0
     assert acl.rt.synchronize_stream(stream) == 0

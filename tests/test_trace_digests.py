@@ -157,7 +157,7 @@ GOLDEN = {
     "serial": ("8e98c5e78d935162", "149e676ba8497906"),
     "double_stream": ("4e8cb12841fc6d4b", "9cd4c1f64fcca5b2"),
     "kernel": ("cd751b2c97551194", "22c14705e32bcb9c"),
-    "events": ("f3f913e26c20831c", "291077b076ad3906"),
+    "events": ("1c7715448c15a6d5", "00b9ee1ef27dc22a"),
     "callbacks": ("35920ad4d7db9d9a", "dca929c3e9fbf544"),
 }
 

@@ -73,10 +73,16 @@ def record_event(event, stream):
 
 @api("aclrtResetEvent")
 def reset_event(event, stream):
-    """Return an ACL_EVENT_SYNC event to the never-recorded state (a task on ``stream``)."""
+    """Return an ACL_EVENT_SYNC event to the never-recorded state (a task on ``stream``).
+
+    Events from create_event_ex_with_flag cannot be reset: 207000 (aclrtResetEvent).
+    """
     r = rt()
     ev = r.lookup(as_int(event, "event"), Event, "event")
     s = r.stream_for(as_int(stream, "stream"))
+    if ev.style == "ex":
+        raise Fail(207000, f"event 0x{ev.handle:x} comes from create_event_ex_with_flag: "
+                           "such events cannot be reset (record them again instead)")
     if not ev.resettable:
         raise Fail(107000, f"event 0x{ev.handle:x} was not created with ACL_EVENT_SYNC; "
                            "only such events can be reset")
@@ -85,9 +91,16 @@ def reset_event(event, stream):
 
 @api("aclrtQueryEvent", outs=(C.ACL_EVENT_STATUS_NOT_READY,))
 def query_event(event):
-    """Deprecated: ACL_EVENT_STATUS_COMPLETE (0) or NOT_READY (1)."""
+    """Deprecated: ACL_EVENT_STATUS_COMPLETE (0) or NOT_READY (1).
+
+    Not for create_event_ex_with_flag events (207000): use query_event_status.
+    """
     r = rt()
     ev = r.lookup(as_int(event, "event"), Event, "event")
+    if ev.style == "ex":
+        raise Fail(207000, f"event 0x{ev.handle:x} comes from create_event_ex_with_flag: "
+                           "the deprecated query_event does not support it; use "
+                           "acl.rt.query_event_status")
     r.spend(r.profile.api_ns)
     return C.ACL_EVENT_STATUS_COMPLETE if events.completed(r, ev) else C.ACL_EVENT_STATUS_NOT_READY
 

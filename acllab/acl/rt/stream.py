@@ -120,12 +120,21 @@ def stream_query(stream):
 
 @api("aclrtStreamWaitEvent")
 def stream_wait_event(stream, event):
-    """Later tasks of ``stream`` wait for the event's latest record (as of this call)."""
+    """Later tasks of ``stream`` wait for the event's latest record (as of this call).
+
+    The event must have been created with ACL_EVENT_SYNC (create_event always has it): for
+    any other event the call returns 207000 and enqueues nothing.
+    """
     r = rt()
     s = r.stream_for(stream if type(stream) is int else as_int(stream, "stream"))
     ev = r.handles.get(event) if type(event) is int else None
     if type(ev) is not Event or not ev.alive:
         ev = r.lookup(as_int(event, "event"), Event, "event")
+    if not ev.flags & C.ACL_EVENT_SYNC:
+        # aclrtStreamWaitEvent (hicann/runtime, AscendCL sources in src/acl/aclrt_impl): only
+        # an ACL_EVENT_SYNC event can be waited on; the call enqueues nothing
+        raise Fail(207000, f"event 0x{ev.handle:x} was created without ACL_EVENT_SYNC "
+                           f"(flags 0x{ev.flags:x}): a stream cannot wait on it")
     if ev.record is None:
         if ev.style == "old":
             r.log("wait_unrecorded", ev.handle, s.handle, s.name)
