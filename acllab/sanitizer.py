@@ -252,18 +252,23 @@ def _check_reset_while_waited(st: _State, z) -> None:
             [prev, w.id, z.id], [_sname(w), _sname(z)], [], [z.submit_ns, w.start_ns]))
 
 
+# host_ops kinds that release memory -> the call that did it, as findings name it
+_FREE_API = {"free": "acl.rt.free", "free_host": "acl.rt.free_host",
+             "dvpp_free": "acl.media.dvpp_free"}
+
+
 def _visit_op(st: _State, op) -> None:
     kind, host_ns = op[0], op[1]
     if kind == "join":
         for k, v in st.vc[op[3]].items():
             if st.host.get(k, 0) < v:
                 st.host[k] = v
-    elif kind in ("free", "free_host"):
+    elif kind in _FREE_API:
         base, gen = op[3], op[4]
         for oid, _mode, _lo, _hi in st.history.get((base, gen), ()):
             if not st.before(oid, st.host):
                 t = st.tasks[oid]
-                fn = "acl.rt.free" if kind == "free" else "acl.rt.free_host"
+                fn = _FREE_API[kind]
                 st.add(("uaf", base, gen), Finding(
                     "use-after-free",
                     f"{fn}(0x{base:x}) at {_us(host_ns)} released memory that {_tdesc(t)} "

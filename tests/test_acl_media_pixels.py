@@ -341,3 +341,14 @@ def test_random_crops_are_exact(s, seed):
     y, uv = planes(dst, cw, ch_, ows, ch_)
     assert np.array_equal(y, y_in[top:top + ch_, left:left + cw])
     assert np.array_equal(uv, uv_in[top // 2:(top + ch_) // 2, left // 2:(left + cw) // 2])
+
+
+def test_sanitizer_names_dvpp_free_in_a_use_after_free(s):
+    desc, out, _ = decode(make_jpeg(smooth_rgb(320, 240)), s)
+    assert media.dvpp_free(out) == 0                  # the decode is still queued
+    acl.rt.synchronize_stream(s)
+    found = [f for f in sanitizer.analyze(acllab.current_runtime())
+             if f.kind == "use-after-free"]
+    assert len(found) == 1
+    assert f"acl.media.dvpp_free(0x{out:x})" in found[0].message
+    assert "acl.rt.free(" not in found[0].message

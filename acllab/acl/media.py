@@ -221,7 +221,7 @@ def dvpp_free(dev_ptr):
         raise Fail(100000, f"0x{addr:x} points {addr - region.start} B into a DVPP buffer; "
                            f"dvpp_free takes its start 0x{region.start:x}")
     r.spend(r.profile.malloc_pool_ns)
-    r.log("free", region.start, region.generation, region.size)
+    r.log("dvpp_free", region.start, region.generation, region.size)
     del dd.buffers[region.start]
     r.devices[region.device].heap.free(region)
 
