@@ -14,11 +14,35 @@ process_report without pause (see :meth:`acllab.runtime.Runtime.poll_report`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .engine import Task
 from .streams import Callback, Stream
 
-__all__ = ["callback_task", "report_task"]
+__all__ = ["CallbackInfo", "callback_task", "report_task"]
+
+
+@dataclass(frozen=True)
+class CallbackInfo:
+    """What a HostCallback task keeps of its callback (``task.info["callback"]``): a
+    description, never the function itself, so that a bound method does not keep its object
+    (and its ``__del__`` teardown) alive once the callback has run. Not a scalar, so neither
+    the records nor the Chrome trace export it."""
+
+    name: str       # module and qualified name of the function ("app.Worker.on_done")
+    block: bool
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def describe(fn) -> str:
+    """``module.qualname`` of a callable (its repr when it has no name)."""
+    qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if qual is None:
+        return repr(fn)
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{qual}" if module else str(qual)
 
 
 def callback_task(fn, user_data, block: bool, stream: Stream,
@@ -28,7 +52,9 @@ def callback_task(fn, user_data, block: bool, stream: Stream,
                 duration_ns=(lambda t: None) if block else 0, info={},
                 api="launch_callback")
     cb = Callback(fn, user_data, block, stream, task)
-    task.info["callback"] = cb
+    # only a description: the Callback (with fn and user_data) lives in this closure, which
+    # the engine drops when the task ends, and in the runtime's report lists until it runs
+    task.info["callback"] = CallbackInfo(describe(fn), block)
 
     def on_start(t: Task) -> None:
         cb.reached_ns = t.start_ns

@@ -308,3 +308,46 @@ def test_a_device_write_into_a_watched_host_buffer_is_not_the_hosts():
     ok(acl.rt.synchronize_stream(stream))
     assert acl.util.ptr_to_bytes(host, 4) == b"\x07" * 4
     assert sanitizer.analyze(rt()) == []
+
+
+# -- a callback that has run does not keep the program's objects alive ------------------------
+
+def test_a_run_callback_keeps_only_its_name():
+    import gc
+    import threading
+    import weakref
+
+    from acllab.callbacks import CallbackInfo
+
+    class Worker:
+        torn_down = []
+
+        def __init__(self, tag):
+            self.tag = tag
+            self.seen = []
+
+        def on_done(self, user_data):
+            self.seen.append(user_data)
+
+        def __del__(self):
+            Worker.torn_down.append(self.tag)
+
+    stream = setup_device()
+    ok(acl.rt.subscribe_report(threading.get_ident(), stream))
+    refs = []
+    for tag, block in (("nb", 0), ("b", 1)):
+        w = Worker(tag)
+        refs.append(weakref.ref(w))
+        ok(acl.rt.launch_callback(w.on_done, [tag], block, stream))
+        del w
+    ok(acl.rt.process_report(100))
+    ok(acl.rt.process_report(100))
+    ok(acl.rt.synchronize_stream(stream))
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
+    assert sorted(Worker.torn_down) == ["b", "nb"]
+    infos = [t.info["callback"] for t in rt().engine.tasks if t.name == "HostCallback"]
+    assert all(isinstance(i, CallbackInfo) for i in infos)
+    assert [i.block for i in infos] == [False, True]
+    assert all(str(i).endswith("Worker.on_done") for i in infos)
+    ok(acl.rt.unsubscribe_report(threading.get_ident(), stream))
