@@ -440,6 +440,11 @@ CASES = [
     status("synchronize_stream_with_timeout: timeout",
            lambda w: acl.rt.synchronize_stream_with_timeout(w.stream, 1), 507046,
            prepare=_busy_stream),
+    # CANN API reference, aclrtSynchronizeStreamWithTimeout: timeout > 0 or -1
+    status("synchronize_stream_with_timeout: timeout 0",
+           lambda w: acl.rt.synchronize_stream_with_timeout(w.stream, 0), 107000),
+    status("synchronize_stream_with_timeout: timeout below -1",
+           lambda w: acl.rt.synchronize_stream_with_timeout(w.stream, -2), 107000),
     out("stream_query: unknown", lambda w: acl.rt.stream_query(UNKNOWN_HANDLE), 107017,
         C.ACL_STREAM_STATUS_NOT_READY),
     out("stream_query: stream of another context",
@@ -518,6 +523,11 @@ CASES = [
     status("synchronize_event_with_timeout: timeout",
            lambda w: acl.rt.synchronize_event_with_timeout(w.event, 1), 507047,
            prepare=_busy_stream),
+    # CANN API reference, aclrtSynchronizeEventWithTimeout: timeout > 0 or -1
+    status("synchronize_event_with_timeout: timeout 0",
+           lambda w: acl.rt.synchronize_event_with_timeout(w.event, 0), 107000),
+    status("synchronize_event_with_timeout: timeout below -1",
+           lambda w: acl.rt.synchronize_event_with_timeout(w.event, -5), 107000),
     out("event_elapsed_time: unknown start",
         lambda w: acl.rt.event_elapsed_time(UNKNOWN_HANDLE, w.event), 107017, 0.0),
     out("event_elapsed_time: destroyed end",
@@ -556,6 +566,11 @@ CASES = [
            lambda w: acl.rt.unsubscribe_report(MAIN, UNKNOWN_HANDLE), 107017),
     status("process_report: thread not subscribed", lambda w: acl.rt.process_report(10),
            100035),
+    # CANN API reference, aclrtProcessReport: timeout > 0 or -1
+    status("process_report: timeout 0", lambda w: acl.rt.process_report(0), 100000,
+           prepare=_subscribe_main),
+    status("process_report: timeout below -1", lambda w: acl.rt.process_report(-2), 100000,
+           prepare=_subscribe_main),
     status("process_report: wait forever with nothing pending",
            lambda w: acl.rt.process_report(-1), 100036, prepare=_subscribe_main),
 

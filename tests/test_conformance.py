@@ -928,6 +928,45 @@ def test_synchronize_stream_with_timeout_returns_507046():
         assert acl.rt.synchronize_stream_with_timeout(stream, -1) == 0
 
 
+@pytest.mark.parametrize("timeout", [0, -2, -1000])
+def test_synchronize_with_timeout_0_or_below_minus_1_returns_107000(timeout):
+    """Source: CANN API reference (hiascend), aclrtSynchronizeStreamWithTimeout and
+    aclrtSynchronizeEventWithTimeout: the timeout is a positive number of milliseconds, or -1
+    to wait forever; 0 or a value below -1 is ACL_ERROR_RT_PARAM_INVALID 107000 (not a poll,
+    not "forever")."""
+    stream = setup_device()
+    ev, _ = acl.rt.create_event()
+    dev, host = device(16 * MiB), pinned(16 * MiB)
+    assert acl.rt.memcpy_async(dev, 16 * MiB, host, 16 * MiB, H2D, stream) == 0
+    assert acl.rt.record_event(ev, stream) == 0
+    copy = rt().tasks[-2]
+    t0 = rt().host_ns
+    with expect_code(107000):
+        assert acl.rt.synchronize_stream_with_timeout(stream, timeout) == 107000
+    with expect_code(107000):
+        assert acl.rt.synchronize_event_with_timeout(ev, timeout) == 107000
+    assert rt().host_ns == t0 and not copy.done        # nothing waited
+    with no_acl_warnings():
+        assert acl.rt.synchronize_event_with_timeout(ev, -1) == 0
+        assert acl.rt.synchronize_stream_with_timeout(stream, -1) == 0
+    assert copy.done
+
+
+@pytest.mark.parametrize("timeout", [0, -2])
+def test_process_report_timeout_0_or_below_minus_1_returns_100000(timeout):
+    """Source: CANN API reference (hiascend), aclrtProcessReport: the timeout is a positive
+    number of milliseconds or -1 (wait forever); 0 or below -1 is ACL_ERROR_INVALID_PARAM
+    100000."""
+    stream = setup_device()
+    assert acl.rt.subscribe_report(threading.get_ident(), stream) == 0
+    ran = []
+    assert acl.rt.launch_callback(ran.append, 7, C.ACL_CALLBACK_NO_BLOCK, stream) == 0
+    with expect_code(100000):
+        assert acl.rt.process_report(timeout) == 100000
+    assert ran == []
+    assert acl.rt.process_report(-1) == 0 and ran == [7]
+
+
 def test_stream_query_returns_complete_or_not_ready_without_blocking():
     """"stream_query returns COMPLETE or NOT_READY without blocking"."""
     stream = setup_device()

@@ -77,6 +77,8 @@ _POLL_ERRORS = {
 def process_report(timeout_ms):
     """Run one pending callback report for the calling thread (-1: wait forever): 100036.
 
+    A timeout of 0 or below -1 is invalid: 100000 (aclrtProcessReport).
+
     On the main thread (a stream subscribed to it) the call runs the next report itself. On
     a report thread (another thread, subscribed with its id) the reports already ran when
     their streams reached them: the call only waits a little and returns 0 when one came
@@ -89,8 +91,9 @@ def process_report(timeout_ms):
     r = rt()
     tid = threading.get_ident()
     if tid != r.main_thread:
-        as_int(timeout_ms, "timeout_ms")
-        state = r.report_thread(tid, wait_s=_SUBSCRIBE_WAIT_S)
+        timeout = as_int(timeout_ms, "timeout_ms")
+        state = r.report_thread(tid, wait_s=_SUBSCRIBE_WAIT_S) if _valid_timeout(timeout) \
+            else None      # an invalid timeout: the logged call returns 100000
         if state is not None:
             code = r.poll_report(state, as_int(timeout_ms, "timeout_ms"))
             if code:
@@ -103,10 +106,18 @@ def process_report(timeout_ms):
 process_report.c_name = "aclrtProcessReport"
 
 
+def _valid_timeout(timeout_ms: int) -> bool:
+    """aclrtProcessReport takes a positive timeout in ms, or -1 (wait forever)."""
+    return timeout_ms > 0 or timeout_ms == -1
+
+
 def _process_report(timeout_ms):
     """The logged process_report: the main thread, or a thread that is no report thread."""
     r = rt()
     timeout_ms = as_int(timeout_ms, "timeout_ms")
+    if not _valid_timeout(timeout_ms):
+        raise Fail(100000, f"timeout_ms {timeout_ms} is invalid: give a positive number of "
+                           "milliseconds, or -1 to wait forever")
     tid = threading.get_ident()
     subscribed = [s for d in r.devices for c in [d.default_context, *d.contexts.values()]
                   if c is not None for s in [c.default_stream, *c.streams.values()]

@@ -122,10 +122,13 @@ def query_event_status(event):
 def _sync_event(event, timeout_ms):
     r = rt()
     ev = r.lookup(as_int(event, "event"), Event, "event")
+    if timeout_ms is not None and (timeout_ms == 0 or timeout_ms < -1):
+        raise Fail(107000, f"timeout_ms {timeout_ms} is invalid: give a positive number of "
+                           "milliseconds, or -1 to wait forever")
     r.spend(r.profile.api_ns)
     if ev.record is None:
         return   # never recorded: returns at once
-    timeout_ns = None if timeout_ms is None or timeout_ms < 0 else timeout_ms * 1_000_000
+    timeout_ns = None if timeout_ms is None or timeout_ms == -1 else timeout_ms * 1_000_000
     try:
         ok = r.wait_for(ev.record, timeout_ns)
     except Deadlock:
@@ -143,7 +146,10 @@ def synchronize_event(event):
 
 @api("aclrtSynchronizeEventWithTimeout")
 def synchronize_event_with_timeout(event, timeout_ms):
-    """Like synchronize_event, but give up after ``timeout_ms`` (-1: forever): 507047."""
+    """Like synchronize_event, but give up after ``timeout_ms`` (-1: forever): 507047.
+
+    A timeout of 0 or below -1 is invalid: 107000 (aclrtSynchronizeEventWithTimeout).
+    """
     _sync_event(event, as_int(timeout_ms, "timeout_ms"))
 
 

@@ -79,7 +79,10 @@ def destroy_stream_force(stream):
 def _sync_stream(stream, timeout_ms):
     r = rt()
     s = r.stream_for(as_int(stream, "stream"))
-    timeout_ns = None if timeout_ms is None or timeout_ms < 0 else timeout_ms * 1_000_000
+    if timeout_ms is not None and (timeout_ms == 0 or timeout_ms < -1):
+        raise Fail(107000, f"timeout_ms {timeout_ms} is invalid: give a positive number of "
+                           "milliseconds, or -1 to wait forever")
+    timeout_ns = None if timeout_ms is None or timeout_ms == -1 else timeout_ms * 1_000_000
     r.spend(r.profile.api_ns)
     if s.last is None:
         return
@@ -102,7 +105,10 @@ def synchronize_stream(stream):
 
 @api("aclrtSynchronizeStreamWithTimeout")
 def synchronize_stream_with_timeout(stream, timeout_ms):
-    """Like synchronize_stream, but give up after ``timeout_ms`` (-1: wait forever): 507046."""
+    """Like synchronize_stream, but give up after ``timeout_ms`` (-1: wait forever): 507046.
+
+    A timeout of 0 or below -1 is invalid: 107000 (aclrtSynchronizeStreamWithTimeout).
+    """
     _sync_stream(stream, as_int(timeout_ms, "timeout_ms"))
 
 
