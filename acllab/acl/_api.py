@@ -20,7 +20,8 @@ from ..session import current_runtime
 __all__ = ["api", "as_int", "rt"]
 
 rt = current_runtime
-_PREFIX = {"acllab.acl.rt": "acl.rt", "acllab.acl.util": "acl.util", "acllab.acl.mdl": "acl.mdl"}
+_PREFIX = {"acllab.acl.rt": "acl.rt", "acllab.acl.util": "acl.util", "acllab.acl.mdl": "acl.mdl",
+           "acllab.acl.media": "acl.media"}
 
 
 def as_int(value, name: str) -> int:

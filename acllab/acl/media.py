@@ -25,20 +25,15 @@ import numpy as np
 
 from ..constants import ACL_MEM_MALLOC_HUGE_FIRST
 from ..dvpp import formats as F
-from ..dvpp.tasks import decode_task, dvpp_device, encode_task, vpc_task
-from ..errors import Fail
-from . import _api
-from ._api import api, as_int, rt
-
-if isinstance(getattr(_api, "_PREFIX", None), dict):    # messages say "acl.media.<call>"
-    _api._PREFIX.setdefault(__name__, "acl.media")
-
-from ..dvpp.formats import (  # noqa: E402  (the real names, as pyACL programs define them)
+from ..dvpp.formats import (  # the real names, as pyACL programs define them
     PIXEL_FORMAT_UNKNOWN,
     PIXEL_FORMAT_YUV_400,
     PIXEL_FORMAT_YUV_SEMIPLANAR_420,
     PIXEL_FORMAT_YVU_SEMIPLANAR_420,
 )
+from ..dvpp.tasks import decode_task, dvpp_device, encode_task, vpc_task
+from ..errors import Fail
+from ._api import api, as_int, rt
 
 __all__ = [
     "PIXEL_FORMAT_YUV_400", "PIXEL_FORMAT_YUV_SEMIPLANAR_420", "PIXEL_FORMAT_YVU_SEMIPLANAR_420",
