@@ -552,7 +552,7 @@ CASES = [
     status("launch_callback: stream of another context",
            lambda w: acl.rt.launch_callback(lambda _: None, None, 0, w.other_stream), 107003),
     status("subscribe_report: repeated", lambda w: acl.rt.subscribe_report(MAIN, w.stream),
-           100033, prepare=_subscribe_main),
+           107011, prepare=_subscribe_main),
     status("subscribe_report: unknown stream",
            lambda w: acl.rt.subscribe_report(MAIN, UNKNOWN_HANDLE), 107017),
     status("subscribe_report: stream of another context",
@@ -565,14 +565,14 @@ CASES = [
     status("unsubscribe_report: unknown stream",
            lambda w: acl.rt.unsubscribe_report(MAIN, UNKNOWN_HANDLE), 107017),
     status("process_report: thread not subscribed", lambda w: acl.rt.process_report(10),
-           100035),
+           107012),
     # CANN API reference, aclrtProcessReport: timeout > 0 or -1
     status("process_report: timeout 0", lambda w: acl.rt.process_report(0), 100000,
            prepare=_subscribe_main),
     status("process_report: timeout below -1", lambda w: acl.rt.process_report(-2), 100000,
            prepare=_subscribe_main),
     status("process_report: wait forever with nothing pending",
-           lambda w: acl.rt.process_report(-1), 100036, prepare=_subscribe_main),
+           lambda w: acl.rt.process_report(-1), 507012, prepare=_subscribe_main),
 
     # ---- acl.util -------------------------------------------------------------------------
     bare("ptr_to_bytes: null", lambda w: acl.util.ptr_to_bytes(0, 4), 100000, b""),
@@ -820,15 +820,15 @@ def test_strict_mode_raises_for_init_and_finalize():
 
 @pytest.mark.parametrize("strict", [False, True], ids=["warn", "strict"])
 def test_process_report_timeout_is_quiet(strict):
-    """process_report(timeout) with nothing pending returns 100036 without a warning (and
+    """process_report(timeout) with nothing pending returns 507012 without a warning (and
     without an exception in strict mode): report threads poll it in a loop. The message is
     still available from get_recent_err_msg."""
     w = build_world(strict)
     _subscribe_main(w)
     before = accounting()
     with no_acl_warnings():
-        assert acl.rt.process_report(10) == 100036
-    assert "100036" in acl.get_recent_err_msg()
+        assert acl.rt.process_report(10) == 507012
+    assert "507012" in acl.get_recent_err_msg()
     assert accounting() == before
     sanity_check()
 

@@ -1440,16 +1440,63 @@ def test_callbacks_for_another_report_thread_are_delivered_automatically():
     assert after.start_ns >= ran_at[0][1] + P310.callback_ns
 
 
-def test_repeated_subscribe_returns_100033():
-    """Subscribing a stream that already has a report thread returns 100033."""
+def test_repeated_subscribe_returns_107011():
+    """Source: hicann/runtime (AscendCL sources, aclrtSubscribeReport) and its error-code
+    header: subscribing a stream that already has a report thread returns
+    ACL_ERROR_RT_STREAM_SUBSCRIBE 107011 (the deprecated ACL_ERROR_REPEAT_SUBSCRIBE 100033 is
+    no longer returned)."""
     stream = setup_device()
     main = threading.get_ident()
     assert acl.rt.subscribe_report(main, stream) == 0
-    with expect_code(100033):
-        assert acl.rt.subscribe_report(main, stream) == 100033
-    with expect_code(100033):
-        assert acl.rt.subscribe_report(0x7777, stream) == 100033
+    with expect_code(107011):
+        assert acl.rt.subscribe_report(main, stream) == 107011
+    with expect_code(107011):
+        assert acl.rt.subscribe_report(0x7777, stream) == 107011
     assert rt().stream_for(stream).report_thread == main
+
+
+def test_process_report_codes_are_the_current_runtimes():
+    """Source: hicann/runtime (AscendCL sources, aclrtProcessReport) and its error-code
+    header: a thread subscribed to no stream gets ACL_ERROR_RT_THREAD_SUBSCRIBE 107012, a
+    report that does not come in time ACL_ERROR_RT_REPORT_TIMEOUT 507012 (not the deprecated
+    100035 and 100036)."""
+    from acllab.errors import CODES
+
+    assert CODES["ACL_ERROR_RT_STREAM_SUBSCRIBE"] == 107011
+    assert CODES["ACL_ERROR_RT_THREAD_SUBSCRIBE"] == 107012
+    assert CODES["ACL_ERROR_RT_REPORT_TIMEOUT"] == 507012
+    stream = setup_device()
+    with expect_code(107012):
+        assert acl.rt.process_report(10) == 107012
+    assert acl.rt.subscribe_report(threading.get_ident(), stream) == 0
+    with no_acl_warnings():                              # a timed-out poll is quiet
+        assert acl.rt.process_report(10) == 507012
+    with expect_code(507012):                            # nothing could ever come
+        assert acl.rt.process_report(-1) == 507012
+
+
+def test_a_report_thread_poll_returns_the_current_codes():
+    """Source: hicann/runtime (AscendCL sources, aclrtProcessReport): on a report thread a
+    poll with nothing to report returns 507012, and once its stream is unsubscribed 107012."""
+    stream = setup_device()
+    got, subscribed, unsubscribed = [], threading.Event(), threading.Event()
+
+    def report_thread():
+        subscribed.wait(10)
+        got.append(acl.rt.process_report(5))
+        unsubscribed.wait(10)
+        got.append(acl.rt.process_report(5))
+
+    thread = threading.Thread(target=report_thread)
+    thread.start()
+    assert acl.rt.subscribe_report(thread.ident, stream) == 0
+    subscribed.set()
+    while not got:
+        thread.join(0.01)
+    assert acl.rt.unsubscribe_report(thread.ident, stream) == 0
+    unsubscribed.set()
+    thread.join(10)
+    assert got == [507012, 107012]
 
 
 def test_numpy_integers_are_accepted_where_ints_belong():

@@ -46,7 +46,7 @@ def subscribe_report(thread_id, stream):
     tid = as_int(thread_id, "thread_id")
     s = r.stream_for(as_int(stream, "stream"))
     if s.report_thread is not None:
-        raise Fail(100033, f"{s.name} is already subscribed to thread {s.report_thread}")
+        raise Fail(107011, f"{s.name} is already subscribed to thread {s.report_thread}")
     r.spend(r.profile.api_ns)
     r.subscribe(s, tid)
 
@@ -66,16 +66,22 @@ def unsubscribe_report(thread_id, stream):
 # program starts the thread, then subscribes its id); wall-clock time, changes no result
 _SUBSCRIBE_WAIT_S = 0.1
 
+# The section returns the current runtime's codes (hicann/runtime, AscendCL callback
+# sources): 107012 ACL_ERROR_RT_THREAD_SUBSCRIBE, 507012 ACL_ERROR_RT_REPORT_TIMEOUT and
+# 107011 ACL_ERROR_RT_STREAM_SUBSCRIBE, not the deprecated 100035, 100036 and 100033.
+# Runtime.poll_report still speaks the deprecated ones: translate them.
+_POLL_CODES = {100035: 107012, 100036: 507012}
+
 _POLL_ERRORS = {
-    100035: "this report thread is no longer subscribed to any stream",
-    100036: "no report for this thread (acllab runs report-thread callbacks itself, in "
+    107012: "this report thread is no longer subscribed to any stream",
+    507012: "no report for this thread (acllab runs report-thread callbacks itself, in "
             "virtual time)",
     100001: "acl.finalize() was called",
 }
 
 
 def process_report(timeout_ms):
-    """Run one pending callback report for the calling thread (-1: wait forever): 100036.
+    """Run one pending callback report for the calling thread (-1: wait forever): 507012.
 
     A timeout of 0 or below -1 is invalid: 100000 (aclrtProcessReport).
 
@@ -96,6 +102,7 @@ def process_report(timeout_ms):
             else None      # an invalid timeout: the logged call returns 100000
         if state is not None:
             code = r.poll_report(state, as_int(timeout_ms, "timeout_ms"))
+            code = _POLL_CODES.get(code, code)
             if code:
                 r.recent_error[tid] = (f"acl.rt.process_report (aclrtProcessReport) returned "
                                        f"{code} {code_name(code)}: {_POLL_ERRORS[code]}")
@@ -123,19 +130,19 @@ def _process_report(timeout_ms):
                   if c is not None for s in [c.default_stream, *c.streams.values()]
                   if s.report_thread == tid]
     if not subscribed:
-        raise Fail(100035, f"thread {tid} is not subscribed to any stream "
+        raise Fail(107012, f"thread {tid} is not subscribed to any stream "
                            "(acl.rt.subscribe_report)")
     if tid != r.main_thread:
         # a report thread: acllab delivers its reports itself, in virtual time
         time.sleep(min(max(timeout_ms, 0), 10) / 1000)
-        raise Fail(100036, "no report for this thread (acllab runs report-thread callbacks "
+        raise Fail(507012, "no report for this thread (acllab runs report-thread callbacks "
                            "itself, in virtual time)", quiet=True)
     timeout_ns = -1 if timeout_ms < 0 else timeout_ms * 1_000_000
     if timeout_ns < 0 and not r.reports_possible():
-        raise Fail(100036, "no callback is pending and nothing could produce one: "
+        raise Fail(507012, "no callback is pending and nothing could produce one: "
                            "process_report(-1) would wait forever")
     if not r.process_report(timeout_ns):
-        raise Fail(100036, f"no callback report arrived within {timeout_ms} ms", quiet=True)
+        raise Fail(507012, f"no callback report arrived within {timeout_ms} ms", quiet=True)
 
 
 _process_report.__name__ = "process_report"     # the name the API log shows
