@@ -669,12 +669,74 @@ def test_memcpy_kind_must_be_a_valid_enum_value():
 
 
 @pytest.mark.parametrize("kind", [H2H, D2H, D2D])
-def test_memcpy_kind_contradicting_the_addresses_returns_an_error(kind):
-    """"a kind that contradicts the addresses returns an error" (acllab: 107000)."""
+def test_memcpy_infers_the_direction_whatever_the_kind(kind):
+    """Source: hicann/runtime, AscendCL sources (src/acl/aclrt_impl/memory.cpp),
+    aclrtMemcpy: the runtime infers the direction from the addresses, so a kind that
+    contradicts them is no error (pinned or pageable host memory alike)."""
     setup_device()
     dev, host = device(64), pinned(64)
+    payload = bytes(range(64))
+    page = acl.util.bytes_to_ptr(payload)
+    with no_acl_warnings():
+        assert acl.rt.memcpy(dev, 64, page, 64, kind) == 0          # this is H2D
+        assert last_task().info["direction"] == "h2d"
+        assert acl.rt.memcpy(host, 64, dev, 64, H2D if kind != H2D else H2H) == 0   # D2H
+    assert last_task().info["direction"] == "d2h"
+    assert acl.util.ptr_to_bytes(host, 64) == payload
+
+
+def test_memcpy_async_corrects_a_wrong_kind_with_pinned_or_device_memory():
+    """Source: hicann/runtime, AscendCL sources (src/acl/aclrt_impl/memory.cpp),
+    aclrtMemcpyAsync: with pinned host memory or device memory on both sides the runtime
+    knows the addresses and corrects a wrong kind; with pageable host memory it cannot, and
+    a contradicting kind stays an error (107000)."""
+    stream = setup_device()
+    a, b, host = device(64), device(64), pinned(64)
+    with no_acl_warnings():
+        assert acl.rt.memcpy_async(a, 64, host, 64, D2H, stream) == 0      # really H2D
+        assert last_task().info["direction"] == "h2d"
+        assert acl.rt.memcpy_async(b, 64, a, 64, H2D, stream) == 0         # really D2D
+        assert last_task().info["direction"] == "d2d"
+        assert acl.rt.memcpy_async(host, 64, b, 64, D2D, stream) == 0      # really D2H
+        assert last_task().info["direction"] == "d2h"
+    payload = bytes(64)
+    n0 = len(rt().tasks)
     with expect_code(107000):
-        assert acl.rt.memcpy(dev, 64, host, 64, kind) == 107000     # this is H2D
+        assert acl.rt.memcpy_async(a, 64, acl.util.bytes_to_ptr(payload), 64, D2H,
+                                   stream) == 107000
+    assert len(rt().tasks) == n0
+    assert acl.rt.synchronize_stream(stream) == 0
+
+
+@pytest.mark.parametrize("call", [
+    lambda: acl.rt.memcpy(0, 0, 0, 0, H2D),
+    lambda: acl.rt.memcpy(0, 64, 0, 0, DEFAULT),
+    lambda: acl.rt.memcpy_async(0, 0, 0, 0, H2D, 0),
+    lambda: acl.rt.memcpy_async(0, 64, 0, 0, D2D, 0),
+], ids=["memcpy", "memcpy DEFAULT", "memcpy_async", "memcpy_async D2D"])
+def test_copies_of_count_0_succeed_before_the_null_checks(call):
+    """Source: hicann/runtime, AscendCL sources (src/acl/aclrt_impl/memory.cpp),
+    aclrtMemcpy / aclrtMemcpyAsync: a count of 0 returns ACL_SUCCESS before the pointers are
+    checked, so null pointers with count 0 are no error."""
+    setup_device()
+    n0 = len(rt().tasks)
+    with no_acl_warnings():
+        assert call() == 0
+    assert len(rt().tasks) == n0
+
+
+@pytest.mark.parametrize("policy", [6, 9, 0x55, -1])
+def test_an_out_of_range_malloc_policy_is_not_an_error(policy):
+    """Source: hicann/runtime, AscendCL sources (src/acl/aclrt_impl/memory.cpp), aclrtMalloc:
+    a policy value the runtime does not know is no error (acllab allocates it as
+    ACL_MEM_MALLOC_HUGE_FIRST)."""
+    setup_device()
+    for malloc in (acl.rt.malloc, acl.rt.malloc_align32, acl.rt.malloc_cached):
+        with no_acl_warnings():
+            ptr, ret = malloc(64, policy)
+        assert ret == 0 and ptr
+        assert rt().space.find(ptr).policy == C.ACL_MEM_MALLOC_HUGE_FIRST
+        assert acl.rt.free(ptr) == 0
 
 
 def test_memcpy_default_infers_the_direction():
@@ -778,20 +840,17 @@ def test_memcpy_async_host_to_host_returns_207000():
     assert acl.rt.memcpy(a, 64, b, 64, H2H) == 0            # synchronously it is fine
 
 
-def test_memcpy_async_requires_64_byte_aligned_device_addresses():
-    """"memcpy_async requires 64-byte-aligned addresses (107008 otherwise) (uncertain for all
-    directions; keep it at least for device-to-device)".
-
-    acllab checks device addresses only; a host address at any offset is accepted.
-    """
+def test_memcpy_async_needs_no_alignment():
+    """Source: hicann/runtime, AscendCL sources (src/acl/aclrt_impl/memory.cpp),
+    aclrtMemcpyAsync: the current runtime checks no address alignment (no 107008), whatever
+    the direction."""
     stream = setup_device()
     a, b = device(256), device(256)
     host = pinned(256)
     cases = [(a + 32, b, D2D), (a, b + 32, D2D), (a + 1, host, H2D), (host, b + 16, D2H)]
-    for dst, src, kind in cases:
-        with expect_code(107008):
-            assert acl.rt.memcpy_async(dst, 64, src, 64, kind, stream) == 107008
     with no_acl_warnings():
+        for dst, src, kind in cases:
+            assert acl.rt.memcpy_async(dst, 64, src, 64, kind, stream) == 0
         assert acl.rt.memcpy_async(a + 64, 64, b + 128, 64, D2D, stream) == 0
         assert acl.rt.memcpy_async(host + 8, 64, a, 64, D2H, stream) == 0
         # the synchronous memcpy has no such requirement

@@ -29,30 +29,29 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
                            "1 HOST_TO_DEVICE, 2 DEVICE_TO_HOST, 3 DEVICE_TO_DEVICE, 4 DEFAULT)")
     if dest_max < 0 or count < 0:
         raise Fail(100000, f"sizes must not be negative (dest_max {dest_max}, count {count})")
+    if count == 0:
+        return None          # CANN returns success for count 0 before checking the pointers
     if dst == 0 or src == 0:
         raise Fail(100000, f"{'dst' if dst == 0 else 'src'} is a null pointer")
     if count > dest_max:
         raise Fail(107000, f"count {count} is larger than dest_max {dest_max}: the copy "
                            "would overflow the destination")
-    if count == 0:
-        return None
     dev = ctx.device
     dreg, doff = _span(r, dst, count, "dst", dev)
     sreg, soff = _span(r, src, count, "src", dev)
     actual = ("d" if sreg.kind == "device" else "h") + "2" + ("d" if dreg.kind == "device" else "h")
-    if kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != actual:
+    pageable = sreg.kind == "pageable" or dreg.kind == "pageable"
+    if kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != actual and is_async \
+            and pageable:
+        # memcpy infers the direction from the addresses whatever the kind; memcpy_async
+        # corrects a wrong kind only when it knows both sides (pinned or device memory)
         where = {"h": "host", "d": "device"}
         raise Fail(107000, f"kind {C.MEMCPY_KIND_NAMES[kind]} does not match the addresses: src "
                            f"is {where[actual[0]]} memory and dst is {where[actual[2]]} memory "
                            f"(use {C.MEMCPY_KIND_NAMES[_DIR_KIND[actual]]} or ACL_MEMCPY_DEFAULT)")
-    if is_async:
-        if actual == "h2h":
-            raise Fail(207000, "memcpy_async does not support HOST_TO_HOST copies; use "
-                               "acl.rt.memcpy (or a plain host copy)")
-        for addr, reg, name in ((dst, dreg, "dst"), (src, sreg, "src")):
-            if reg.kind == "device" and addr % 64:
-                raise Fail(107008, f"{name} 0x{addr:x} is not 64-byte aligned "
-                                   f"(offset {addr % 64}); memcpy_async needs 64-byte alignment")
+    if is_async and actual == "h2h":
+        raise Fail(207000, "memcpy_async does not support HOST_TO_HOST copies; use "
+                           "acl.rt.memcpy (or a plain host copy)")
     return dev, dreg, doff, sreg, soff, count, actual
 
 
@@ -62,6 +61,9 @@ _DIR_KIND = {v: k for k, v in _KIND_DIRECTION.items()}
 @api("aclrtMemcpy")
 def memcpy(dst, dest_max, src, count, kind):
     """Copy now and block until done; it does not wait for any stream.
+
+    The direction comes from the addresses: a kind that contradicts them is corrected, as
+    CANN's aclrtMemcpy does. count 0 returns success at once (even with null pointers).
 
     From pageable host memory the copy goes through the runtime's pinned staging buffer, so
     it is slower than from pinned memory (acl.rt.malloc_host).
@@ -87,6 +89,10 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
 
     With pageable host memory current CANN blocks until the copy has completed: the call
     silently becomes synchronous (and breaks overlap). acllab does the same.
+
+    No alignment is required of the addresses (the current runtime checks none). A kind that
+    contradicts the addresses is corrected when both sides are device or pinned memory; with
+    pageable host memory it returns 107000. count 0 returns success at once.
     """
     r = rt()
     plan = _plan_copy(r, dst, dest_max, src, count, kind, is_async=True)

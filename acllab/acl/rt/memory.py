@@ -13,10 +13,24 @@ __all__ = ["malloc", "malloc_align32", "malloc_cached", "free", "malloc_host", "
 
 
 
+def _known_policy(policy: int) -> int:
+    """The page policy a malloc uses: an out-of-range policy is no error in CANN.
+
+    Differs from hardware: bits above the low byte (CANN's memory-type and access flags) are
+    ignored, and a value whose low byte is no aclrtMemMallocPolicy this model knows is taken
+    as ACL_MEM_MALLOC_HUGE_FIRST (the default policy).
+    """
+    if policy in C.MALLOC_POLICY_NAMES:
+        return policy
+    if policy >= 0 and (policy & 0xFF) in C.MALLOC_POLICY_NAMES:
+        return policy & 0xFF
+    return C.ACL_MEM_MALLOC_HUGE_FIRST
+
+
 def _malloc(size, policy, align32: bool):
     r = rt()
     size = as_int(size, "size")
-    policy = as_int(policy, "policy")
+    policy = _known_policy(as_int(policy, "policy"))
     ctx = r.current_context()
     if size <= 0:
         raise Fail(100000, f"size must be positive (got {size}): acl.rt.malloc(0) is an error")
