@@ -172,7 +172,8 @@ def _exhaust_streams(w: World) -> None:
 
 
 def _exhaust_events(w: World) -> None:
-    _create_until_failure(acl.rt.create_event)
+    """Use up the device's hardware events (only create_event_with_flag reserves one)."""
+    _create_until_failure(lambda: acl.rt.create_event_with_flag(C.ACL_EVENT_SYNC))
 
 
 def _busy_stream(w: World) -> None:
@@ -463,18 +464,18 @@ CASES = [
            lambda w: acl.rt.stream_wait_event(w.other_stream, w.event), 107003),
 
     # ---- events ---------------------------------------------------------------------------
-    out("create_event: limit reached", lambda w: acl.rt.create_event(), 207007, 0,
-        prepare=_exhaust_events),
+    # create_event and create_event_ex_with_flag reserve no hardware event: no limit
     out("create_event_with_flag: unknown flag bits",
         lambda w: acl.rt.create_event_with_flag(0x4), 100000, 0),
     out("create_event_with_flag: limit reached",
         lambda w: acl.rt.create_event_with_flag(C.ACL_EVENT_SYNC), 207007, 0,
         prepare=_exhaust_events),
+    # CANN API reference, aclrtCreateEventWithFlag: flag 0 is invalid
+    out("create_event_with_flag: flag 0", lambda w: acl.rt.create_event_with_flag(0), 107000, 0),
     out("create_event_ex_with_flag: unknown flag bits",
-        lambda w: acl.rt.create_event_ex_with_flag(0x10), 100000, 0),
-    out("create_event_ex_with_flag: limit reached",
-        lambda w: acl.rt.create_event_ex_with_flag(C.ACL_EVENT_SYNC), 207007, 0,
-        prepare=_exhaust_events),
+        lambda w: acl.rt.create_event_ex_with_flag(0x4), 100000, 0),
+    out("create_event_ex_with_flag: unknown high flag bits",
+        lambda w: acl.rt.create_event_ex_with_flag(0x80), 100000, 0),
     status("destroy_event: unknown", lambda w: acl.rt.destroy_event(UNKNOWN_HANDLE), 107017),
     status("destroy_event: destroyed", lambda w: acl.rt.destroy_event(w.destroyed_event),
            107017),
@@ -977,6 +978,8 @@ def test_numpy_to_ptr_of_a_non_contiguous_array_raises_value_error():
 NO_BAD_VALUES = {"acl.get_recent_err_msg", "acl.get_soc_name", "acl.get_version",
                  "acl.init", "acl.finalize", "acl.rt.get_device", "acl.rt.get_device_count",
                  "acl.rt.get_run_mode", "acl.rt.get_context", "acl.rt.synchronize_device",
+                 # no arguments, and no limit since it reserves no hardware event (CANN)
+                 "acl.rt.create_event",
                  "acl.util.bytes_to_ptr", "acl.util.numpy_to_ptr",
                  "acl.util.numpy_contiguous_to_ptr",
                  # void in C: a bad level returns None with a warning (test_app_log_...)

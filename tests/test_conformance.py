@@ -1384,20 +1384,53 @@ def test_stream_limit_per_device_ascend310():
 
 
 def test_event_limit_per_device_ascend310():
-    """"Limits per device: ... events 1023 (310-class)": create until 207007."""
+    """"Limits per device: ... events 1023 (310-class)".
+
+    Source: CANN API reference (hiascend), aclrtCreateEvent / aclrtCreateEventWithFlag /
+    aclrtCreateEventExWithFlag: aclrtCreateEvent reserves no hardware event (a record takes
+    one, waiting for a free one if need be) and Ex events are not hardware-limited, so only
+    create_event_with_flag fails at the limit (207007)."""
     setup_device()
     created = 0
     while True:
-        ev, ret = acl.rt.create_event()
+        ev, ret = acl.rt.create_event_with_flag(C.ACL_EVENT_SYNC)
         if ret:
             break
         created += 1
     assert (ev, ret) == (0, 207007)
     assert created == P310.max_events == 1023
-    for create in (lambda: acl.rt.create_event_with_flag(C.ACL_EVENT_SYNC),
-                   lambda: acl.rt.create_event_ex_with_flag(C.ACL_EVENT_SYNC)):
-        with expect_code(207007):
-            assert create() == (0, 207007)
+    with no_acl_warnings():                 # the other two kinds are not limited
+        for _ in range(P310.max_events + 10):
+            assert code_of(acl.rt.create_event()) == 0
+            assert code_of(acl.rt.create_event_ex_with_flag(C.ACL_EVENT_SYNC)) == 0
+    stream = 0
+    ev, _ = acl.rt.create_event()
+    assert acl.rt.record_event(ev, stream) == 0        # a record of such an event works
+    assert acl.rt.synchronize_event(ev) == 0
+
+
+def test_create_event_with_flag_0_returns_107000():
+    """Source: CANN API reference (hiascend), aclrtCreateEventWithFlag: flag is a bitmap of
+    ACL_EVENT_* macros; 0 is ACL_ERROR_RT_PARAM_INVALID 107000."""
+    setup_device()
+    with expect_code(107000):
+        assert acl.rt.create_event_with_flag(0) == (0, 107000)
+    assert rt().devices[0].events == {}
+
+
+@pytest.mark.parametrize("create", [acl.rt.create_event_with_flag,
+                                    acl.rt.create_event_ex_with_flag],
+                         ids=["create_event_with_flag", "create_event_ex_with_flag"])
+@pytest.mark.parametrize("flag", [0x10, 0x20, 0x10 | C.ACL_EVENT_SYNC])
+def test_event_flags_0x10_and_0x20_are_valid(create, flag):
+    """Source: CANN's acl_rt.h and API reference, aclrtCreateEventWithFlag /
+    aclrtCreateEventExWithFlag: ACL_EVENT_DEVICE_USE_ONLY 0x10 and ACL_EVENT_EXTERNAL 0x20 are
+    event flags, accepted like the others."""
+    setup_device()
+    with no_acl_warnings():
+        ev, ret = create(flag)
+    assert ret == 0 and ev
+    assert acl.rt.destroy_event(ev) == 0
 
 
 def test_stream_and_event_limits_per_device_ascend910b():
@@ -1410,7 +1443,7 @@ def test_stream_and_event_limits_per_device_ascend910b():
         streams += 1
     assert streams == 2048
     events = 0
-    while code_of(acl.rt.create_event()) == 0:
+    while code_of(acl.rt.create_event_with_flag(C.ACL_EVENT_SYNC)) == 0:
         events += 1
     assert events == 65535
 

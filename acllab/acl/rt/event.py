@@ -17,36 +17,69 @@ __all__ = ["create_event", "create_event_with_flag", "create_event_ex_with_flag"
 
 
 
-_EVENT_FLAGS = C.ACL_EVENT_SYNC | C.ACL_EVENT_CAPTURE_STREAM_PROGRESS | C.ACL_EVENT_TIME_LINE
+# ACL_EVENT_DEVICE_USE_ONLY 0x10 and ACL_EVENT_EXTERNAL 0x20 are valid flags too (CANN's
+# acl_rt.h); acllab accepts them and models nothing more for them
+_DEVICE_USE_ONLY, _EXTERNAL = 0x10, 0x20
+_EVENT_FLAGS = (C.ACL_EVENT_SYNC | C.ACL_EVENT_CAPTURE_STREAM_PROGRESS | C.ACL_EVENT_TIME_LINE
+                | _DEVICE_USE_ONLY | _EXTERNAL)
 
 
-def _create_event(flag, style):
+def _create_event(flag, style, reserves_hardware: bool):
     r = rt()
     flag = as_int(flag, "flag")
     if flag & ~_EVENT_FLAGS:
         raise Fail(100000, f"flag 0x{flag:x} has bits that are not event flags "
-                           "(ACL_EVENT_SYNC 0x1, CAPTURE_STREAM_PROGRESS 0x2, TIME_LINE 0x8)")
+                           "(ACL_EVENT_SYNC 0x1, CAPTURE_STREAM_PROGRESS 0x2, TIME_LINE 0x8, "
+                           "DEVICE_USE_ONLY 0x10, EXTERNAL 0x20)")
     ctx = r.current_context()
+    dev = ctx.device
+    if reserves_hardware and len(dev.events) >= dev.profile.max_events:
+        held = sum(1 for e in dev.events.values() if getattr(e, "reserves_hardware", False))
+        if held >= dev.profile.max_events:
+            raise Fail(207007, f"device {dev.id} already holds {held} hardware events "
+                               "(create_event_with_flag), the limit of "
+                               f"{dev.profile.name} is {dev.profile.max_events}")
     r.spend(r.profile.api_ns)
-    return r.create_event(ctx, flag, style).handle
+    # built here rather than by Runtime.create_event, whose limit counts every event
+    ev = Event(0, ctx, flag, style)
+    ev.reserves_hardware = reserves_hardware
+    ev.handle = r.new_handle("event", ev)
+    dev.events[ev.handle] = ev
+    return ev.handle
 
 
 @api("aclrtCreateEvent", outs=(0,))
 def create_event():
-    """An old-style event (timed, resettable); waiting on it before a record is an error."""
-    return _create_event(C.ACL_EVENT_SYNC, "old")
+    """An old-style event (timed, resettable); waiting on it before a record is an error.
+
+    It reserves no hardware event, so there is no limit on how many exist (CANN: a record
+    takes a hardware event then, and may wait for a free one).
+
+    Differs from hardware: a record never waits for a free hardware event.
+    """
+    return _create_event(C.ACL_EVENT_SYNC, "old", reserves_hardware=False)
 
 
 @api("aclrtCreateEventWithFlag", outs=(0,))
 def create_event_with_flag(flag):
-    """An old-style event with flags."""
-    return _create_event(flag, "old")
+    """An old-style event with flags; flag 0 is invalid (107000).
+
+    It reserves a hardware event at once: past the profile's ``max_events`` such events per
+    device the call returns 207007.
+    """
+    if as_int(flag, "flag") == 0:
+        raise Fail(107000, "flag 0 is invalid: give ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE ... "
+                           "(or use acl.rt.create_event)")
+    return _create_event(flag, "old", reserves_hardware=True)
 
 
 @api("aclrtCreateEventExWithFlag", outs=(0,))
 def create_event_ex_with_flag(flag):
-    """A new-style event: a wait before any record is a no-op; timestamps need TIME_LINE."""
-    return _create_event(flag, "ex")
+    """A new-style event: a wait before any record is a no-op; timestamps need TIME_LINE.
+
+    Ex events are not limited by the hardware's event count.
+    """
+    return _create_event(flag, "ex", reserves_hardware=False)
 
 
 @api("aclrtDestroyEvent")
