@@ -182,8 +182,8 @@ ASCEND910B = DeviceProfile(
     staging_chunk_bytes=4 * MiB,
     hugepage_pool_bytes=32 * GiB,
     normal_page_penalty_permille=100,
-    max_streams=2048,
-    max_events=65535,
+    max_streams=1984,
+    max_events=65536,
     host_pinned_limit_bytes=64 * GiB,
     launch_ns=10_000,
     sync_copy_overhead_ns=10_000,
@@ -205,7 +205,9 @@ ASCEND910B = DeviceProfile(
         "PCIe 4.0 x16 on a 910B4 card: registered host memory about 23 GB/s H2D, unregistered "
         "about 10 GB/s at 4 MiB (COST_MODEL.md); pageable here 1/(1/21 + 1/23.5) = 11.1 GB/s",
         "910B2 async launch 8.6 to 12.1 us measured (COST_MODEL.md)",
-        "limits 2048 streams and 65535 events per device",
+        "limits 1984 streams and 65536 events per device on current Atlas A2 (910B) "
+        "(current CANN AscendCL docs for Atlas A2 training products; older docs said 2048 "
+        "and 65535)",
         "DVPP on Atlas A2 (CANN 8.5 AscendCL docs, JPEGD performance; table read as the A2 "
         "one, uncertain): 1080p n x 256 fps for n <= 2, 512 fps in all (2 units); JPEGD width "
         "stride aligned to 64 on A2 chips (pyACL docs); VPC and JPEGE figures taken as the "
