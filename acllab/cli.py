@@ -25,7 +25,6 @@ import os
 import sys
 import traceback
 import types
-from collections import Counter
 from pathlib import Path
 
 __all__ = ["main", "run_script"]
@@ -105,31 +104,6 @@ def run_script(path: str, args: list[str]) -> int:
     return code
 
 
-def _api_calls_line(runtime) -> str:
-    """The summary's API line, with probes (quiet, expected failures) counted apart."""
-    probes = getattr(runtime, "probe_calls", set())
-    errors = [(name, ret) for i, (name, _s, _e, ret) in enumerate(runtime.api_log)
-              if ret != 0 and i not in probes]
-    line = f"API calls: {len(runtime.api_log)}, errors: {len(errors)}"
-    if errors:
-        common = Counter(errors).most_common(5)
-        line += " (" + ", ".join(f"{name} -> {ret} x{n}" for (name, ret), n in common) + ")"
-    if probes:
-        line += (f", probes: {len(probes)} (get_input_index_by_name "
-                 f"'ascend_mbatch_shape_data' on a static model)")
-    return line
-
-
-def _summary(runtime) -> str:
-    from . import trace
-
-    lines = trace.summary(runtime).split("\n")
-    at = next((i for i, ln in enumerate(lines) if ln.startswith("API calls:")), None)
-    if at is not None:
-        lines[at] = _api_calls_line(runtime)
-    return "\n".join(lines)
-
-
 def _cmd_profile(ns: argparse.Namespace) -> int:
     from . import session, trace
 
@@ -142,7 +116,7 @@ def _cmd_profile(ns: argparse.Namespace) -> int:
     out = ns.out or f"{Path(ns.script).stem}.trace.json"
     print()
     print(f"== acllab profile: {ns.script} (exit code {code}) ==")
-    print(_summary(runtime))
+    print(trace.summary(runtime))
     trace.write_chrome_trace(runtime, out)
     print(f"trace written to {out} (open it in https://ui.perfetto.dev or chrome://tracing)")
     if ns.sanitize:

@@ -446,10 +446,28 @@ def summary(runtime: Runtime) -> str:
         lines.append("  overlap with AI Core: " + ", ".join(laps))
         both = overlap_ns(runtime, "h2d", "d2h", lo, hi, device=d)
         lines.append(f"  overlap of H2D DMA with D2H DMA: {_fmt_us(both)}")
-    errors = [(name, ret) for name, _s, _e, ret in runtime.api_log if ret != 0]
-    line = f"API calls: {len(runtime.api_log)}, errors: {len(errors)}"
-    if errors:
-        common = Counter(errors).most_common(5)
-        line += " (" + ", ".join(f"{name} -> {ret} x{n}" for (name, ret), n in common) + ")"
-    lines.append(line)
+    lines.append(_api_calls_line(runtime))
     return "\n".join(lines)
+
+
+def _api_calls_line(runtime: Runtime) -> str:
+    """'API calls: N, errors: M (...)', with probes (quiet, expected failures such as
+    AclLite's get_input_index_by_name 'ascend_mbatch_shape_data' on a static model) counted
+    apart as ', probes: K (...)'."""
+    probes = getattr(runtime, "probe_calls", ())
+    failed: list[tuple[str, int]] = []
+    probed: list[tuple[str, int]] = []
+    for i, (name, _s, _e, ret) in enumerate(runtime.api_log):
+        if ret != 0:
+            (probed if i in probes else failed).append((name, ret))
+
+    def common(calls: list[tuple[str, int]]) -> str:
+        top = Counter(calls).most_common(5)
+        return " (" + ", ".join(f"{name} -> {ret} x{n}" for (name, ret), n in top) + ")"
+
+    line = f"API calls: {len(runtime.api_log)}, errors: {len(failed)}"
+    if failed:
+        line += common(failed)
+    if probed:
+        line += f", probes: {len(probed)}" + common(probed)
+    return line

@@ -275,6 +275,18 @@ def test_summary_reports_engines_bytes_overlap_and_errors(rt):
     assert text.endswith(f"API calls: {len(rt.api_log)}, errors: 1 (free -> 207002 x1)")
 
 
+def test_summary_counts_probes_apart_from_errors(rt):
+    h = program()
+    assert acl.rt.free(h["c"]) == 0
+    with pytest.warns(AclWarning, match="207002"):
+        assert acl.rt.free(h["c"]) == 207002
+        assert acl.rt.free(h["c"]) == 207002
+    rt.probe_calls = {len(rt.api_log) - 1}        # the last call was a quiet, expected failure
+    line = trace.summary(rt).splitlines()[-1]
+    assert line == (f"API calls: {len(rt.api_log)}, errors: 1 (free -> 207002 x1), "
+                    "probes: 1 (free -> 207002 x1)")
+
+
 def test_an_empty_runtime(rt):
     assert trace.records(rt) == []
     assert trace.busy_ns(rt, "h2d") == 0 and trace.utilisation(rt, "h2d") == 0.0
