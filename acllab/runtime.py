@@ -12,6 +12,7 @@ host's time, so data visible to the host is exactly what the device has finished
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import traceback
@@ -166,7 +167,10 @@ class Runtime:
         self._queued: dict[Stream, deque[Task]] = {}   # per stream: tasks not yet started
         # host ranges that queued tasks read or write, fingerprinted, so the sanitizer also
         # sees host writes made through zero-copy views (no API call): see watch_host_views
-        self._views: list[list] = []
+        self._views: deque[list] = deque()
+        self._view_groups: dict = {}      # region -> {(lo, n): [crc, rebased, count]}
+        self._view_epoch = 0              # counts rebaselines (see _watch_host_ranges)
+        self._lazy_regions: set = set()   # regions with CRCs of None (see expose_host)
         self._views_checked_ns = 0
         self._report_cv = threading.Condition()
         self._report_threads: dict[int, _ReportThread] = {}   # thread id -> its reports
@@ -386,22 +390,99 @@ class Runtime:
     # -- host writes through zero-copy views ------------------------------------------------
     MAX_VIEWS = 1024
 
+    # A watched range ("view") is a list [task, region, generation, lo, n, crc, mode, epoch,
+    # group], in submission order in _views.
+    #
+    # Views of the same bytes (one region, one lo and n) share a group [crc, rebased, count]
+    # in _view_groups[region][(lo, n)]: a task that writes host memory fingerprints each
+    # group it covers once and stores the CRC in the group (rebased = the epoch of that,
+    # count = the views in it), so what a view was last fingerprinted as is group[0] if
+    # epoch < group[1] (the rebaseline came after the view) and its own crc otherwise. A
+    # check fingerprints each range once, however many views watch it.
+    #
+    # Pinned memory of which no view exists ("quiet", see _quiet) can change only through
+    # tasks, so its ranges are not fingerprinted: such a view has crc None and group None
+    # ("the bytes as they are now"), and a group rebaselined while quiet has crc None. They
+    # get a real CRC when the host takes a view of the region through acl.util
+    # (expose_host, before the host can write), or at a check that finds the region no
+    # longer quiet; _lazy_regions holds the regions that may have such ranges.
+
+    @staticmethod
+    def _data_refs(region: Region) -> int:
+        return sys.getrefcount(region._data)
+
+    # what _data_refs gives for pinned memory nothing but its region holds (no view of it)
+    _probe = Region(0, 1, "pinned")
+    _probe.data  # noqa: B018 (allocates the bytes)
+    _QUIET_REFS = _data_refs(_probe)
+    del _probe
+
+    def _quiet(self, region: Region) -> bool:
+        """True when only tasks can change ``region``'s bytes: pinned memory of which no
+        view exists (no ``ptr_to_numpy`` array, no slice of ``Region.data`` held anywhere)."""
+        return (region.kind == "pinned" and region._data is not None
+                and self._data_refs(region) <= self._QUIET_REFS)
+
+    def _attach_view(self, view: list, crc: int) -> None:
+        """Give a view that had no fingerprint (crc None) one, and its group."""
+        region = view[1]
+        groups = self._view_groups.get(region)
+        if groups is None:
+            groups = self._view_groups[region] = {}
+        key = (view[3], view[4])
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = [crc, -1, 0]
+        group[2] += 1
+        view[5] = crc
+        view[7] = self._view_epoch
+        view[8] = group
+
+    def _drop_view(self, view: list) -> None:
+        """Forget one view in its group's count (the caller removes it from ``_views``)."""
+        group = view[8]
+        if group is None:
+            return
+        group[2] -= 1
+        if group[2] == 0:
+            groups = self._view_groups.get(view[1])
+            if groups is not None and groups.get((view[3], view[4])) is group:
+                del groups[(view[3], view[4])]
+                if not groups:
+                    del self._view_groups[view[1]]
+
     def _watch_host_ranges(self, task: Task) -> None:
         """Fingerprint the host bytes a stream task will read or write, as they are now."""
         find = self.space.find
+        views = self._views
+        quiet_refs = self._QUIET_REFS
+        getrefcount = sys.getrefcount
         for ranges, mode in ((task.reads, "r"), (task.writes, "w")):
             for addr, n in ranges:
                 region = find(addr)
-                if region is None or region.kind == "device" or n <= 0:
+                if region is None or n <= 0:
+                    continue
+                kind = region.kind
+                if kind == "device":
                     continue
                 lo = addr - region.start
+                if kind == "pinned" and region._data is not None \
+                        and getrefcount(region._data) <= quiet_refs:   # as _quiet
+                    self._lazy_regions.add(region)
+                    views.append([task, region, region.generation, lo, n, None, mode, 0, None])
+                    continue
                 try:
                     crc = zlib.crc32(region.data[lo:lo + n])
                 except Fail:
                     continue
-                self._views.append([task, region, region.generation, lo, n, crc, mode])
-        if len(self._views) > self.MAX_VIEWS:
-            del self._views[: len(self._views) - self.MAX_VIEWS]
+                view = [task, region, region.generation, lo, n, None, mode, 0, None]
+                self._attach_view(view, crc)
+                views.append(view)
+        if len(views) > self.MAX_VIEWS:
+            for _ in range(len(views) - self.MAX_VIEWS):
+                view = views.popleft()
+                if view[8] is not None:
+                    self._drop_view(view)
 
     def check_host_views(self) -> None:
         """Note, for the sanitizer, every watched host range whose bytes the host changed.
@@ -416,24 +497,56 @@ class Runtime:
 
         Differs from hardware (and from real tools): the write is seen at the next check, not
         when it happens, so a write that a task's own output covers again is missed; at most
-        ``MAX_VIEWS`` ranges are watched (the oldest are dropped).
+        ``MAX_VIEWS`` ranges are watched (the oldest are dropped). Pinned memory is
+        fingerprinted only once a view of it exists (one from ``acl.util`` is seen when it
+        is taken, any other when a check finds it still held).
         """
         keep = []
+        now_of: dict[tuple, int | None] = {}    # the bytes of one range, fingerprinted once
+        quiet: dict[Region, bool] = {}
+        lazy = set()
+        epoch = self._view_epoch
         for view in self._views:
-            task, region, gen, lo, n, crc, mode = view
+            task, region, gen, lo, n, crc, mode, vepoch, group = view
             if task.cancelled or region.dangling:
+                self._drop_view(view)
                 continue
-            try:
-                now = zlib.crc32(region.data[lo:lo + n])
-            except Fail:
+            if group is not None and vepoch < group[1]:
+                crc = group[0]
+            if crc is None:             # "the bytes as they are now"
+                q = quiet.get(region)
+                if q is None:
+                    q = quiet[region] = self._quiet(region)
+                if q:                   # still so: only tasks changed them
+                    lazy.add(region)
+                    keep.append(view)
+                    continue
+            key = (region, lo, n)
+            if key in now_of:
+                now = now_of[key]
+            else:
+                try:
+                    now = now_of[key] = zlib.crc32(region.data[lo:lo + n])
+                except Fail:
+                    now = now_of[key] = None
+            if now is None:
+                self._drop_view(view)
                 continue
-            if now != crc:
+            if crc is None:             # a view not taken through acl.util: from now on
+                if group is None:
+                    self._attach_view(view, now)
+                else:
+                    view[5] = now
+                    view[7] = epoch
+            elif now != crc:
                 view[5] = now
+                view[7] = epoch
                 self.host_ops.append(("host_view_write", self.host_ns, len(self.engine.tasks),
                                       region.start, gen, region.start + lo, n, task.id, mode,
                                       self._views_checked_ns))
             keep.append(view)
-        self._views = keep
+        self._views = deque(keep)
+        self._lazy_regions = lazy
         self._views_checked_ns = self.host_ns
 
     def _release_views(self, task_id: int) -> None:
@@ -443,28 +556,64 @@ class Runtime:
         if joined is None or joined.stream is None or joined.end_ns < 0:
             return
         s = joined.stream
-        self._views = [v for v in self._views if not (v[0].stream is s and v[0].id <= task_id)]
+        keep = []
+        for v in self._views:
+            if v[0].stream is s and v[0].id <= task_id:
+                self._drop_view(v)
+            else:
+                keep.append(v)
+        self._views = deque(keep)
 
     def _rebaseline_views(self, task: Task) -> None:
         """A task wrote host memory: fingerprint again what it covers (not the host's doing)."""
+        view_groups = self._view_groups
+        if not view_groups:
+            return                      # no range with a CRC (see _quiet)
         find = self.space.find
         for addr, n in task.writes:
             region = find(addr)
             if region is None or region.kind == "device":
                 continue
+            groups = view_groups.get(region)
+            if not groups:
+                continue                # no range there, or only ones without a CRC
             lo, hi = addr - region.start, addr - region.start + n
-            crcs: dict[tuple[int, int], int | None] = {}   # views of one range share a crc
-            for view in self._views:
-                if view[1] is region and view[3] < hi and lo < view[3] + view[4]:
-                    key = (view[3], view[4])
-                    if key not in crcs:
+            quiet = self._quiet(region)
+            if quiet:
+                self._lazy_regions.add(region)
+            for (vlo, vn), group in groups.items():
+                if vlo < hi and lo < vlo + vn:
+                    if quiet:
+                        crc = None
+                    else:
                         try:
-                            crcs[key] = zlib.crc32(region.data[view[3]:view[3] + view[4]])
+                            crc = zlib.crc32(region.data[vlo:vlo + vn])
                         except Fail:
-                            crcs[key] = None
-                    crc = crcs[key]
-                    if crc is not None:
-                        view[5] = crc
+                            continue
+                    self._view_epoch += 1
+                    group[0] = crc
+                    group[1] = self._view_epoch
+
+    def expose_host(self, region: Region) -> None:
+        """The host is about to get a view of ``region`` (acl.util): fingerprint its watched
+        ranges that have no CRC (see :meth:`_quiet`) while they still hold what they were."""
+        if region not in self._lazy_regions:
+            return
+        self._lazy_regions.discard(region)
+        crcs: dict[tuple[int, int], int] = {}
+
+        def crc_of(lo: int, n: int) -> int:
+            crc = crcs.get((lo, n))
+            if crc is None:
+                crc = crcs[(lo, n)] = zlib.crc32(region.data[lo:lo + n])
+            return crc
+
+        for (lo, n), group in self._view_groups.get(region, {}).items():
+            if group[0] is None and group[1] >= 0:
+                group[0] = crc_of(lo, n)
+        for view in self._views:
+            if view[1] is region and view[8] is None:
+                self._attach_view(view, crc_of(view[3], view[4]))
 
     # -- the host clock --------------------------------------------------------------------
     def spend(self, ns: int) -> None:

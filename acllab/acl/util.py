@@ -94,6 +94,7 @@ def _host_view(ptr: int, size: int, what: str, mode: str) -> np.ndarray:
         raise Fail(107000, f"0x{ptr:x} is device memory, which the host cannot read: copy "
                            "it to host memory with acl.rt.memcpy first")
     r.log("host_access", region.start, region.generation, ptr, size, mode)
+    r.expose_host(region)       # the watched ranges are fingerprinted before the host writes
     return region.data[off:off + size]
 
 
