@@ -159,6 +159,11 @@ class Runtime:
         self._due_reports: list[Callback] = []     # auto-delivered, to run now
         self._manual_reports: list[Callback] = []  # waiting for process_report
         self.callback_errors: list[str] = []
+        self.acl_log: list[tuple[int, str, str, str]] = []   # acl.app_log and the runtime's
+        # own entries: (host_ns, level, module, message), see acllab.acl.util.runtime_log
+        self.probe_calls: set[int] = set()   # api_log indexes of probes: quiet, expected
+        # failures (AclLite's get_input_index_by_name 'ascend_mbatch_shape_data' on a static
+        # model) that trace.summary counts apart from errors
         # what the host did besides submitting tasks, for the sanitizer:
         # (kind, host_ns, tasks submitted so far, *payload)
         self.host_ops: list[tuple] = []

@@ -454,7 +454,7 @@ def _api_calls_line(runtime: Runtime) -> str:
     """'API calls: N, errors: M (...)', with probes (quiet, expected failures such as
     AclLite's get_input_index_by_name 'ascend_mbatch_shape_data' on a static model) counted
     apart as ', probes: K (...)'."""
-    probes = getattr(runtime, "probe_calls", ())
+    probes = runtime.probe_calls
     failed: list[tuple[str, int]] = []
     probed: list[tuple[str, int]] = []
     for i, (name, _s, _e, ret) in enumerate(runtime.api_log):

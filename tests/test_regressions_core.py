@@ -351,3 +351,8 @@ def test_a_run_callback_keeps_only_its_name():
     assert [i.block for i in infos] == [False, True]
     assert all(str(i).endswith("Worker.on_done") for i in infos)
     ok(acl.rt.unsubscribe_report(threading.get_ident(), stream))
+
+
+def test_a_new_runtime_has_an_empty_log_and_no_probes():
+    r = acllab.reset()
+    assert r.acl_log == [] and r.probe_calls == set()

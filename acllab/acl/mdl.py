@@ -316,10 +316,7 @@ def _index_by_name(model_desc, name, outputs: bool) -> int:
         r = rt()
         _util.write_log(r, 1, "ASCENDCL", f"aclmdlGetInputIndexByName: {message}: a static "
                         "model (a probe for the dynamic-shape input)")
-        probes = getattr(r, "probe_calls", None)
-        if probes is None:
-            probes = r.probe_calls = set()
-        probes.add(len(r.api_log))        # the index of this call's api_log entry
+        r.probe_calls.add(len(r.api_log))        # the index of this call's api_log entry
         raise Fail(100000, message, quiet=True)
     raise Fail(100000, message)
 

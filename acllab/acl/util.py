@@ -142,10 +142,7 @@ def runtime_log(r) -> list[tuple[int, str, str, str]]:
 
     Kept on the runtime object (``r.acl_log``), so a fresh runtime starts an empty log.
     """
-    log = getattr(r, "acl_log", None)
-    if log is None:
-        log = r.acl_log = []
-    return log
+    return r.acl_log
 
 
 def write_log(r, level: int, module: str, message: str) -> None:
