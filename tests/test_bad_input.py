@@ -533,7 +533,7 @@ CASES = [
     out("event_elapsed_time: ex-event without TIME_LINE",
         lambda w: acl.rt.event_elapsed_time(w.ex_untimed, w.event), 107000, 0.0),
     out("event_elapsed_time: record not complete yet",
-        lambda w: acl.rt.event_elapsed_time(w.timeline_only, w.event), 507006, 0.0,
+        lambda w: acl.rt.event_elapsed_time(w.timeline_only, w.event), 107006, 0.0,
         prepare=_busy_stream),
 
     # ---- callbacks ------------------------------------------------------------------------

@@ -183,7 +183,7 @@ def test_reading_elapsed_time_before_the_end_record_completes_fails():
 
     result = check("05.time_kernel", time_kernel)
     assert failed(result) == {"events", "measurement"}
-    assert "507006" in item(result, "events").message
+    assert "107006" in item(result, "events").message
 
 
 @pytest.mark.parametrize("scale, words", [(1000.0, "1000 times longer"),

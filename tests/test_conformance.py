@@ -1607,3 +1607,21 @@ def test_numpy_integers_are_accepted_where_ints_belong():
     ptr, ret = acl.rt.malloc(np.int64(64), np.uint8(C.ACL_MEM_MALLOC_NORMAL_ONLY))
     assert ret == 0
     assert acl.rt.free(np.uint64(ptr)) == 0
+
+
+def test_elapsed_time_of_a_record_not_yet_complete_is_107006():
+    """Source: CANN's AscendCL runtime (hicann/runtime, aclrtEventElapsedTime): a record that
+    has not completed has no valid timestamp, ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID 107006."""
+    stream = setup_device()
+    start, _ = acl.rt.create_event()
+    end, _ = acl.rt.create_event()
+    ptr, _ = acl.rt.malloc(64 << 20, 0)
+    host, _ = acl.rt.malloc_host(64 << 20)
+    assert acl.rt.record_event(start, stream) == 0
+    assert acl.rt.memcpy_async(ptr, 64 << 20, host, 64 << 20, 1, stream) == 0
+    assert acl.rt.record_event(end, stream) == 0
+    with expect_code(107006):
+        assert acl.rt.event_elapsed_time(start, end)[1] == 107006
+    assert acl.rt.synchronize_event(end) == 0
+    ms, ret = acl.rt.event_elapsed_time(start, end)
+    assert ret == 0 and ms > 0

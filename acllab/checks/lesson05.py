@@ -67,7 +67,7 @@ _ELAPSED_CODES = {
     107000: "an event was created without ACL_EVENT_TIME_LINE, so its records carry no "
             "timestamp: create_event_ex_with_flag needs that flag, create_event() always has it",
     507000: "an event had never been recorded when you asked",
-    507006: "the end event had not completed yet: synchronize it (synchronize_event) first",
+    107006: "the end event had not completed yet: synchronize it (synchronize_event) first",
     107017: "a handle was not a live event: destroyed already?",
     100000: "a handle was null (0)",
 }

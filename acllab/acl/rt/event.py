@@ -201,6 +201,8 @@ def event_elapsed_time(start, end):
                                "ACL_EVENT_TIME_LINE, so its records carry no timestamp")
     for ev, name in zip(evs, ("start", "end"), strict=True):
         if ev.record.end_ns < 0:
-            raise Fail(507006, f"the {name} event 0x{ev.handle:x} has not completed yet: "
-                               "synchronize it first")
+            # CANN's runtime: an unfinished record has no valid timestamp yet, 107006
+            # ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID (not 507006)
+            raise Fail(107006, f"the {name} event 0x{ev.handle:x} has not completed yet, so "
+                               "its timestamp is not valid: synchronize it first")
     return (evs[1].record.end_ns - evs[0].record.end_ns) / 1e6
