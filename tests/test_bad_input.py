@@ -654,8 +654,6 @@ RT_CALLS = {
     "reset_device": (lambda: acl.rt.reset_device(0), ()),
     "reset_device_force": (lambda: acl.rt.reset_device_force(0), ()),
     "get_device": (lambda: acl.rt.get_device(), (-1,)),
-    "get_device_count": (lambda: acl.rt.get_device_count(), (0,)),
-    "get_run_mode": (lambda: acl.rt.get_run_mode(), (-1,)),
     "synchronize_device": (lambda: acl.rt.synchronize_device(), ()),
     "create_context": (lambda: acl.rt.create_context(0), (0,)),
     "destroy_context": (lambda: acl.rt.destroy_context(UNKNOWN_HANDLE), ()),
@@ -703,8 +701,12 @@ RT_CALLS = {
 }
 
 
+# answered before init, as in CANN (tests/test_conformance.py)
+NO_INIT_NEEDED = {"get_device_count", "get_run_mode"}
+
+
 def test_rt_calls_table_covers_acl_rt():
-    assert sorted(RT_CALLS) == sorted(acl.rt.__all__)
+    assert sorted(RT_CALLS) == sorted(set(acl.rt.__all__) - NO_INIT_NEEDED)
 
 
 @pytest.mark.parametrize("name", sorted(RT_CALLS))

@@ -107,7 +107,6 @@ def test_second_finalize_returns_100037():
 
 @pytest.mark.parametrize("call", [
     lambda: acl.rt.set_device(0),
-    lambda: acl.rt.get_device_count(),
     lambda: acl.rt.malloc(64, 0),
     lambda: acl.rt.malloc_host(64),
     lambda: acl.rt.create_stream(),
@@ -115,13 +114,23 @@ def test_second_finalize_returns_100037():
     lambda: acl.rt.create_context(0),
     lambda: acl.rt.synchronize_device(),
     lambda: acl.rt.get_mem_info(0),
-], ids=["set_device", "get_device_count", "malloc", "malloc_host", "create_stream",
+], ids=["set_device", "malloc", "malloc_host", "create_stream",
         "create_event", "create_context", "synchronize_device", "get_mem_info"])
 def test_feature_calls_before_init_return_100001(call):
     """"Feature calls before init return 100001"."""
     with expect_code(100001):
         assert code_of(call()) == 100001
     assert not rt().initialized
+
+
+def test_run_mode_and_device_count_answer_before_init():
+    """Source: CANN's AscendCL runtime (hicann/runtime): aclrtGetRunModeImpl calls
+    rtGetRunMode and aclrtGetDeviceCount asks the driver, neither checks that aclInit ran;
+    Ascend's AclLite asks for the run mode at import time, before acl.init()."""
+    assert acl.rt.get_run_mode() == (C.ACL_HOST, 0)
+    assert acl.rt.get_device_count() == (P310.device_count, 0)
+    assert not rt().initialized
+    assert acl.init() == 0
 
 
 def test_feature_calls_after_finalize_return_100001():

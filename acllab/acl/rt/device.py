@@ -67,14 +67,21 @@ def get_device():
     return rt().current_context().device.id
 
 
-@api("aclrtGetDeviceCount", outs=(0,))
+@api("aclrtGetDeviceCount", outs=(0,), needs_init=False)
 def get_device_count():
+    """The number of devices. Like CANN's aclrtGetDeviceCount (hicann/runtime: it asks the
+    driver, rtGetDeviceCount, with no init check), it answers before acl.init()."""
     return len(rt().devices)
 
 
-@api("aclrtGetRunMode", outs=(-1,))
+@api("aclrtGetRunMode", outs=(-1,), needs_init=False)
 def get_run_mode():
-    """ACL_HOST: the program runs on a host driving a PCIe card (as every acllab device)."""
+    """ACL_HOST: the program runs on a host driving a PCIe card (as every acllab device).
+
+    CANN's aclrtGetRunModeImpl calls rtGetRunMode with no init check (hicann/runtime), and
+    Ascend's AclLite asks for the run mode in a class body at import time, before acl.init():
+    so it answers before init too.
+    """
     return C.ACL_HOST
 
 
