@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS_DIR = ROOT / "lessons" / "solutions"
 
 __all__ = ["ROOT", "load_solutions", "lessons", "exercise_list", "failed", "item",
-           "placeholder"]
+           "placeholder", "reference_after"]
 
 
 def load_solutions(lesson: str) -> ModuleType:
@@ -55,3 +55,12 @@ def item(result: CheckResult, name: str) -> Item:
 def placeholder(*args):
     """The notebook's stub before the learner writes anything."""
     raise NotImplementedError
+
+
+def reference_after(solutions: ModuleType, function: str, before) -> object:
+    """The reference answer ``solutions.<function>``, after ``before()`` ran inside the
+    learner's function (a call to the grader, a change to acllab ...)."""
+    def answer(*args):
+        before()
+        return getattr(solutions, function)(*args)
+    return answer

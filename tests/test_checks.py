@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from checks_support import exercise_list, failed, item, load_solutions, placeholder
+from checks_support import exercise_list, failed, item, load_solutions, placeholder, reference_after
 
 import acllab
 from acllab import session
@@ -418,14 +418,6 @@ def test_every_exercise_has_a_generous_wall_clock_limit():
     assert all(ex.limit_s >= 10 for ex in exercises("04"))
 
 
-def _with_reference(function, before):
-    """The reference answer, after ``before()`` ran inside the learner's function."""
-    def answer(*args):
-        before()
-        return getattr(SOLUTIONS, function)(*args)
-    return answer
-
-
 def _oracle():
     lesson04._describe_bytes(b"a", b"b", "x")
 
@@ -444,7 +436,7 @@ def _silence_sanitizer():
 
 @pytest.mark.parametrize("exercise_id, function", EXERCISES)
 def test_calling_the_graders_helpers_earns_nothing(exercise_id, function):
-    result = check(exercise_id, _with_reference(function, _oracle))
+    result = check(exercise_id, reference_after(SOLUTIONS, function, _oracle))
     assert failed(result) == {"own work"} and result.score == 0
     assert "lesson04._describe_bytes" in item(result, "own work").message
 
@@ -454,7 +446,7 @@ def test_calling_the_graders_helpers_earns_nothing(exercise_id, function):
 def test_tampering_with_the_grader_fails_and_is_undone(exercise_id, function, tamper):
     saved = (lesson04._MIN_OVERLAP, lesson04._overlap_item,
              acllab.checks._common.sanitizer.analyze)
-    result = check(exercise_id, _with_reference(function, tamper))
+    result = check(exercise_id, reference_after(SOLUTIONS, function, tamper))
     assert failed(result) == {"acllab unchanged"} and result.score == 0
     assert "put it back" in item(result, "acllab unchanged").message
     assert (lesson04._MIN_OVERLAP, lesson04._overlap_item,

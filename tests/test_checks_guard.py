@@ -462,3 +462,15 @@ def test_a_runtime_of_the_functions_own_is_reported(answer):
     assert result.status == "failed" and result.score == 0.0
     assert result.items[0].name in ("runs", "own work"), str(result)
     assert _state() == before
+
+
+def _change_keyword_defaults(*args):
+    common.join_first.__kwdefaults__ = {"sep": "", "more": ""}
+
+
+def test_changed_defaults_are_tampering_and_are_put_back():
+    saved = dict(common.join_first.__kwdefaults__)
+    result = check("04.read_after_sync", _change_keyword_defaults)
+    assert result.items[0].name == "acllab unchanged", str(result)
+    assert "join_first was changed" in result.items[0].message
+    assert common.join_first.__kwdefaults__ == saved

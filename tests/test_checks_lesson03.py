@@ -12,7 +12,7 @@ import math
 import re
 
 import pytest
-from checks_support import exercise_list, failed, item, load_solutions
+from checks_support import exercise_list, failed, item, load_solutions, reference_after
 
 import acllab
 from acllab import session
@@ -496,13 +496,6 @@ def test_every_exercise_has_a_generous_wall_clock_limit():
     assert all(ex.limit_s >= 10 for ex in exercises("03"))
 
 
-def _with_reference(function, before):
-    def answer(*args):
-        before(*args)
-        return getattr(SOLUTIONS, function)(*args)
-    return answer
-
-
 def _oracle(*args):
     lesson03._copy_tasks([], 0, 0)
 
@@ -522,7 +515,7 @@ def _silence_sanitizer(*args):
 
 @pytest.mark.parametrize("exercise_id, function", EXERCISES)
 def test_calling_the_graders_helpers_earns_nothing(exercise_id, function):
-    result = check(exercise_id, _with_reference(function, _oracle))
+    result = check(exercise_id, reference_after(SOLUTIONS, function, _oracle))
     assert failed(result) == {"own work"} and result.score == 0
     assert "lesson03._copy_tasks" in item(result, "own work").message
 
@@ -542,7 +535,7 @@ def test_asking_the_grader_to_measure_earns_nothing():
 def test_tampering_with_the_grader_fails_and_is_undone(exercise_id, function, tamper):
     saved = (lesson03._PREPARE, lesson03._prediction_item, lesson03._overlap_item,
              acllab.checks._common.sanitizer.analyze)
-    result = check(exercise_id, _with_reference(function, tamper), seeds=(0,))
+    result = check(exercise_id, reference_after(SOLUTIONS, function, tamper), seeds=(0,))
     assert failed(result) == {"acllab unchanged"} and result.score == 0
     assert "put it back" in item(result, "acllab unchanged").message
     assert (lesson03._PREPARE, lesson03._prediction_item, lesson03._overlap_item,

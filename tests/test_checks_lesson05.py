@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from checks_support import exercise_list, failed, item, load_solutions
+from checks_support import exercise_list, failed, item, load_solutions, reference_after
 
 import acllab
 from acllab import session
@@ -580,13 +580,6 @@ def test_every_exercise_has_a_generous_wall_clock_limit():
     assert all(ex.limit_s >= 10 for ex in exercises("05"))
 
 
-def _with_reference(function, before):
-    def answer(*args):
-        before()
-        return getattr(SOLUTIONS, function)(*args)
-    return answer
-
-
 def _oracle():
     lesson05.slack_ns(PROFILES["ascend310"])
 
@@ -606,7 +599,7 @@ def _silence_sanitizer():
 
 @pytest.mark.parametrize("exercise_id, function", EXERCISES)
 def test_calling_the_graders_helpers_earns_nothing(exercise_id, function):
-    result = check(exercise_id, _with_reference(function, _oracle))
+    result = check(exercise_id, reference_after(SOLUTIONS, function, _oracle))
     assert failed(result) == {"own work"} and result.score == 0
     assert "lesson05.slack_ns" in item(result, "own work").message
 
@@ -616,7 +609,7 @@ def test_calling_the_graders_helpers_earns_nothing(exercise_id, function):
 def test_tampering_with_the_grader_fails_and_is_undone(exercise_id, function, tamper):
     saved = (lesson05._BLOCKING, lesson05._kernel_item, lesson05._wait_item,
              acllab.checks._common.sanitizer.analyze)
-    result = check(exercise_id, _with_reference(function, tamper), seeds=(0,))
+    result = check(exercise_id, reference_after(SOLUTIONS, function, tamper), seeds=(0,))
     assert failed(result) == {"acllab unchanged"} and result.score == 0
     assert "put it back" in item(result, "acllab unchanged").message
     assert (lesson05._BLOCKING, lesson05._kernel_item, lesson05._wait_item,

@@ -91,6 +91,12 @@ def _outside_acllab(frame) -> bool:
     return frame is not None and not frame.f_code.co_filename.startswith(_ACLLAB_DIR)
 
 
+def _refuse(qualname: str) -> GraderOnly:
+    _STATE.refused.append(qualname)
+    return GraderOnly(f"{qualname} is part of the grader: it does not compute answers for the "
+                      "function being graded; write the code yourself")
+
+
 def refuse_if_learner(qualname: str) -> None:
     """Raise :class:`GraderOnly` when learner code (not acllab) is calling ``qualname`` while a
     check runs the learner's function."""
@@ -98,9 +104,7 @@ def refuse_if_learner(qualname: str) -> None:
     while frame is not None and frame.f_code.co_filename.endswith("contextlib.py"):
         frame = frame.f_back        # `with isolated():` is called from contextlib's __enter__
     if _STATE.depth > 0 and _outside_acllab(frame):
-        _STATE.refused.append(qualname)
-        raise GraderOnly(f"{qualname} is part of the grader: it does not compute answers for "
-                         "the function being graded; write the code yourself")
+        raise _refuse(qualname)
 
 
 def learner_tool(fn: Callable) -> Callable:
@@ -130,17 +134,12 @@ class _Sealed:
     def __getattribute__(self, name):
         if (name not in _Sealed._OPEN and _STATE.depth > 0
                 and _outside_acllab(sys._getframe(1))):
-            qualname = object.__getattribute__(self, "_qualname")
-            _STATE.refused.append(qualname)
-            raise GraderOnly(f"{qualname} is part of the grader: it does not compute answers "
-                             "for the function being graded; write the code yourself")
+            raise _refuse(object.__getattribute__(self, "_qualname"))
         return object.__getattribute__(self, name)
 
     def __call__(self, *args, **kwargs):
         if _STATE.depth > 0 and _outside_acllab(sys._getframe(1)):
-            _STATE.refused.append(self._qualname)
-            raise GraderOnly(f"{self._qualname} is part of the grader: it does not compute "
-                             "answers for the function being graded; write the code yourself")
+            raise _refuse(self._qualname)
         return self._fn(*args, **kwargs)
 
     def __getattr__(self, name):          # cache_info, cache_clear ... of lru_cache helpers
@@ -221,6 +220,8 @@ def _same(a: Any, b: Any, may_grow: bool = False) -> bool:
 
 
 def _function_state(fn: types.FunctionType) -> tuple:
+    """What a function runs: its code, defaults, keyword defaults and closure contents (each
+    compared by identity in :func:`_same_state`, never by ``==``)."""
     cells = tuple(_cell(c) for c in fn.__closure__ or ())
     return (fn.__code__, fn.__defaults__, dict(fn.__kwdefaults__ or {}), cells)
 
@@ -314,7 +315,7 @@ class Snapshot:
             out += [text for text in _namespace_changes(name, namespace, vars(module), {})
                     if "was added" not in text]
         for fn, where, state in self.functions.values():
-            if _function_state(fn) != state and not _same_state(_function_state(fn), state):
+            if not _same_state(_function_state(fn), state):
                 out.append(f"the code of {where} was changed")
         for klass, where, attrs in self.classes.values():
             now = dict(vars(klass))
@@ -401,7 +402,8 @@ class Snapshot:
 
 
 def _same_state(a: tuple, b: tuple) -> bool:
-    return (a[0] is b[0] and a[1] == b[1] and a[2] == b[2] and len(a[3]) == len(b[3])
+    return (a[0] is b[0] and a[1] is b[1] and a[2].keys() == b[2].keys()
+            and all(a[2][k] is b[2][k] for k in a[2]) and len(a[3]) == len(b[3])
             and all(x is y for x, y in zip(a[3], b[3], strict=True)))
 
 
