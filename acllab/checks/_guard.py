@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["CaseTimeout", "GraderOnly", "Snapshot", "Outcome", "run_guarded", "seal",
-           "learner_tool", "learner_running", "refusals"]
+           "learner_tool", "refuse_if_learner"]
 
 _ACLLAB_DIR = str(Path(__file__).resolve().parents[1])
 _THIS_FILE = str(Path(__file__).resolve())
@@ -75,16 +75,6 @@ class _State:
 
 
 _STATE = _State()
-
-
-def learner_running() -> bool:
-    """True while a check runs a learner's function."""
-    return _STATE.depth > 0
-
-
-def refusals() -> list[str]:
-    """The sealed helpers the current learner call tried to use."""
-    return list(_STATE.refused)
 
 
 def _outside_acllab(frame) -> bool:
