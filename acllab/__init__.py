@@ -9,12 +9,22 @@ Time is virtual and deterministic; data really moves; every task lands in a trac
 
 The package face is lazy (PEP 562): ``import acllab.engine`` loads the engine and nothing
 else of acllab; ``acllab.acl``, ``acllab.kernel``, ``acllab.current_runtime`` ... load their
-modules on first use, and so does any submodule named as an attribute (``acllab.trace``).
+modules on first use, and so does any submodule named as an attribute (``acllab.memory``).
+
+The layers are folders: the runtime core at the top level (engine, hardware, memory, streams,
+events, callbacks, transfers, kernels, runtime, session), the pyACL facade in ``acl/``, the
+models in ``model/``, the analysis layer in ``analysis/`` (trace, sanitizer, stepper, smi)
+and the teaching layer in ``teaching/`` (scenarios, pipeline, deploy) and ``checks/``. The
+short names these modules had before the folders (``acllab.trace``, ``acllab.pipeline``,
+``acllab.model.deploy`` ...) still import, as the same module objects.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 
 from ._version import __version__
 
@@ -53,3 +63,43 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+# the short names of modules that moved into the layer folders: each is the same module object
+# as its new name (one set of globals), imported on first use
+_MOVED = {
+    "acllab.trace": "acllab.analysis.trace",
+    "acllab.sanitizer": "acllab.analysis.sanitizer",
+    "acllab.stepper": "acllab.analysis.stepper",
+    "acllab.smi": "acllab.analysis.smi",
+    "acllab.scenarios": "acllab.teaching.scenarios",
+    "acllab.pipeline": "acllab.teaching.pipeline",
+    "acllab.model.deploy": "acllab.teaching.deploy",
+}
+
+
+class _MovedLoader(importlib.abc.Loader):
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def create_module(self, spec):
+        module = importlib.import_module(self.target)
+        self.own_spec = module.__spec__
+        return module
+
+    def exec_module(self, module) -> None:
+        # the target ran when it was imported under its own name; the import system has just
+        # given it this alias's spec, so it gets its own back (repr, reload and pickle use it)
+        module.__spec__ = self.own_spec
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        new = _MOVED.get(fullname)
+        if new is None:
+            return None
+        return importlib.util.spec_from_loader(fullname, _MovedLoader(new))
+
+
+if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _MovedFinder())

@@ -105,7 +105,8 @@ def run_script(path: str, args: list[str]) -> int:
 
 
 def _cmd_profile(ns: argparse.Namespace) -> int:
-    from . import session, trace
+    from . import session
+    from .analysis import trace
 
     if not os.path.isfile(ns.script):
         print(f"acllab profile: no such script: {ns.script}", file=sys.stderr)
@@ -120,7 +121,7 @@ def _cmd_profile(ns: argparse.Namespace) -> int:
     trace.write_chrome_trace(runtime, out)
     print(f"trace written to {out} (open it in https://ui.perfetto.dev or chrome://tracing)")
     if ns.sanitize:
-        from . import sanitizer
+        from .analysis import sanitizer
 
         findings = sanitizer.analyze(runtime)
         print()
@@ -131,7 +132,8 @@ def _cmd_profile(ns: argparse.Namespace) -> int:
 
 
 def _cmd_smi(ns: argparse.Namespace) -> int:
-    from . import session, smi
+    from . import session
+    from .analysis import smi
 
     runtime = session.configure(ns.device, device_count=ns.devices)
     print(smi.smi_text(runtime, all_devices=True))
@@ -139,7 +141,7 @@ def _cmd_smi(ns: argparse.Namespace) -> int:
 
 
 def _cmd_seed(ns: argparse.Namespace) -> int:
-    from . import scenarios
+    from .teaching import scenarios
 
     print(f"The seed's table, recomputed: ResNet-50 int8 on {ns.device or 'ascend310'}, batch "
           f"32, service loops of {ns.batches} batches.")

@@ -51,7 +51,7 @@ import simpy  # noqa: E402
 from _common import best_of, print_header, print_table, verdict  # noqa: E402
 
 import acllab  # noqa: E402
-import acllab.sanitizer  # noqa: E402
+import acllab.analysis.sanitizer  # noqa: E402
 from acllab import acl  # noqa: E402
 from acllab.engine import Engine, Resource, Task  # noqa: E402
 from acllab.hardware import MiB, get_profile, transfer_ns  # noqa: E402
@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
               f"(kind, submit, start, end) over {min(args.batches, 2_000):,} batches")
     runtime, _ = _pipeline_program(args.batches, args.nbytes)
     start = time.perf_counter()
-    findings = acllab.sanitizer.analyze(runtime)
+    findings = acllab.analysis.sanitizer.analyze(runtime)
     spent = time.perf_counter() - start
     print(f"  sanitizer (after the run, at finalize; not in the API row): {spent:.4f} s for "
           f"{len(runtime.tasks):,} tasks, {len(findings)} findings")

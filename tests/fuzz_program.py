@@ -47,7 +47,8 @@ from itertools import pairwise
 import numpy as np
 
 import acllab
-from acllab import acl, sanitizer, session, smi, trace
+from acllab import acl, session
+from acllab.analysis import sanitizer, smi, trace
 from acllab.errors import AclError, AclWarning, BudgetExceeded
 from acllab.hardware import HUGE_PAGE, NORMAL_PAGE, PROFILES
 

@@ -22,8 +22,9 @@ import pytest
 from conftest import accounting, defaults, expect_code, no_acl_warnings
 
 import acllab
-from acllab import AclError, AclWarning, acl, sanitizer, smi, trace
+from acllab import AclError, AclWarning, acl
 from acllab.acl import constants as C
+from acllab.analysis import sanitizer, smi, trace
 from acllab.model import compile_model, save, tiny_dataset, tiny_forward
 from acllab.model.cost import breakdown
 

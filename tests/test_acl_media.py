@@ -357,7 +357,8 @@ def test_jpege_rules(s):
 # -- the media engines are the device's resources -------------------------------------------
 
 def test_decode_runs_on_a_device_engine_in_the_trace(s):
-    from acllab import session, stepper, trace
+    from acllab import session
+    from acllab.analysis import stepper, trace
 
     runtime = session.current_runtime()
     dev = runtime.devices[0]
@@ -382,7 +383,8 @@ def test_decode_runs_on_a_device_engine_in_the_trace(s):
 
 
 def test_programs_without_dvpp_show_no_media_engines(fresh):
-    from acllab import session, trace
+    from acllab import session
+    from acllab.analysis import trace
 
     setup_device()
     ptr, _ = acl.rt.malloc(64, 0)

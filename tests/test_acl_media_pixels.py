@@ -23,8 +23,9 @@ from test_acl_media import (
 )
 
 import acllab
-from acllab import acl, sanitizer, trace
+from acllab import acl
 from acllab.acl import media
+from acllab.analysis import sanitizer, trace
 from acllab.dvpp import formats as F
 from acllab.hardware import PROFILES, ceil_div
 

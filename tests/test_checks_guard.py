@@ -20,7 +20,8 @@ from checks_support import lessons, load_solutions, placeholder
 
 import acllab
 import acllab.checks._common as common
-from acllab import acl, sanitizer, session
+from acllab import acl, session
+from acllab.analysis import sanitizer
 from acllab.checks import (
     PROCESS,
     RESULT,

@@ -334,7 +334,7 @@ def test_calling_the_graders_helpers_fails_own_work():
 def test_tampering_with_the_check_fails_and_is_undone():
     import acllab.checks._common as common
     import acllab.checks.lesson00 as grader
-    from acllab import sanitizer
+    from acllab.analysis import sanitizer
     from acllab.checks import Item
 
     analyze, sizes, result_item = sanitizer.analyze, grader._SIZES, grader._result_item

@@ -464,7 +464,7 @@ def test_calling_the_graders_helpers_fails_own_work():
 def test_tampering_with_the_check_fails_and_is_undone():
     import acllab.checks._common as common
     import acllab.checks.lesson01 as grader
-    from acllab import sanitizer
+    from acllab.analysis import sanitizer
     from acllab.checks import Item
 
     saved = (sanitizer.analyze, grader.STREAM_LIMIT, grader._order_item, grader._CODE_HINTS)

@@ -600,7 +600,7 @@ def test_calling_the_graders_helpers_fails_own_work():
 def test_tampering_with_the_check_fails_and_is_undone():
     import acllab.checks._common as common
     import acllab.checks.lesson02 as grader
-    from acllab import sanitizer
+    from acllab.analysis import sanitizer
     from acllab.checks import Item
 
     saved = (sanitizer.analyze, grader.CALLS, grader._freed_item, grader._placement_item)

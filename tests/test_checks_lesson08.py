@@ -261,7 +261,7 @@ def test_an_empty_function_scores_zero():
 
 @pytest.mark.parametrize("oracle", ["lesson08", "deploy", "compare", "explorer"])
 def test_asking_the_graders_search_for_the_answer_fails_as_not_own_work(oracle):
-    from acllab.model import deploy
+    from acllab.teaching import deploy
 
     def choose_deployment(traffic, budget):
         if oracle == "lesson08":
@@ -293,7 +293,7 @@ def test_a_sealed_helper_of_the_check_is_refused():
 
 @pytest.mark.parametrize("tamper", ["tolerance", "item", "cost"])
 def test_tampering_fails_and_is_undone(tamper):
-    from acllab.model import deploy
+    from acllab.teaching import deploy
 
     saved = (L.TOLERANCE, L._throughput_item, deploy.fixed_time_ns)
 
@@ -323,7 +323,7 @@ def test_altering_a_cached_model_changes_nothing_the_check_measures():
         result = check("08.deploy", choose_deployment, seeds=(0,))
         assert "memory" in failed(result) and result.score == 0, str(result)
     finally:
-        from acllab.model import deploy
+        from acllab.teaching import deploy
 
         for cached in (deploy.fixed_model, deploy.fixed_bytes, deploy.fixed_time_ns):
             cached.cache_clear()

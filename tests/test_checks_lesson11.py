@@ -395,12 +395,12 @@ def _tampers(what):
 @pytest.mark.parametrize("what, changed", [("goal", "SERIAL_GOAL"), ("item", "_results_item"),
                                            ("sanitizer", "analyze")])
 def test_tampering_fails_the_case_and_is_undone(what, changed):
-    import acllab.sanitizer
-    before = (lesson11.SERIAL_GOAL, lesson11.BOUND_SHARE, acllab.sanitizer.analyze)
+    import acllab.analysis.sanitizer
+    before = (lesson11.SERIAL_GOAL, lesson11.BOUND_SHARE, acllab.analysis.sanitizer.analyze)
     result = check("11.service", _tampers(what), seeds=(0,))
     assert failed(result) == {"acllab unchanged"} and result.score == 0
     assert changed in item(result, "acllab unchanged").message
-    assert (lesson11.SERIAL_GOAL, lesson11.BOUND_SHARE, acllab.sanitizer.analyze) == before
+    assert (lesson11.SERIAL_GOAL, lesson11.BOUND_SHARE, acllab.analysis.sanitizer.analyze) == before
     assert check("11.service", make_service(slots=1), seeds=(0,)).score == 0
 
 

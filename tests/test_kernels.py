@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 import acllab
-import acllab.sanitizer
-from acllab import acl, kernel, trace
+import acllab.analysis.sanitizer
+from acllab import acl, kernel
+from acllab.analysis import trace
 from acllab.kernels import KERNEL_LAUNCH_GAP_NS, kernel_ns
 
 
@@ -138,5 +139,5 @@ def test_kernel_races_are_seen_by_the_sanitizer(dev):
     acl.rt.launch_kernel(vadd, 2, (x, y, z, n), s1)
     acl.rt.memcpy_async(z, 4 * n, x, 4 * n, 3, s2)   # writes z while the kernel writes it
     acl.rt.synchronize_device()
-    kinds = [f.kind for f in acllab.sanitizer.analyze(acllab.current_runtime())]
+    kinds = [f.kind for f in acllab.analysis.sanitizer.analyze(acllab.current_runtime())]
     assert kinds == ["race"]

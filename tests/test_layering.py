@@ -239,7 +239,7 @@ def test_importing_the_engine_loads_little_of_acllab():
             "sorted(acllab.__all__) == sorted(n for n in acllab.__all__ if hasattr(acllab, n)))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, check=True)
-    assert done.stdout.split() == ["ascend310", "acllab.trace", "True"]
+    assert done.stdout.split() == ["ascend310", "acllab.analysis.trace", "True"]
 
 
 def test_ruff_is_clean():

@@ -1,4 +1,4 @@
-"""acllab.model.deploy: deployment costing, a pure module of the model layer.
+"""acllab.teaching.deploy: deployment costing, a pure module of the model layer.
 
 It stands on its own (no acllab.checks import), lesson 08's check re-exports it unchanged, and
 its figures hang together: memory is the sum of the loaded models, each batch runs on the
@@ -18,7 +18,7 @@ import pytest
 
 from acllab.checks import lesson08
 from acllab.hardware import HUGE_PAGE, NORMAL_PAGE, MiB
-from acllab.model import deploy as D
+from acllab.teaching import deploy as D
 
 ROOT = Path(__file__).resolve().parents[1]
 MIX = {1: 0.5, 8: 0.3, 32: 0.2}
@@ -27,7 +27,7 @@ MIX = {1: 0.5, 8: 0.3, 32: 0.2}
 # -- layering and re-export --------------------------------------------------------------------
 
 def test_deploy_imports_no_check_module():
-    source = (ROOT / "acllab" / "model" / "deploy.py").read_text()
+    source = (ROOT / "acllab" / "teaching" / "deploy.py").read_text()
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
@@ -35,7 +35,7 @@ def test_deploy_imports_no_check_module():
         elif isinstance(node, ast.Import):
             imported.update(alias.name for alias in node.names)
     assert not [name for name in imported if "checks" in name], imported
-    code = ("import sys, acllab.model.deploy; "
+    code = ("import sys, acllab.teaching.deploy; "
             "print([m for m in sys.modules if m.startswith('acllab.checks')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=120, check=True).stdout

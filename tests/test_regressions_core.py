@@ -182,7 +182,7 @@ def _program_with_a_report_thread():
     import json
     import threading
 
-    from acllab.trace import to_chrome_trace
+    from acllab.analysis.trace import to_chrome_trace
 
     acllab.reset()
     assert acl.init() == 0 and acl.rt.set_device(0) == 0
@@ -244,7 +244,7 @@ def _double_buffering(slots: int, wait: bool):
     the buffer (an event per slot). Returns (findings, the bytes that reached the device)."""
     import warnings
 
-    from acllab import sanitizer
+    from acllab.analysis import sanitizer
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -297,7 +297,7 @@ def test_refilling_after_synchronising_with_the_copy_is_clean(slots):
 def test_a_device_write_into_a_watched_host_buffer_is_not_the_hosts():
     """A download into the pinned buffer an earlier upload read (same stream, in order) is
     the device's write, not the host's: no finding."""
-    from acllab import sanitizer
+    from acllab.analysis import sanitizer
 
     stream = setup_device()
     host, dev, dev2 = ok(acl.rt.malloc_host(4096)), ok(acl.rt.malloc(4096, 0)), \

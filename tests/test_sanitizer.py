@@ -14,8 +14,9 @@ from conftest import no_acl_warnings
 from sanitizer_corpus import CASES, HOST
 
 import acllab
-from acllab import acl, cli, sanitizer
-from acllab.sanitizer import KINDS, Finding
+from acllab import acl, cli
+from acllab.analysis import sanitizer
+from acllab.analysis.sanitizer import KINDS, Finding
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:acl.util.ptr_to_numpy is deprecated:DeprecationWarning")

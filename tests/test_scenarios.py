@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 import acllab
-from acllab import cli, scenarios
+from acllab import cli
+from acllab.teaching import scenarios
 
 
 @pytest.fixture(scope="module")

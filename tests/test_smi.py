@@ -1,4 +1,4 @@
-"""acllab.smi: the npu-smi info table, filled from the runtime (ascend310 unless noted).
+"""acllab.analysis.smi: the npu-smi info table, filled from the runtime (ascend310 unless noted).
 
 ascend310: 8 GiB per device (8192 MB), 4 GiB of it as 2 MB huge pages (2048 pages), 2 AI Cores.
 A 12,000,000 B malloc with HUGE_FIRST rounds to 12,000,032 B and holds 6 huge pages (12 MB).
@@ -11,7 +11,8 @@ import re
 import pytest
 
 import acllab
-from acllab import acl, smi
+from acllab import acl
+from acllab.analysis import smi
 from acllab.engine import Task
 from acllab.runtime import Runtime
 

@@ -1,4 +1,4 @@
-"""acllab.stepper: the state of streams, engines, events and memory at one instant.
+"""acllab.analysis.stepper: the state of streams, engines, events and memory at one instant.
 
 A small scripted program (an H2D copy and a D2H copy queued behind it on one stream, an event
 recorded after them, a second stream waiting on it, a blocking copy) is checked at exact
@@ -9,7 +9,8 @@ is finished at its end.
 from __future__ import annotations
 
 import acllab
-from acllab import acl, stepper
+from acllab import acl
+from acllab.analysis import stepper
 from acllab.constants import (
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_DEVICE_TO_HOST,

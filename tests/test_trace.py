@@ -1,4 +1,5 @@
-"""acllab.trace: records, closed-form queries, the Chrome Trace Event export and the summary.
+"""acllab.analysis.trace: records, closed-form queries, the Chrome Trace Event export, the
+summary.
 
 The scripted program (ascend310: 12 GB/s each way over PCIe, 12 us DMA latency, 25.6 GB/s for
 a device-to-device copy, all buffers in 2 MB huge pages so no page penalty):
@@ -18,7 +19,8 @@ import json
 import pytest
 
 import acllab
-from acllab import acl, trace
+from acllab import acl
+from acllab.analysis import trace
 from acllab.engine import Task
 from acllab.errors import AclWarning
 

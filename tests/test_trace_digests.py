@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 
 import acllab
-from acllab import scenarios, session, trace
+from acllab import session
+from acllab.analysis import trace
+from acllab.teaching import scenarios
 
 ROOT = Path(__file__).resolve().parents[1]
 

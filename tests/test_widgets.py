@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 import pytest
 
 import acllab
-from acllab import acl, trace
+from acllab import acl
+from acllab.analysis import trace
 from acllab.checks import check
 from acllab.constants import (
     ACL_MEM_MALLOC_HUGE_FIRST,

@@ -1,7 +1,7 @@
 """widgets.pipeline_explorer: the pure scenario function, the figures, and the widget headless.
 
-run_pipeline is checked against the seed's bands and against acllab.scenarios itself (the same
-numbers, to the image per second); the widget is driven by setting its controls' values and
+run_pipeline is checked against the seed's bands and against acllab.teaching.scenarios itself (the
+same numbers, to the image per second); the widget is driven by setting its controls' values and
 reading its figures' data, as a browser would leave them after a slider is released.
 """
 
@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 import pytest
 
 import acllab
-from acllab import scenarios, session
+from acllab import session
+from acllab.teaching import scenarios
 from widgets.pipeline_explorer import (
     Comparison,
     PipelineExplorer,

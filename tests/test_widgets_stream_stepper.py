@@ -12,7 +12,8 @@ import sys
 import plotly.graph_objects as go
 
 import acllab
-from acllab import acl, stepper
+from acllab import acl
+from acllab.analysis import stepper
 from acllab.constants import (
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_DEVICE_TO_HOST,

@@ -17,8 +17,8 @@ So a freed block turns orange in the runtime's row and stays grey in the driver'
 why npu-smi does not drop after free. :func:`memory_layout` computes the blocks from a
 :class:`acllab.memory.DeviceHeap` (a pure function); the widget holds view state only (the
 device shown) and redraws with :meth:`MemoryMap.refresh`, in one batch update. The view puts
-``acllab.smi.smi_text`` beside the figure. Where no widget front end runs (nbconvert, GitHub),
-the same output carries a static HTML drawing and the smi text.
+``acllab.analysis.smi.smi_text`` beside the figure. Where no widget front end runs (nbconvert,
+GitHub), the same output carries a static HTML drawing and the smi text.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 import acllab
+from acllab.analysis.smi import smi_text
 from acllab.constants import MALLOC_POLICY_NAMES
 from acllab.hardware import HUGE_PAGE, MiB, ceil_div
-from acllab.smi import smi_text
 
 from ._display import figure_widget, widget_bundle
 from ._live import LiveRedraw

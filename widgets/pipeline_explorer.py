@@ -5,10 +5,11 @@
     PipelineExplorer(batch=16).to_figure()    # throughput, AI Core busy and memory, side by side
     run_pipeline(PipelineSettings(huge_pages=False)).double.images_per_s   # no widget at all
 
-:func:`acllab.pipeline.run_pipeline` is a pure function of its settings: it compiles
-ResNet-50 at the chosen batch size (once per size), runs :func:`acllab.scenarios.serial_loop` and
-:func:`acllab.scenarios.double_stream_loop` in throwaway runtimes on a card changed as the
-settings say (``acllab.session.override``), and returns what they measured, with both
+:func:`acllab.teaching.pipeline.run_pipeline` is a pure function of its settings: it compiles
+ResNet-50 at the chosen batch size (once per size), runs
+:func:`acllab.teaching.scenarios.serial_loop` and
+:func:`acllab.teaching.scenarios.double_stream_loop` in throwaway runtimes on a card changed as
+the settings say (``acllab.session.override``), and returns what they measured, with both
 runtimes for their timelines. The learner's own runtime is untouched.
 
 The explorer holds view state only: the settings, the last result and its figures. Sliders
@@ -30,7 +31,13 @@ from dataclasses import replace
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from acllab.pipeline import BATCH_SIZES, Comparison, PipelineRun, PipelineSettings, run_pipeline
+from acllab.teaching.pipeline import (
+    BATCH_SIZES,
+    Comparison,
+    PipelineRun,
+    PipelineSettings,
+    run_pipeline,
+)
 
 from ._display import figure_widget, widget_bundle
 from .timeline import Timeline

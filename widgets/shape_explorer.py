@@ -29,7 +29,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from acllab.hardware import MiB
-from acllab.model.deploy import Comparison, Costing, compare, deployment_cost
+from acllab.teaching.deploy import Comparison, Costing, compare, deployment_cost
 
 from ._display import figure_widget, widget_bundle
 

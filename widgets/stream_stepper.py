@@ -4,13 +4,13 @@
     StreamStepper(runtime)             # Play, Step back / forward and a time slider (a widget)
     StreamStepper(runtime).at(t_ns)    # the table at one instant, as HTML
 
-The slider moves over the *moments* of the trace (``acllab.stepper.moments``, submissions
+The slider moves over the *moments* of the trace (``acllab.analysis.stepper.moments``, submissions
 included: every instant where a queue grows, a task starts or a task ends), so each Step shows
-something change. Below it, a table of ``acllab.stepper.snapshot`` at that instant: per stream
-the task running and the tasks queued behind it, per engine the task it runs (or idle), per
-event its latest record and whether that is complete, and device memory (its current value:
-the trace cannot rebuild it at earlier instants). A small figure shows each stream's queue
-depth over time with a cursor at the instant shown.
+something change. Below it, a table of ``acllab.analysis.stepper.snapshot`` at that instant: per
+stream the task running and the tasks queued behind it, per engine the task it runs (or idle), per
+event its latest record and whether that is complete, and device memory (its current value: the
+trace cannot rebuild it at earlier instants). A small figure shows each stream's queue depth over
+time with a cursor at the instant shown.
 
 The widget holds view state only (the moment shown); the figure is built once and the cursor
 moves in a batch update; :meth:`StreamStepper.refresh` re-reads the runtime's trace. Where no
@@ -25,8 +25,8 @@ import html
 import plotly.graph_objects as go
 
 import acllab
-from acllab import stepper
-from acllab.stepper import Snapshot, TaskView
+from acllab.analysis import stepper
+from acllab.analysis.stepper import Snapshot, TaskView
 
 from ._display import figure_widget, widget_bundle
 

@@ -1,4 +1,4 @@
-"""Timeline: lanes per stream and per engine, drawn from ``acllab.trace.records``.
+"""Timeline: lanes per stream and per engine, drawn from ``acllab.analysis.trace.records``.
 
     from widgets.timeline import Timeline
     Timeline()                 # the live runtime, as a widget (a static drawing without one)
@@ -24,7 +24,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 import acllab
-from acllab import acl, trace
+from acllab import acl
+from acllab.analysis import trace
 
 from ._display import figure_widget, widget_bundle
 from ._live import LiveRedraw

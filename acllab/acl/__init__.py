@@ -12,7 +12,8 @@ import os
 import threading
 import warnings
 
-from .. import __version__, sanitizer
+from .. import __version__
+from ..analysis import sanitizer
 from ..constants import *  # noqa: F403  (the real names, re-exported as pyACL users expect)
 from ..errors import AclWarning, Fail
 from ..streams import DataBuffer
@@ -96,7 +97,7 @@ def _sanitizer_warning(r) -> None:
         more = f"\n... and {len(findings) - 5} more" if len(findings) > 5 else ""
         warnings.warn(f"acllab sanitizer: {len(findings)} problem"
                       f"{'s' if len(findings) > 1 else ''} in this program (see "
-                      f"acllab.sanitizer.report(acllab.current_runtime())):\n{shown}{more}",
+                      f"acllab.analysis.sanitizer.report(acllab.current_runtime())):\n{shown}{more}",
                       AclWarning, stacklevel=4)
 
 

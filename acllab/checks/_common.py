@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import acl, sanitizer
+from .. import acl
+from ..analysis import sanitizer
 from ..memory import UNINIT_PATTERN
 from ..sanitizer import Finding
 from . import PROCESS, Call, Case, Item
@@ -419,7 +420,7 @@ class Provenance:
                     engines: Sequence[str] = ("aicore",), what: str = "the result") -> str:
         """'' when ``got`` (the bytes found at ``lo`` at ``at_ns``) was computed by tasks on
         ``engines`` and carried there by copies, unchanged; else why not, in plain words."""
-        from .. import trace
+        from ..analysis import trace
 
         off = self.changed_after(lo, got, at_ns)
         if off is not None:

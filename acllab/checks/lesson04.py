@@ -31,7 +31,8 @@ from itertools import pairwise
 
 import numpy as np
 
-from .. import acl, sanitizer
+from .. import acl
+from ..analysis import sanitizer
 from ..constants import (
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_HOST_TO_DEVICE,

@@ -62,8 +62,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import acl, session, trace
+from .. import acl, session
 from ..acl.util import _host_view
+from ..analysis import trace
 from ..constants import (
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_DEVICE_TO_HOST,

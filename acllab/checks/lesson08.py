@@ -1,6 +1,6 @@
 """Check for lesson 08, Dynamic shapes: choose the models to deploy for a traffic mix.
 
-The deployment costing it grades against lives in :mod:`acllab.model.deploy` (pure functions,
+The deployment costing it grades against lives in :mod:`acllab.teaching.deploy` (pure functions,
 also used by the lesson and the ShapeExplorer widget); its names are re-exported here, so
 ``from acllab.checks.lesson08 import deployment_cost`` keeps working.
 
@@ -14,7 +14,7 @@ also used by the lesson and the ShapeExplorer widget); its names are re-exported
 
 Every item is a result (the deployment asked for: well formed, within the budget, serving every
 batch size, as fast as the best within 3%): any failure scores 0. The search for the best
-deployment is the exercise: :func:`acllab.model.deploy.best_deployment` and ``compare`` (whose
+deployment is the exercise: :func:`acllab.teaching.deploy.best_deployment` and ``compare`` (whose
 ``best`` is that answer) refuse to run for a function under a check, and a function that calls
 them fails with the "own work" item; ``deployment_cost`` stays the learner's tool. The check's
 own figures come from models it compiles afresh for each case (it keeps only bytes and ints
@@ -64,7 +64,7 @@ __all__ = ["MAX_BATCH", "TOLERANCE", "Deployment", "Route", "Costing", "Comparis
            "parse_deployment", "normalise_traffic", "route", "deployment_cost", "compare",
            "best_deployment", "grade_deploy"]
 
-_SHAPE = "3,224,224"       # ResNet-50's image, as acllab.model.deploy compiles it
+_SHAPE = "3,224,224"       # ResNet-50's image, as acllab.teaching.deploy compiles it
 TOLERANCE = 0.03         # the check accepts 3% below the best throughput it finds
 
 

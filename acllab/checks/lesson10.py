@@ -1,11 +1,11 @@
 """Checks for lesson 10, Runtime vs graph compiler: explain what fusion did to a trace.
 
 ``10.explain``: ``fused_ops(trace_records, graph_ops) -> dict[str, list[str]]``
-    ``trace_records`` is ``acllab.trace.records(runtime)`` after one execution of a model that
-    atc compiled with fusion on (copies included); ``graph_ops`` is the source graph's op list
-    (dicts with ``type``, ``name``, ``inputs``, ``outputs``, ``attrs``), in graph order. Return,
-    for every AI Core kernel the model ran (a ``model_op`` record), the names of the source ops
-    that kernel computes: its own name plus every op fused into it.
+    ``trace_records`` is ``acllab.analysis.trace.records(runtime)`` after one execution of a model
+    that atc compiled with fusion on (copies included); ``graph_ops`` is the source graph's op list
+    (dicts with ``type``, ``name``, ``inputs``, ``outputs``, ``attrs``), in graph order. Return, for
+    every AI Core kernel the model ran (a ``model_op`` record), the names of the source ops that
+    kernel computes: its own name plus every op fused into it.
 
 ``10.saving``: ``traffic_saved(fused, unfused) -> int``
     Two :class:`~acllab.model.CompiledModel` of one graph at one shape, compiled with and
@@ -34,7 +34,8 @@ import sys as _sys
 
 import numpy as np
 
-from .. import acl, trace
+from .. import acl
+from ..analysis import trace
 from ..constants import ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_HOST_TO_DEVICE
 from ..model import CompiledModel, compile_model, dumps
 from . import Case, Item, _guard, call_learner, exercise, isolated, ran_item

@@ -347,7 +347,7 @@ def _overlap_item(runtime, dd, tasks, origin, images_of) -> Item:
                                 f"the resize of picture {picture[t.id]} (task {t.id}) waited "
                                 f"on {t.stream.name} for the decode of a later JPEG (task "
                                 f"{later.id}): JPEGD and VPC took turns", hint, kind=PROCESS)
-    from .. import trace
+    from ..analysis import trace
 
     together = trace.overlap_ns(runtime, dd.jpegd, dd.vpc)
     return Item("overlap", True, "no decode waited for a resize, nor a resize for a later "

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._version import __version__
-from .hardware import HUGE_PAGE, MiB, ceil_div
+from .._version import __version__
+from ..hardware import HUGE_PAGE, MiB, ceil_div
 from .trace import core_utilisation
 
 if TYPE_CHECKING:  # type hints only
-    from .runtime import Device, Runtime
+    from ..runtime import Device, Runtime
 
 __all__ = ["smi_text", "device_stats", "THERMALS", "SIM_PID", "WINDOW_NS"]
 

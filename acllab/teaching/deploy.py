@@ -40,9 +40,9 @@ import numpy as np
 
 from .. import memory
 from ..hardware import MiB
-from .atc import compile_model
-from .compiled import CompiledModel
-from .cost import execute_ns
+from ..model.atc import compile_model
+from ..model.compiled import CompiledModel
+from ..model.cost import execute_ns
 
 __all__ = ["MAX_BATCH", "Deployment", "Route", "Costing", "Comparison", "fixed_model",
            "dynamic_model", "loaded_bytes", "reserved_bytes", "fixed_bytes", "dynamic_bytes",

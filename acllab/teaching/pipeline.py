@@ -20,10 +20,11 @@ import warnings
 from dataclasses import dataclass, field, replace
 from statistics import mean
 
-from . import scenarios, session
-from .hardware import PROFILES
-from .memory import reserved_bytes
-from .model import compile_model, execute_ns, load, save
+from .. import session
+from ..hardware import PROFILES
+from ..memory import reserved_bytes
+from ..model import compile_model, execute_ns, load, save
+from . import scenarios
 
 __all__ = ["PipelineSettings", "PipelineRun", "Comparison", "run_pipeline", "BATCH_SIZES"]
 

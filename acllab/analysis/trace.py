@@ -24,11 +24,11 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
-from .engine import Resource, Task
+from .._version import __version__
+from ..engine import Resource, Task
 
 if TYPE_CHECKING:  # type hints only: trace sits below the runtime and never imports it
-    from .runtime import Runtime
+    from ..runtime import Runtime
 
 __all__ = [
     "records", "resolve_resource", "busy_ns", "utilisation", "core_utilisation", "overlap_ns",

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # type hints only: the stepper reads a runtime and never imports it
-    from .engine import Task
-    from .runtime import Runtime
+    from ..engine import Task
+    from ..runtime import Runtime
 
 __all__ = ["TaskView", "StreamState", "EngineState", "EventState", "Memory", "Snapshot",
            "snapshot", "moments", "queue_depths", "BLOCKING"]

@@ -18,8 +18,8 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from . import session
-from .constants import (
+from .. import session
+from ..constants import (
     ACL_DDR_MEM,
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_DEVICE_TO_HOST,
@@ -69,14 +69,14 @@ def _check(ret, what: str):
     else:
         vals, code = [], ret
     if code != 0:
-        from .acl import get_recent_err_msg
+        from ..acl import get_recent_err_msg
         raise RuntimeError(f"{what} failed with {code}: {get_recent_err_msg()}")
     return vals[0] if len(vals) == 1 else (tuple(vals) if vals else None)
 
 
 def build_models(directory: str, seed: SeedConstants = SEED) -> dict[str, str]:
     """Compile the scenario's models with the atc-like compiler; return name -> .om path."""
-    from .model import atc_main
+    from ..model import atc_main
 
     c, h, w = seed.image
     specs = {
@@ -149,7 +149,7 @@ class _Model:
 def _start():
     """A fresh runtime with pyACL initialised and device 0 set."""
     session.reset()
-    from . import acl
+    from .. import acl
     _check(acl.init(), "init")
     _check(acl.rt.set_device(0), "set_device")
     return acl
@@ -202,8 +202,8 @@ class LoopResult:
 
 
 def _measure(acl, stream, run, free_before) -> LoopResult:
-    from . import sanitizer, trace
-    from .acl import rt
+    from ..acl import rt
+    from ..analysis import sanitizer, trace
     start = _check(rt.create_event(), "create_event")
     end = _check(rt.create_event(), "create_event")
     free_now = _check(rt.get_mem_info(ACL_DDR_MEM), "get_mem_info")[0]
@@ -324,8 +324,8 @@ def _two_model_memory(paths: dict[str, str]) -> tuple[int, int, int, int, bool]:
     get_mem_info's free figure drops by when they load, and the MB npu-smi shows in use
     (:func:`acllab.smi.device_stats`). Returns (dynamic bytes, two-model bytes, dynamic smi
     MB, two-model smi MB, whether smi's figure matches get_mem_info's in every case)."""
-    from . import smi
-    from .hardware import MiB, ceil_div
+    from ..analysis import smi
+    from ..hardware import MiB, ceil_div
     used, smi_mb = [], []
     agree = True
     for names in (["dynamic"], ["fixed1", "fixed32"]):
@@ -361,7 +361,7 @@ def seed_table(batches: int = 100, directory: str | None = None,
     s5 = double.images_per_s / serial.images_per_s - 1
     s7 = double.images_per_s / normal.images_per_s - 1
     s8 = double.device_bytes_used - serial.device_bytes_used
-    from .memory import reserved_bytes
+    from ..memory import reserved_bytes
     one_buffer = reserved_bytes(seed.input_bytes)
 
     def row(i, figure, value, text, band, ok):
