@@ -139,7 +139,7 @@ class BlockContext:
         n = int(count) * dt.itemsize
         region, off = self._span(addr, n)
         self._log.append(("r", region, int(addr), n))
-        return np.frombuffer(region.data[off:off + n].tobytes(), dtype=dt).copy()
+        return region.read(off, n).view(dt)
 
     def store(self, addr: int, values) -> None:
         """Write an array to device memory (it lands when the kernel ends)."""
@@ -190,7 +190,7 @@ def kernel_task(runtime, k: Kernel, block_dim: int, args: tuple, stream, flops: 
         for op, reg, addr, raw in log:
             if op == "w" and not reg.dangling:
                 off = addr - reg.start
-                reg.data[off:off + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+                reg.write(off, raw)
         log.clear()
 
     return Task(k.name, "kernel", resource=dev.aicore, units=used, duration_ns=duration,

@@ -162,6 +162,31 @@ class Region:
             data = self._data
         return data[off:off + n]
 
+    # The byte API. Every reader and writer of a region's memory outside this module goes
+    # through these (never through ``data`` for device memory), so the store behind a device
+    # block can change (for example to be sparse) without its callers knowing.
+
+    def read(self, off: int, n: int) -> np.ndarray:
+        """A copy of bytes ``[off, off + n)`` as a uint8 array (unwritten bytes read as the
+        uninitialised pattern)."""
+        return self.span(off, n).copy()
+
+    def read_bytes(self, off: int, n: int) -> bytes:
+        """Bytes ``[off, off + n)`` as ``bytes``."""
+        return self.span(off, n).tobytes()
+
+    def write(self, off: int, src) -> None:
+        """Store ``src`` (bytes-like, or any array, by its raw bytes) at offset ``off``."""
+        if isinstance(src, np.ndarray):
+            raw = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+        else:
+            raw = np.frombuffer(src, dtype=np.uint8)
+        self.span(off, raw.size)[:] = raw
+
+    def fill(self, off: int, n: int, value: int) -> None:
+        """Set bytes ``[off, off + n)`` to ``value`` (a memset)."""
+        self.span(off, n)[:] = value
+
     def buffer_unchanged(self) -> bool:
         """For a registered bytearray: is its buffer still where and as large as it was?"""
         obj = self._obj

@@ -44,7 +44,7 @@ def _move(dst: Region, doff: int, src: Region, soff: int, n: int):
 
     def on_start(task: Task) -> None:
         try:
-            box[0] = src.data[soff:soff + n].copy()
+            box[0] = src.read(soff, n)
         except Fail as exc:   # the source object vanished: the copy reads nothing
             task.info["fault"] = exc.message
 
@@ -52,7 +52,7 @@ def _move(dst: Region, doff: int, src: Region, soff: int, n: int):
         if box[0] is None or dst.dangling:
             return
         try:
-            dst.data[doff:doff + n] = box[0]
+            dst.write(doff, box[0])
         except Fail as exc:
             task.info["fault"] = exc.message
         box[0] = None
@@ -158,7 +158,7 @@ def memset_task(device, dst: Region, doff: int, value: int, n: int, stream, api:
 
     def on_end(task: Task) -> None:
         if not dst.dangling:
-            dst.data[doff:doff + n] = value
+            dst.fill(doff, n, value)
 
     if dst.kind == "device":
         dur = prof.copy_latency_ns + transfer_ns(n, prof.memory_bandwidth_bps,

@@ -99,7 +99,7 @@ def load_from_mem(model, model_size):
     region, off = _rt._span(r, ptr, size, "model")
     if region.kind == "device":
         raise Fail(100000, "load_from_mem takes the model in host memory, not device memory")
-    data = region.data[off:off + size].tobytes()
+    data = region.read_bytes(off, size)
     try:
         compiled = _model.loads(data)
     except _model.ModelFileError as exc:
@@ -418,7 +418,7 @@ def _set_gear(model_id, dataset, index, gear, kind: str):
         raise Fail(145011, "the dynamic-shape input buffer is host memory: allocate it with "
                            "acl.rt.malloc")
     raw = np.array(values, dtype="<i8").tobytes()
-    region.data[off:off + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+    region.write(off, raw)
     r.log("device_write", region.start, region.generation, buf.addr, len(raw))
     r.spend(r.profile.sync_copy_overhead_ns + r.profile.copy_latency_ns)
     ds.gear = gear

@@ -478,7 +478,7 @@ def _submit(task, s) -> None:
 def _host_bytes(data, size) -> bytes:
     addr, n = as_int(data, "data"), as_int(size, "size")
     region, off = _span(addr, n, "data", dvpp=False)
-    return bytes(region.data[off:off + n])
+    return region.read_bytes(off, n)
 
 
 # ---------------------------------------------------------------------------------------
@@ -676,7 +676,7 @@ def dvpp_jpeg_encode_async(channel_desc, input_desc, data, size, config, stream)
     size_off = 0
     if size_region is not None:
         sreg, size_off = _span(size, 4, "size", dvpp=False)
-        capacity = int(np.frombuffer(bytes(sreg.data[size_off:size_off + 4]), np.uint32)[0])
+        capacity = int(np.frombuffer(sreg.read_bytes(size_off, 4), np.uint32)[0])
         size_region = sreg
     elif size > 0xFFFF_FFFF:
         raise Fail(100000, f"size 0x{size:x} is neither a buffer size nor the address of one")

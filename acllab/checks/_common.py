@@ -356,11 +356,10 @@ class Provenance:
             crc = 0
             if region is not None and region.materialised and not region.dangling:
                 try:
-                    raw = region.data[lo - region.start:hi - region.start]
+                    blob = region.read_bytes(lo - region.start, hi - lo)
                 except Exception:           # noqa: BLE001 - a vanished pageable object
-                    raw = None
-                if raw is not None:
-                    blob = raw.tobytes()
+                    blob = None
+                if blob is not None:
                     crc = zlib.crc32(blob)
                     if self.budget >= len(blob):
                         self.budget -= len(blob)

@@ -89,7 +89,7 @@ def grade_upload(fn, seed: int) -> Case:
         acl.rt.synchronize_device()                  # the caller waits for its stream ...
         at_ns = runtime.host_ns
         raw, pointers, pointer_problem = _device_pointers(runtime, call.value, sizes)
-        got = [bytes(runtime.space.find(p).data[:n]) if p else None
+        got = [runtime.space.find(p).read_bytes(0, n) if p else None
                for p, n in zip(pointers, sizes, strict=True)]
         failed = [f"the device buffer of chunk {i} (upload freed it)"
                   for i, p in enumerate(raw) if _freed_device_buffer(runtime, p)]

@@ -135,7 +135,7 @@ def grade_launch(fn, seed: int) -> Case:
             sync_ret = acl.rt.synchronize_stream(stream)      # the caller waits, then reads
         region = runtime.space.find(y_ptr)
         off = y_ptr - region.start
-        raw = bytes(region.data[off:off + 4 * n])
+        raw = region.read_bytes(off, 4 * n)
         got = np.frombuffer(raw, np.float32)
         at_ns = runtime.host_ns
         tasks = runtime.tasks[call.first_task:]

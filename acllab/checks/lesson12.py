@@ -137,7 +137,7 @@ def _read(runtime, ptr: int, n: int) -> bytes:
     region = runtime.region(ptr)
     if region is None or not region.materialised:
         return (b"\xde\xad\xbe\xef" * (n // 4 + 1))[:n]
-    return region.data[ptr - region.start:ptr - region.start + n].tobytes()
+    return region.read_bytes(ptr - region.start, n)
 
 
 def _teardown(stream, outputs) -> list[str]:

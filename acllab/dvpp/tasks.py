@@ -100,7 +100,7 @@ def decode_task(dd: DvppDevice, src, src_off: int, n: int, dst, dst_off: int,
 
     def on_start(task: Task) -> None:
         try:
-            raw = bytes(src.data[src_off:src_off + n])
+            raw = src.read_bytes(src_off, n)
             info = F.jpeg_info(raw)
         except Fail as exc:
             return _fault(task, exc.message)
@@ -139,8 +139,10 @@ def decode_task(dd: DvppDevice, src, src_off: int, n: int, dst, dst_off: int,
         if planes is None or dst.dangling:
             return
         y, uv, w, h, ws, hs = planes
-        F.join_planes(dst.data[dst_off:dst_off + F.yuv420sp_size(ws, hs)], y, uv, 0, 0, ws,
-                      hs, fmt)
+        size = F.yuv420sp_size(ws, hs)
+        buf = dst.read(dst_off, size)
+        F.join_planes(buf, y, uv, 0, 0, ws, hs, fmt)
+        dst.write(dst_off, buf)
         if on_done is not None:
             on_done(w, h, ws, hs)
 
@@ -185,7 +187,7 @@ def vpc_task(dd: DvppDevice, inp, out, crop: tuple[int, int, int, int],
 
     def on_start(task: Task) -> None:
         try:
-            buf = ireg.data[ioff:ioff + in_n]
+            buf = ireg.read(ioff, in_n)
         except Fail as exc:
             _fault(task, exc.message)
             return
@@ -197,8 +199,9 @@ def vpc_task(dd: DvppDevice, inp, out, crop: tuple[int, int, int, int],
         planes, box[0] = box[0], None
         if planes is None or oreg.dangling:
             return
-        F.join_planes(oreg.data[ooff:ooff + out_n], planes[0], planes[1], pt, pl, ows, ohs,
-                      ofmt)
+        buf = oreg.read(ooff, out_n)          # pixels outside the paste area keep their bytes
+        F.join_planes(buf, planes[0], planes[1], pt, pl, ows, ohs, ofmt)
+        oreg.write(ooff, buf)
 
     pixels = max((cr - cl + 1) * (cb - ct + 1), (pr - pl + 1) * (pb - pt + 1))
     mem = tuple(_mem(ireg, a, n, "r") for a, n in in_reads) + \
@@ -228,7 +231,7 @@ def encode_task(dd: DvppDevice, inp, dst, dst_off: int, capacity: int, quality: 
 
     def on_start(task: Task) -> None:
         try:
-            buf = ireg.data[ioff:ioff + in_n]
+            buf = ireg.read(ioff, in_n)
         except Fail as exc:
             _fault(task, exc.message)
             return
@@ -245,10 +248,9 @@ def encode_task(dd: DvppDevice, inp, dst, dst_off: int, capacity: int, quality: 
         jpeg, box[0] = box[0], None
         if jpeg is None or dst.dangling:
             return
-        dst.data[dst_off:dst_off + len(jpeg)] = np.frombuffer(jpeg, dtype=np.uint8)
+        dst.write(dst_off, jpeg)
         if size_region is not None and not size_region.dangling:
-            size_region.data[size_off:size_off + 4] = np.frombuffer(
-                np.uint32(len(jpeg)).tobytes(), dtype=np.uint8)
+            size_region.write(size_off, np.uint32(len(jpeg)).tobytes())
 
     mem = [_mem(ireg, inp.data, in_n, "r"), _mem(dst, dst_addr, capacity, "w")]
     writes = [(dst_addr, capacity)]

@@ -114,12 +114,12 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
             pre = c.preprocess.get(spec.name, {})
             if "aipp" in pre:                 # uint8 images in, the float input out
                 cfg = AippConfig.from_dict(pre["aipp"])
-                raw = region.span(off, shape[0] * source_bytes(cfg)).tobytes()
+                raw = region.read_bytes(off, shape[0] * source_bytes(cfg))
                 arrays[spec.name] = apply_aipp(cfg, raw, shape[0])
                 continue
             dt = _np_dtype(spec.dtype)
             count = int(np.prod(shape)) * dt.itemsize
-            flat = np.frombuffer(region.span(off, count).tobytes(), dtype=dt)
+            flat = region.read(off, count).view(dt)
             if pre.get("layout") == "NHWC":   # the model's TransData: NHWC -> NCHW
                 n, ch, h, w = shape
                 arrays[spec.name] = flat.reshape(n, h, w, ch).transpose(0, 3, 1, 2)
@@ -144,7 +144,7 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
                 lim = np.iinfo(dt)
                 arr = np.clip(np.rint(np.nan_to_num(arr)), lim.min, lim.max)
             raw = np.ascontiguousarray(arr, dtype=dt).tobytes()[:n]
-            region.span(off, len(raw))[:] = np.frombuffer(raw, dtype=np.uint8)
+            region.write(off, raw)
 
     tasks: list[Task] = []
     plans = c.plan_for(batch, hw)
