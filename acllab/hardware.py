@@ -50,7 +50,14 @@ def transfer_ns(nbytes: int, bandwidth_bps: int, penalty_permille: int = 0) -> i
 
 @dataclass(frozen=True)
 class DeviceProfile:
-    """One simulated NPU model. Every field is overridable with ``profile.replace(...)``."""
+    """One simulated NPU model. Every field is overridable with ``profile.replace(...)``.
+
+    ``cann_release`` names the CANN release the profile follows: where CANN's behaviour
+    changed between releases, acllab does what that release does (the table in
+    docs/CANN_RELEASES.md lists the differences and their sources). ``acl_version`` is what
+    that release's ``aclrtGetVersion`` reports (``acl.get_version()``); ``ai_cores``,
+    ``vector_cores`` and ``l2_bytes`` are what ``acl.get_device_capability`` reports.
+    """
 
     name: str
     soc_name: str
@@ -97,6 +104,12 @@ class DeviceProfile:
     dvpp_task_ns: int = 20_000              # fixed cost of one DVPP task (uncertain)
     jpegd_width_stride_align: int = 128     # JPEGD output width stride (Atlas A2 chips: 64)
     dvpp_memory_bytes: int = 4 * GiB        # DVPP buffers share a 4 GB window (uncertain)
+    # The CANN release this profile follows (see docs/CANN_RELEASES.md), and what that release
+    # reports: aclrtGetVersion's (major, minor, patch) and aclGetDeviceCapability's values.
+    cann_release: str = "8.0.0"
+    acl_version: tuple[int, int, int] = (1, 12, 0)
+    vector_cores: int = 0                   # ACL_DEVICE_INFO_VECTOR_CORE_NUM
+    l2_bytes: int = 0                       # ACL_DEVICE_INFO_L2_SIZE
 
     def replace(self, **changes) -> DeviceProfile:
         """A copy with some fields changed, e.g. ``ascend310.replace(h2d_bandwidth_bps=6e9)``."""
@@ -145,7 +158,20 @@ ASCEND310 = DeviceProfile(
     malloc_driver_ns_per_mib=2_000,
     malloc_pool_ns=1_000,
     pin_ns_per_page=500,
+    cann_release="8.0.0",
+    acl_version=(1, 12, 0),
+    vector_cores=0,
+    l2_bytes=8 * MiB,
     sources=(
+        "CANN 8.0.0 (commercial), the last line of releases whose AscendCL pages still list "
+        "Atlas 200/300/500 inference products (CANN 8.5.0's pages no longer do); AscendCL "
+        "1.12.0 (uncertain): the 8.0.0 API reference lists interface versions up to "
+        "'V1.12.0 and later' and an acl.h of that generation says 'Current version is "
+        "1.12.0'; aclrtGetVersion returns the ACL_*_VERSION macros (hicann/runtime "
+        "src/acl/aclrt_impl/acl.cpp, aclrtGetVersionImpl)",
+        "aclGetDeviceCapability: AI cores 2, vector cores 0 (the Ascend 310's AI cores do the "
+        "vector work; uncertain), L2 8 MiB (Ascend 310 product brief: 8 MB on-chip buffer; "
+        "uncertain that the platform file reports exactly this)",
         "Ascend 310: 2 Da Vinci AI cores, 8 TFLOPS fp16 / 16 TOPS int8 (Huawei Ascend 310 "
         "product brief)",
         "Atlas 300I model 3000: 4 x Ascend 310, 32 GB LPDDR4X at 204.8 GB/s in total, so "
@@ -199,7 +225,17 @@ ASCEND910B = DeviceProfile(
     pin_ns_per_page=500,
     jpegd_pixels_per_s=530_841_600,
     jpegd_width_stride_align=64,
+    cann_release="8.5.0",
+    acl_version=(1, 15, 0),
+    vector_cores=48,
+    l2_bytes=192 * MiB,
     sources=(
+        "CANN 8.5.0 (commercial), the release the open-source runtime (hicann/runtime, public "
+        "since 2025/12, built against acl-compat 8.5.0) started from; AscendCL 1.15.0 "
+        "(uncertain): the first stored versions of hicann/runtime include/external/acl/"
+        "acl_rt.h say 'Current version is 1.15.0' (later master commits 1.16.0, 1.17.0)",
+        "aclGetDeviceCapability reads the SoCInfo section of the platform file: "
+        "Ascend910B2.ini ai_core_cnt=24, vector_core_cnt=48, l2_size=201326592 (192 MiB)",
         "Ascend 910B: 24 cube cores (48 vector), about 354 TFLOPS fp16, 64 GiB HBM at about "
         "1.15 TB/s achievable (COST_MODEL.md)",
         "PCIe 4.0 x16 on a 910B4 card: registered host memory about 23 GB/s H2D, unregistered "

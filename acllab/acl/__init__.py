@@ -12,7 +12,6 @@ import os
 import threading
 import warnings
 
-from .. import __version__
 from ..analysis import sanitizer
 from ..constants import *  # noqa: F403  (the real names, re-exported as pyACL users expect)
 from ..errors import AclWarning, Fail
@@ -29,7 +28,7 @@ ACL_DEBUG, ACL_INFO, ACL_WARNING, ACL_ERROR = 0, 1, 2, 3
 __all__ = ["init", "finalize", "app_log", "get_recent_err_msg", "create_data_buffer",
            "destroy_data_buffer", "update_data_buffer", "get_data_buffer_addr",
            "get_data_buffer_size", "get_data_buffer_size_v2", "get_soc_name", "get_version",
-           "rt", "util", "mdl", "media", "constants"]
+           "get_device_capability", "rt", "util", "mdl", "media", "constants"]
 
 
 @api("aclInit", needs_init=False)
@@ -187,6 +186,43 @@ def get_soc_name():
 
 @api("aclrtGetVersion", outs=(0, 0, 0), needs_init=False)
 def get_version():
-    """(major, minor, patch, ret): acllab's own version (it does not pretend to be CANN)."""
-    major, minor, patch = (int(x) for x in __version__.split(".")[:3])
+    """(major, minor, patch, ret): the AscendCL interface version of the profile's CANN release.
+
+    CANN's aclrtGetVersionImpl returns the ACL_MAJOR_VERSION, ACL_MINOR_VERSION and
+    ACL_PATCH_VERSION macros of its headers, with no init check (hicann/runtime
+    src/acl/aclrt_impl/acl.cpp); acllab reports ``profile.acl_version``, the version of
+    ``profile.cann_release`` (docs/CANN_RELEASES.md gives the sources and says which numbers are
+    uncertain). acllab's own version is ``acllab.__version__``.
+    """
+    major, minor, patch = (int(x) for x in _runtime().profile.acl_version)
     return major, minor, patch
+
+
+@api("aclGetDeviceCapability", outs=(0,))
+def get_device_capability(device_id, device_info):
+    """(value, ret): a hardware figure of the device (pyACL ``acl.get_device_capability``).
+
+    ``device_info`` is ACL_DEVICE_INFO_AI_CORE_NUM 0, ACL_DEVICE_INFO_VECTOR_CORE_NUM 1 or
+    ACL_DEVICE_INFO_L2_SIZE 2 (bytes). CANN 8.0.0 pyACL reference, "get_device_capability":
+    ``value, ret = acl.get_device_capability(device_id, device_info)``, device_id in
+    [0, device count - 1]. hicann/runtime src/acl/aclrt_impl/acl.cpp, aclGetDeviceCapabilityImpl:
+    a device id past the last device and an unknown type both return ACL_ERROR_INVALID_PARAM
+    100000; the figures come from the SoCInfo section of the chip's platform file (ai_core_cnt,
+    vector_core_cnt, l2_size), which it reads after aclInit, so acllab requires acl.init().
+    The device need not be set.
+    """
+    r = _runtime()
+    dev, info = as_int(device_id, "device_id"), as_int(device_info, "device_info")
+    if not 0 <= dev < len(r.devices):
+        raise Fail(100000, f"device_id {dev} is out of range: this card has {len(r.devices)} "
+                           f"devices (0 to {len(r.devices) - 1})")
+    p = r.profile
+    values = {ACL_DEVICE_INFO_AI_CORE_NUM: p.ai_cores,              # noqa: F405
+              ACL_DEVICE_INFO_VECTOR_CORE_NUM: p.vector_cores,      # noqa: F405
+              ACL_DEVICE_INFO_L2_SIZE: p.l2_bytes}                  # noqa: F405
+    if info not in values:
+        raise Fail(100000, f"device_info {info} is not a hardware specification type: use "
+                           "ACL_DEVICE_INFO_AI_CORE_NUM 0, ACL_DEVICE_INFO_VECTOR_CORE_NUM 1 or "
+                           "ACL_DEVICE_INFO_L2_SIZE 2")
+    r.spend(p.api_ns)
+    return int(values[info])
