@@ -157,8 +157,11 @@ def _cmd_devices(ns: argparse.Namespace) -> int:
 
     for p in PROFILES.values():
         print(f"{p.name}: {p.soc_name}, {p.description}")
-        print(f"  {p.device_count} devices, {p.ai_cores} AI cores, "
-              f"{p.peak_fp16_flops / 1e12:g} TFLOPS fp16, {p.peak_int8_ops / 1e12:g} TOPS int8")
+        print(f"  follows CANN {p.cann_release} (AscendCL {'.'.join(map(str, p.acl_version))}); "
+              "release differences: docs/CANN_RELEASES.md")
+        print(f"  {p.device_count} devices, {p.ai_cores} AI cores, {p.vector_cores} vector cores, "
+              f"{p.l2_bytes // 2**20} MiB L2, {p.peak_fp16_flops / 1e12:g} TFLOPS fp16, "
+              f"{p.peak_int8_ops / 1e12:g} TOPS int8")
         print(f"  {p.memory_bytes / 2**30:g} GiB {p.memory_kind} at "
               f"{p.memory_bandwidth_bps / 1e9:g} GB/s; host link "
               f"{p.h2d_bandwidth_bps / 1e9:g} GB/s "
