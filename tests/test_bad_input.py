@@ -238,6 +238,10 @@ CASES = [
            lambda w: acl.update_data_buffer(UNKNOWN_HANDLE, w.dev, 16), 107017),
     status("update_data_buffer: destroyed",
            lambda w: acl.update_data_buffer(w.destroyed_buffer, w.dev, 16), 107017),
+    out("get_device_capability: device past the last",
+        lambda w: acl.get_device_capability(4, C.ACL_DEVICE_INFO_AI_CORE_NUM), 100000, 0),
+    out("get_device_capability: unknown type",
+        lambda w: acl.get_device_capability(0, C.ACL_DEVICE_INFO_UNDEFINED), 100000, 0),
     status("update_data_buffer: negative size",
            lambda w: acl.update_data_buffer(w.buffer, w.dev, -1), 100000),
     bare("get_data_buffer_addr: unknown", lambda w: acl.get_data_buffer_addr(UNKNOWN_HANDLE),
@@ -870,6 +874,7 @@ def test_a_successful_call_does_not_set_an_error_message():
 
 TYPE_ERRORS = {
     "app_log(str)": lambda w: acl.app_log("1", "message"),
+    "get_device_capability(str)": lambda w: acl.get_device_capability("0", 0),
     "stop_thread(str)": lambda w: acl.util.stop_thread("1"),
     "start_thread(not a function)": lambda w: acl.util.start_thread(1, []),
     "start_thread(args not a list)": lambda w: acl.util.start_thread(print, "args"),
