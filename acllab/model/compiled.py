@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict, dataclass, field
 from math import prod
+from operator import is_
 
 import numpy as np
 
@@ -108,6 +109,23 @@ class CompiledModel:
     #: what the model does to an input before its first layer, by input name:
     #: {"aipp": AippConfig.to_dict()} (--insert_op_conf) or {"layout": "NHWC"} (--input_format)
     preprocess: dict = field(default_factory=dict)
+    #: what one gear always gives (output dims, per-op times), computed once: see :meth:`memo`
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def memo(self, key, make, *deps):
+        """``make()``, computed once per ``key`` and kept while ``deps`` stay the same objects.
+
+        Shape inference and per-op timing are fixed for a gear, yet every execute asks for
+        them; this keeps the answer. ``deps`` are compared by identity (``is``), so a graph or
+        plan list that was replaced afterwards is noticed and the value computed afresh; the
+        graph's ops are not watched (a compiled model's graph does not change once atc made it).
+        """
+        hit = self._memo.get(key)
+        if hit is not None and len(hit[0]) == len(deps) and all(map(is_, hit[0], deps)):
+            return hit[1]
+        value = make()
+        self._memo[key] = (deps, value)
+        return value
 
     def __repr__(self) -> str:
         gears = f", gears {self.gears}" if self.gears else ""
@@ -170,8 +188,15 @@ class CompiledModel:
     def output_dims_at(self, batch: int | None = None, hw: tuple[int, int] | None = None
                        ) -> list[tuple[int, ...]]:
         """Real output dims at a gear (what get_cur_output_dims reports)."""
-        ann = self.graph.annotate(self.input_shapes_at(batch, hw))
-        return [ann.shapes[t.name] for t in self.graph.outputs]
+        key = self._resolve(batch, None if hw is None else tuple(hw))
+        graph = self.graph
+
+        def dims() -> tuple[tuple[int, ...], ...]:
+            ann = graph.annotate(self.input_shapes_at(batch, hw))
+            return tuple(ann.shapes[t.name] for t in graph.outputs)
+
+        return list(self.memo(("output_dims", key), dims, graph, graph.ops, *graph.inputs,
+                              *graph.outputs))
 
     def execute_ns(self, batch: int | None = None, profile=None, *, hw=None,
                    huge_pages: bool = True) -> int:

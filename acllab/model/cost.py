@@ -39,6 +39,7 @@ __all__ = [
     "EFF_MIN", "EFF_MAX", "ROWS_HALF", "GENERIC_TILING_FACTOR", "DISPATCH_GAP_NS",
     "SHAPE_DISPATCH_NS", "VECTOR_PEAK_FRACTION", "KERNEL_PAGE_PENALTY_SCALE", "FRACTAL",
     "OpPlan", "OpTime", "tiling_efficiency", "plan_tile", "op_time", "execute_ns", "breakdown",
+    "op_times",
 ]
 
 # ---- every calibrated constant, with its reasoning --------------------------------------
@@ -166,13 +167,36 @@ def op_time(plan: OpPlan, profile: DeviceProfile, huge_pages: bool = True) -> Op
 def breakdown(compiled, batch: int | None = None, profile: DeviceProfile | str | None = None,
               *, hw: tuple[int, int] | None = None, huge_pages: bool = True) -> list[OpTime]:
     """Per-op times of one execute of ``compiled`` at a gear (batch, or (h, w))."""
+    return list(op_times(compiled, batch, profile, hw=hw, huge_pages=huge_pages))
+
+
+def _timing_key(prof: DeviceProfile) -> tuple:
+    """Every figure :func:`op_time` reads besides the plan: the profile's and this module's
+    constants (read now, so a changed constant is a new key)."""
+    return (prof.peak_int8_ops, prof.peak_fp16_flops, prof.memory_bandwidth_bps,
+            prof.normal_page_penalty_permille, GENERIC_TILING_FACTOR, VECTOR_PEAK_FRACTION,
+            KERNEL_PAGE_PENALTY_SCALE, DISPATCH_GAP_NS, SHAPE_DISPATCH_NS)
+
+
+def op_times(compiled, batch: int | None = None, profile: DeviceProfile | str | None = None,
+             *, hw: tuple[int, int] | None = None, huge_pages: bool = True
+             ) -> tuple[OpTime, ...]:
+    """:func:`breakdown` as a tuple, computed once per gear, timing figures and page size
+    (kept by the compiled model, see ``CompiledModel.memo``; a replaced plan is noticed)."""
     plans = compiled.plan_for(batch=batch, hw=hw)
     prof = get_profile(profile if profile is not None else compiled.profile_name)
-    return [op_time(p, prof, huge_pages) for p in plans]
+    def make() -> tuple[OpTime, ...]:
+        return tuple(op_time(p, prof, huge_pages) for p in plans)
+
+    memo = getattr(compiled, "memo", None)
+    if memo is None:                      # not a CompiledModel: nowhere to keep it
+        return make()
+    return memo(("op_times", id(plans), _timing_key(prof), bool(huge_pages)), make,
+                plans, *plans)
 
 
 def execute_ns(compiled, batch: int | None = None, profile: DeviceProfile | str | None = None,
                *, hw: tuple[int, int] | None = None, huge_pages: bool = True) -> int:
     """Nanoseconds one execute of ``compiled`` takes at a gear (default: the largest)."""
-    return sum(t.total_ns for t in breakdown(compiled, batch, profile, hw=hw,
-                                             huge_pages=huge_pages))
+    return sum(t.total_ns for t in op_times(compiled, batch, profile, hw=hw,
+                                            huge_pages=huge_pages))

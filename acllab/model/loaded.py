@@ -23,10 +23,10 @@ from ..errors import Fail
 from ..memory import Region
 from .aipp import AippConfig, apply_aipp, source_bytes
 from .compiled import CompiledModel
-from .cost import breakdown
+from .cost import op_times
 from .graph import DTYPES
 
-__all__ = ["LoadedModel", "execution_tasks", "LOAD_FIXED_NS"]
+__all__ = ["LoadedModel", "execution_tasks", "execution_steps", "LOAD_FIXED_NS"]
 
 LOAD_FIXED_NS = 5_000_000   # parsing, graph set-up and stream creation on model load
 
@@ -94,7 +94,7 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
     c = model.compiled
     dev = model.device
     batch, hw = (None, gear) if c.dynamic == "hw" else (gear, None)
-    times = breakdown(c, batch, dev.profile, hw=hw, huge_pages=model.huge_pages)
+    steps = execution_steps(c, batch, hw, dev.profile, model.huge_pages)
     ws = model.workspace
     ws_access = (ws.start, ws.generation, ws.start, ws.start + ws.size, "w")
     reads = tuple((r.start, r.generation, r.start + off, r.start + off + n, "r")
@@ -147,20 +147,35 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
             region.write(off, raw)
 
     tasks: list[Task] = []
-    plans = c.plan_for(batch, hw)
-    last = len(times) - 1
-    for i, op in enumerate(times):
-        mem = (ws_access,)
+    last = len(steps) - 1
+    aicore, units, dev_id, mid = dev.aicore, dev.aicore.capacity, dev.id, model.id
+    only = (ws_access,)
+    for i, (name, op_type, bound, total_ns, flops) in enumerate(steps):
+        mem = only
         if i == 0:
             mem = reads + mem
         if i == last:
             mem = mem + writes
-        info = {"model": model.id, "op_type": op.type, "bound": op.bound, "gear": gear,
-                "mem": mem}
-        tasks.append(Task(op.name, "model_op", resource=dev.aicore, units=dev.aicore.capacity,
-                          duration_ns=op.total_ns, stream=stream, device=dev.id,
-                          flops=int(plans[i].flops), info=info, api=api,
+        info = {"model": mid, "op_type": op_type, "bound": bound, "gear": gear, "mem": mem}
+        tasks.append(Task(name, "model_op", resource=aicore, units=units,
+                          duration_ns=total_ns, stream=stream, device=dev_id,
+                          flops=flops, info=info, api=api,
                           deps=((tasks[-1], "model"),) if tasks else (),
                           on_start=read_inputs if i == 0 else None,
                           on_end=write_outputs if i == last else None))
     return tasks
+
+
+def execution_steps(compiled: CompiledModel, batch, hw, profile, huge_pages: bool
+                    ) -> tuple[tuple[str, str, str, int, int], ...]:
+    """One execution's ops at a gear, as (name, op type, bound, duration ns, flops): the
+    tasks' fixed part, computed once per gear, profile figures and page size (the shape
+    inference and roofline behind it are the same every time)."""
+    times = op_times(compiled, batch, profile, hw=hw, huge_pages=huge_pages)
+    plans = compiled.plan_for(batch, hw)
+
+    def make():
+        return tuple((t.name, t.type, t.bound, t.total_ns, int(p.flops))
+                     for t, p in zip(times, plans, strict=False))
+
+    return compiled.memo(("steps", id(times), id(plans)), make, times, plans)
