@@ -320,9 +320,9 @@ def _blocks_item(task, k, profile) -> Item:
     took = task.end_ns - task.start_ns
     best = min(kernels.kernel_ns(k, b, task.flops, task.nbytes, profile)[0]
                for b in range(1, MAX_WAVES * cores + 1))
-    hint = ("ask the card for its AI core count (acllab.current_runtime().profile.ai_cores): "
-            "blocks run in waves of that many, so a partial last wave leaves cores idle and "
-            "fewer blocks than cores leave them idle all along")
+    hint = ("ask the card for its AI core count (acl.get_device_capability(device_id, "
+            "ACL_DEVICE_INFO_AI_CORE_NUM)): blocks run in waves of that many, so a partial "
+            "last wave leaves cores idle and fewer blocks than cores leave them idle all along")
     if took > SLACK * best:
         return Item("block count", False, f"with block_dim {block_dim} the kernel took "
                                           f"{format_us(took)}, {took / best:.2f}x the time of "

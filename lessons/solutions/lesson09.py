@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 import acllab
+from acllab.constants import ACL_DEVICE_INFO_AI_CORE_NUM
 
 __all__ = ["affine", "launch"]
 
@@ -26,7 +27,8 @@ def affine(ctx, x, y, n):
 
 def launch(acl, x_ptr, y_ptr, n, stream):
     """One launch of ``affine`` on ``stream``, one block per AI core (one full wave)."""
-    cores = acllab.current_runtime().profile.ai_cores
+    device, _ = acl.rt.get_device()
+    cores, _ = acl.get_device_capability(device, ACL_DEVICE_INFO_AI_CORE_NUM)
     block_dim = max(1, min(cores, n))
     acl.rt.launch_kernel(affine, block_dim, (x_ptr, y_ptr, n), stream)
     return block_dim
