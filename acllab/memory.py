@@ -97,12 +97,146 @@ def _fill_pattern(arr: np.ndarray) -> None:
         arr[i] = UNINIT_PATTERN[i % 4]
 
 
+CHUNK_BYTES = 256 * 1024              # the sparse store's granule (benchmarks/bench_memory.py)
+_CHUNK_SHIFT = CHUNK_BYTES.bit_length() - 1
+_PATTERN = np.empty(CHUNK_BYTES + 4, dtype=np.uint8)   # the pattern from offset 0, one chunk
+_fill_pattern(_PATTERN)                                 # and 4 more, to start at any phase
+
+
+class SparseBytes:
+    """The bytes of one device block, stored sparsely: host RAM only where bytes were written.
+
+    The block is cut into chunks of ``CHUNK_BYTES`` (the last one may be shorter). A chunk
+    nobody wrote is absent and reads as the uninitialised pattern, byte ``i`` of the block
+    being ``UNINIT_PATTERN[i % 4]`` as if the whole block had been filled with it; a chunk a
+    memset covered entirely is one int (its value); a chunk partly written or memset is a
+    uint8 array. A write that covers a chunk entirely stores a copy of the source without
+    filling the pattern first, so writing a buffer whole costs one copy, as a dense store's.
+
+    Every read is exact: the bytes are those a dense array filled with the pattern and then
+    given the same writes and memsets would hold. Nothing observable differs from hardware
+    (or from a dense store): only the host RAM the simulation takes does.
+    """
+
+    __slots__ = ("size", "_chunks")
+
+    def __init__(self, size: int):
+        self.size = size
+        self._chunks: dict[int, int | np.ndarray] = {}
+
+    @property
+    def written(self) -> bool:
+        """True once any byte was written or memset."""
+        return bool(self._chunks)
+
+    @property
+    def held_bytes(self) -> int:
+        """Host RAM the chunk arrays hold (memset-only chunks and absent ones hold none)."""
+        return sum(c.nbytes for c in self._chunks.values() if type(c) is not int)
+
+    def _check(self, off: int, n: int) -> None:
+        if off < 0 or n < 0 or off + n > self.size:
+            raise IndexError(f"bytes [{off}, {off + n}) are outside a store of {self.size} B")
+
+    def _chunk(self, i: int) -> np.ndarray:
+        """Chunk ``i`` as an array (made from the pattern or its fill value if it has none)."""
+        c = self._chunks.get(i)
+        if type(c) is np.ndarray:
+            return c
+        n = min(CHUNK_BYTES, self.size - (i << _CHUNK_SHIFT))
+        if c is None:
+            arr = _PATTERN[:n].copy()
+        else:
+            arr = np.empty(n, dtype=np.uint8)
+            arr.fill(c)
+        self._chunks[i] = arr
+        return arr
+
+    def read(self, off: int, n: int) -> np.ndarray:
+        """A copy of bytes ``[off, off + n)``."""
+        self._check(off, n)
+        chunks = self._chunks
+        i = off >> _CHUNK_SHIFT
+        a = off - (i << _CHUNK_SHIFT)
+        if a + n <= CHUNK_BYTES:                       # within one chunk: the common case
+            c = chunks.get(i)
+            if type(c) is np.ndarray:
+                return c[a:a + n].copy()
+            if c is None:
+                return _PATTERN[a & 3:(a & 3) + n].copy()
+            out = np.empty(n, dtype=np.uint8)
+            out.fill(c)
+            return out
+        out = np.empty(n, dtype=np.uint8)
+        pos, end = off, off + n
+        while pos < end:
+            base = i << _CHUNK_SHIFT
+            a, b = pos - base, min(end - base, CHUNK_BYTES)
+            dst = out[pos - off:pos - off + b - a]
+            c = chunks.get(i)
+            if c is None:
+                dst[:] = _PATTERN[a & 3:(a & 3) + b - a]
+            elif type(c) is int:
+                dst.fill(c)
+            else:
+                dst[:] = c[a:b]
+            pos = base + b
+            i += 1
+        return out
+
+    def write(self, off: int, raw: np.ndarray) -> None:
+        """Store the uint8 array ``raw`` at offset ``off``."""
+        n = raw.size
+        self._check(off, n)
+        chunks = self._chunks
+        pos, end = off, off + n
+        i = off >> _CHUNK_SHIFT
+        while pos < end:
+            base = i << _CHUNK_SHIFT
+            a, b = pos - base, min(end - base, CHUNK_BYTES)
+            src = raw[pos - off:pos - off + b - a]
+            if a == 0 and b == min(CHUNK_BYTES, self.size - base):
+                c = chunks.get(i)
+                if type(c) is np.ndarray:
+                    c[:] = src
+                else:
+                    chunks[i] = src.copy()             # covered whole: no pattern to fill
+            else:
+                self._chunk(i)[a:b] = src
+            pos = base + b
+            i += 1
+
+    def fill(self, off: int, n: int, value: int) -> None:
+        """Set bytes ``[off, off + n)`` to ``value`` (0..255)."""
+        self._check(off, n)
+        if not 0 <= value <= 255:
+            raise OverflowError(f"memset value {value} is not a byte (0..255)")
+        chunks = self._chunks
+        pos, end = off, off + n
+        i = off >> _CHUNK_SHIFT
+        while pos < end:
+            base = i << _CHUNK_SHIFT
+            a, b = pos - base, min(end - base, CHUNK_BYTES)
+            if a == 0 and b == min(CHUNK_BYTES, self.size - base):
+                chunks[i] = value                      # covered whole: one value, no array
+            else:
+                c = chunks.get(i)
+                if type(c) is not int or c != value:   # a chunk of that value stays so
+                    self._chunk(i)[a:b] = value
+            pos = base + b
+            i += 1
+
+    def to_dense(self) -> np.ndarray:
+        """All the bytes as one new array."""
+        return self.read(0, self.size)
+
+
 class Region:
     """A contiguous range of addresses with one owner: a device block or a host buffer."""
 
     __slots__ = (
         "start", "size", "requested", "kind", "device", "page", "reserved", "policy", "live",
-        "generation", "label", "_data", "_obj", "_real_addr", "dangling",
+        "generation", "label", "_data", "_store", "_obj", "_real_addr", "dangling",
     )
 
     def __init__(self, start: int, size: int, kind: str, *, device: int = -1, page: str = "",
@@ -118,7 +252,8 @@ class Region:
         self.live = True
         self.generation = 0
         self.label = label
-        self._data: np.ndarray | None = None
+        self._data: np.ndarray | None = None     # host memory; device memory made dense
+        self._store: SparseBytes | None = None   # device memory (see SparseBytes)
         self._obj = None              # pageable: the Python object that owns the buffer
         self._real_addr = 0
         self.dangling = False
@@ -130,6 +265,12 @@ class Region:
     @property
     def data(self) -> np.ndarray:
         """The bytes behind the region as a writable uint8 array (allocated on first touch).
+
+        Host memory is one array (for a registered buffer: a view of its object's bytes).
+        Device memory lives in a :class:`SparseBytes` store and is read and written through
+        the byte API below; asking for ``data`` of a device block makes its store one dense
+        array for good (every byte of it in host RAM: fine for small blocks, meant for tests
+        and for code that reaches past the API), so the view stays the block's memory.
 
         A device block keeps one store for all its pages (``reserved`` bytes), so a block the
         caching pool hands out again with another size is still the same memory; this property
@@ -144,14 +285,25 @@ class Region:
                                    "gone or its buffer moved (a bytearray that was resized)")
             buf = (ctypes.c_ubyte * self.size).from_address(self._real_addr)
             return np.ctypeslib.as_array(buf)
-        n = self.reserved if self.kind == "device" and self.reserved > self.size else self.size
-        arr = np.empty(n, dtype=np.uint8)
-        _fill_pattern(arr)
+        if self.kind == "device":
+            arr = self._sparse().to_dense()
+            self._store = None
+        else:
+            arr = np.empty(self.size, dtype=np.uint8)
+            _fill_pattern(arr)
         self._data = arr
-        return arr if n == self.size else arr[:self.size]
+        return arr if arr.size == self.size else arr[:self.size]
+
+    def _sparse(self) -> SparseBytes:
+        """A device block's store (made on first use: all of it reads as the pattern)."""
+        store = self._store
+        if store is None:
+            store = self._store = SparseBytes(max(self.size, self.reserved))
+        return store
 
     def span(self, off: int, n: int) -> np.ndarray:
-        """Bytes ``[off, off + n)`` of the region's memory as a writable view.
+        """Bytes ``[off, off + n)`` of the region's memory as a writable view (of a device
+        block: after making its store dense, see :attr:`data`).
 
         A task resolves its buffers when it runs, by address: a device block that the caching
         pool has handed out again with a smaller size still holds the bytes an older task
@@ -163,16 +315,21 @@ class Region:
         return data[off:off + n]
 
     # The byte API. Every reader and writer of a region's memory outside this module goes
-    # through these (never through ``data`` for device memory), so the store behind a device
-    # block can change (for example to be sparse) without its callers knowing.
+    # through these (never through ``data`` for device memory), so a device block's bytes
+    # stay in its sparse store. Offsets may reach past ``size`` into the block's ``reserved``
+    # bytes (see span).
 
     def read(self, off: int, n: int) -> np.ndarray:
         """A copy of bytes ``[off, off + n)`` as a uint8 array (unwritten bytes read as the
         uninitialised pattern)."""
+        if self.kind == "device" and self._data is None:
+            return self._sparse().read(off, n)
         return self.span(off, n).copy()
 
     def read_bytes(self, off: int, n: int) -> bytes:
         """Bytes ``[off, off + n)`` as ``bytes``."""
+        if self.kind == "device" and self._data is None:
+            return self._sparse().read(off, n).tobytes()
         return self.span(off, n).tobytes()
 
     def write(self, off: int, src) -> None:
@@ -181,11 +338,17 @@ class Region:
             raw = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
         else:
             raw = np.frombuffer(src, dtype=np.uint8)
-        self.span(off, raw.size)[:] = raw
+        if self.kind == "device" and self._data is None:
+            self._sparse().write(off, raw)
+        else:
+            self.span(off, raw.size)[:] = raw
 
     def fill(self, off: int, n: int, value: int) -> None:
-        """Set bytes ``[off, off + n)`` to ``value`` (a memset)."""
-        self.span(off, n)[:] = value
+        """Set bytes ``[off, off + n)`` to ``value`` (a memset: 0..255)."""
+        if self.kind == "device" and self._data is None:
+            self._sparse().fill(off, n, int(value))
+        else:
+            self.span(off, n)[:] = value
 
     def buffer_unchanged(self) -> bool:
         """For a registered bytearray: is its buffer still where and as large as it was?"""
@@ -203,6 +366,10 @@ class Region:
 
     @property
     def materialised(self) -> bool:
+        """True when the region's bytes may differ from the uninitialised pattern: host
+        memory once touched (a registered buffer always), device memory once written."""
+        if self.kind == "device" and self._data is None:
+            return self._store is not None and self._store.written
         return self._data is not None or self.kind == "pageable"
 
     def describe(self) -> str:
@@ -396,7 +563,8 @@ class DeviceHeap:
         else:
             self.normal_held -= region.reserved
         region.live = False
-        region._data = None
+        region._data = None           # the block's bytes go with its pages
+        region._store = None
         self.space.remove(region)
 
     def release_all(self) -> list[Region]:
