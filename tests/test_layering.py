@@ -227,6 +227,20 @@ def test_acllab_has_no_import_cycle():
 
 
 @needs_acllab
+def test_no_lesson_check_imports_another_lessons_module():
+    """What two lessons' checks share lives in a shared module of acllab.checks (_common,
+    _roundtrip, _pipeline), never in one lesson's module that another imports."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("acllab")
+    lessons = sorted(m for m in graph.modules if m.startswith("acllab.checks.lesson"))
+    assert len(lessons) >= 13
+    crossing = sorted((m, d) for m in lessons for d in graph.find_modules_directly_imported_by(m)
+                      if d in lessons and d != m)
+    assert crossing == [], "lesson checks importing each other: " + ", ".join(
+        f"{m} -> {d}" for m, d in crossing)
+
+
+@needs_acllab
 def test_importing_the_engine_loads_little_of_acllab():
     """The package face is lazy (PEP 562): the engine alone costs the engine alone."""
     code = ("import sys, acllab.engine; "

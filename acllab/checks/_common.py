@@ -459,3 +459,50 @@ class Provenance:
                 if w.task.kind in _COPY_KINDS and (w.task.info or {}).get("direction")
                 == direction and w.hi - w.lo == len(data) and w.crc == crc
                 and (w.data is None or w.data == data)]
+
+
+# -- the order of events: what the host and the streams knew, when ----------------------------
+
+class Order:
+    """The happens-before order of a runtime's tasks and host actions, as the sanitizer sees it.
+
+    Tasks on one stream are ordered, ``stream_wait_event`` orders a stream after a record, and
+    the host learns that a task is done when it synchronises (or a blocking call returns);
+    whatever it submits afterwards comes after that task. ``marks`` are indices into
+    ``runtime.host_ops``: :meth:`host_knows` answers what the host knew just before that op
+    (``len(runtime.host_ops)`` taken right after a call: what it knew when the call returned).
+    """
+
+    def __init__(self, runtime, marks=()):
+        st = sanitizer._State(runtime)
+        ops = runtime.host_ops
+        marks = set(marks)
+        self._host_at: dict[int, dict] = {}
+
+        def snap(j: int) -> None:
+            if j in marks:
+                self._host_at[j] = dict(st.host)
+
+        j = 0
+        snap(0)
+        for t in st.tasks:
+            while j < len(ops) and ops[j][2] <= t.id:
+                sanitizer._visit_op(st, ops[j])
+                j += 1
+                snap(j)
+            sanitizer._visit_task(st, t)
+        while j < len(ops):
+            sanitizer._visit_op(st, ops[j])
+            j += 1
+            snap(j)
+        self._st = st
+
+    def before(self, a, b) -> bool:
+        """Whether task ``a`` is ordered before task ``b`` (tasks or ids)."""
+        a, b = getattr(a, "id", a), getattr(b, "id", b)
+        return a != b and self._st.before(a, self._st.vc[b])
+
+    def host_knows(self, task, mark: int) -> bool:
+        """Whether the host had synchronised with ``task`` just before host op ``mark``."""
+        vc = self._host_at.get(mark)
+        return vc is not None and self._st.before(getattr(task, "id", task), vc)

@@ -47,7 +47,7 @@ from ._common import (
     teardown,
     uninit_pattern,
 )
-from .lesson00 import RoundTrip, trace_edited, trace_round_trip
+from ._roundtrip import RoundTrip, trace_edited, trace_round_trip
 
 __all__ = ["grade_allocate", "grade_roundtrip", "fit_budget_case", "huge_pages_needed", "CALLS"]
 

@@ -32,7 +32,6 @@ from itertools import pairwise
 import numpy as np
 
 from .. import acl
-from ..analysis import sanitizer
 from ..constants import (
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_HOST_TO_DEVICE,
@@ -42,6 +41,7 @@ from ..hardware import KiB, MiB
 from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     BytesWording,
+    Order,
     Provenance,
     describe_bytes,
     finding_line,
@@ -107,53 +107,6 @@ def _sanitizer_item(runtime, call: Call, function: str) -> Item:
     return sanitizer_item(hazards(runtime), "no hazards: every read came after a "
                                             "synchronisation and no two streams raced",
                           line=line, fix=fix)
-
-
-# -- the order of events: what the host and the streams knew, when --------------------------------
-
-class Order:
-    """The happens-before order of a runtime's tasks and host actions, as the sanitizer sees it.
-
-    Tasks on one stream are ordered, ``stream_wait_event`` orders a stream after a record, and
-    the host learns that a task is done when it synchronises (or a blocking call returns);
-    whatever it submits afterwards comes after that task. ``marks`` are indices into
-    ``runtime.host_ops``: :meth:`host_knows` answers what the host knew just before that op
-    (``len(runtime.host_ops)`` taken right after a call: what it knew when the call returned).
-    """
-
-    def __init__(self, runtime, marks=()):
-        st = sanitizer._State(runtime)
-        ops = runtime.host_ops
-        marks = set(marks)
-        self._host_at: dict[int, dict] = {}
-
-        def snap(j: int) -> None:
-            if j in marks:
-                self._host_at[j] = dict(st.host)
-
-        j = 0
-        snap(0)
-        for t in st.tasks:
-            while j < len(ops) and ops[j][2] <= t.id:
-                sanitizer._visit_op(st, ops[j])
-                j += 1
-                snap(j)
-            sanitizer._visit_task(st, t)
-        while j < len(ops):
-            sanitizer._visit_op(st, ops[j])
-            j += 1
-            snap(j)
-        self._st = st
-
-    def before(self, a, b) -> bool:
-        """Whether task ``a`` is ordered before task ``b`` (tasks or ids)."""
-        a, b = getattr(a, "id", a), getattr(b, "id", b)
-        return a != b and self._st.before(a, self._st.vc[b])
-
-    def host_knows(self, task, mark: int) -> bool:
-        """Whether the host had synchronised with ``task`` just before host op ``mark``."""
-        vc = self._host_at.get(mark)
-        return vc is not None and self._st.before(getattr(task, "id", task), vc)
 
 
 def _merged(intervals) -> list[tuple[int, int]]:

@@ -41,6 +41,7 @@ from ..kernels import kernel
 from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     BytesWording,
+    Order,
     Provenance,
     describe_bytes,
     finding_line,
@@ -54,7 +55,6 @@ from ._common import (
     sanitizer_item,
     teardown,
 )
-from .lesson04 import Order
 
 __all__ = ["grade_time_kernel", "grade_handoff", "axpy", "vadd", "matmul", "refine",
            "slack_ns"]

@@ -64,17 +64,17 @@ from ..hardware import PROFILES
 from ..model import compile_model, dumps, execute_ns, save
 from . import PROCESS, RESULT, Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import Provenance, new_case, resources_item, teardown
-from .lesson06 import (
-    _IMAGE,
-    _device_item,
-    _find_work,
-    _hazard_items,
-    _idle,
-    _oracle,
-    _results_item,
+from ._pipeline import (
+    IMAGE,
+    PipelineHost,
+    device_item,
+    find_work,
+    hazard_items,
+    idle,
+    oracle,
+    results_item,
     standin_graph,
 )
-from .lesson06 import _Host as _PipelineHost
 
 __all__ = ["ServiceKit", "serial_service", "bound_ns", "grade_service", "SERIAL_GOAL",
            "BOUND_SHARE", "BUDGET_SLACK_BYTES", "GEARS", "LIMIT_S"]
@@ -111,7 +111,7 @@ def _folder() -> str:
 def _models(batch: int) -> tuple[object, str, str, tuple[int, int]]:
     """(the fixed model compiled, its .om path, the dynamic model's .om path, the CRC-32 of
     both .om files: what a loaded model must be to count as the kit's)."""
-    c, h, w = _IMAGE
+    c, h, w = IMAGE
     fixed = compile_model(standin_graph(), input_shape=f"features:{batch},{c},{h},{w}",
                           soc_version="Ascend310")
     dynamic = compile_model(standin_graph(), input_shape=f"features:-1,{c},{h},{w}",
@@ -168,7 +168,7 @@ class _Setup:
     def images(self, i: int) -> np.ndarray:
         """Batch ``i``'s input, drawn from the seed (made on demand, never kept)."""
         rng = np.random.default_rng([11, self.seed, 100 + i])
-        return rng.random((self.batch, *_IMAGE), dtype=np.float32) * 2 - 1
+        return rng.random((self.batch, *IMAGE), dtype=np.float32) * 2 - 1
 
 
 @lru_cache(maxsize=16)
@@ -189,7 +189,7 @@ def _truth(seed: int) -> tuple[tuple[bytes, ...], tuple[int, ...]]:
     """The oracle (each batch's scores, from the fixed model in numpy) and each batch's input
     CRC-32: bytes and ints, which nobody can change in place."""
     setup = _setup(seed)
-    return _oracle(setup, _models(setup.batch)[0])
+    return oracle(setup, _models(setup.batch)[0])
 
 
 def _scores(seed: int) -> tuple[np.ndarray, ...]:
@@ -199,7 +199,7 @@ def _scores(seed: int) -> tuple[np.ndarray, ...]:
 
 def _kit(setup: _Setup, budget: int) -> ServiceKit:
     _fixed, fixed_path, dynamic_path, _crcs = _models(setup.batch)
-    in_size = setup.batch * int(np.prod(_IMAGE)) * 4
+    in_size = setup.batch * int(np.prod(IMAGE)) * 4
     out_size = len(_truth(setup.seed)[0][0])
     return ServiceKit(fixed_path, dynamic_path, setup.batch, in_size, out_size, budget)
 
@@ -211,7 +211,7 @@ def bound_ns(setup) -> int:
     before the last one is copied out and post-processed. No service is faster."""
     profile = PROFILES["ascend310"]
     k_ns = execute_ns(_models(setup.batch)[0], setup.batch, profile)
-    in_bytes = setup.batch * int(np.prod(_IMAGE)) * 4
+    in_bytes = setup.batch * int(np.prod(IMAGE)) * 4
     out_bytes = len(_truth(setup.seed)[0][0])
     copy_in = profile.copy_latency_ns + in_bytes * 1_000_000_000 // profile.h2d_bandwidth_bps
     copy_out = profile.copy_latency_ns + out_bytes * 1_000_000_000 // profile.d2h_bandwidth_bps
@@ -221,7 +221,7 @@ def bound_ns(setup) -> int:
 
 # -- the host callbacks -------------------------------------------------------------------------
 
-class _Host(_PipelineHost):
+class PipelineHost(PipelineHost):
     """Lesson 06's prepare/postprocess, plus when the service's first prepare started and its
     last post-process ended (the span the throughput is measured over)."""
 
@@ -297,7 +297,7 @@ def _budget(seed: int) -> int:
 @dataclass(frozen=True)
 class _Run:
     call: Call
-    host: _Host
+    host: PipelineHost
     used_bytes: int          # device memory taken from the driver while the service ran
     failed: tuple[str, ...]  # what the caller's teardown could not release
     first_api: int
@@ -314,7 +314,7 @@ def _run(fn, setup: _Setup, kit: ServiceKit) -> _Run:
     acl.init()
     acl.rt.set_device(0)
     free_before = acl.rt.get_mem_info(ACL_DDR_MEM)[0]
-    host = _Host(setup, kit)
+    host = PipelineHost(setup, kit)
     first_api = len(session.current_runtime().api_log)
     call = call_learner(fn, acl, kit, setup.batches, host.prepare, host.postprocess)
     free_after = acl.rt.get_mem_info(ACL_DDR_MEM)[0]
@@ -363,20 +363,20 @@ def grade_service(fn, seed: int) -> Case:
                                           and zlib.crc32(dumps(m.compiled)) in crcs)
             return fingerprints[model_id]
 
-        work = _find_work(runtime, tasks, prov, is_kit_model, kit.in_size, input_crcs)
+        work = find_work(runtime, tasks, prov, is_kit_model, kit.in_size, input_crcs)
         n = setup.batches
         tampered = run.host.tampered(runtime, run.first_api)
-        case.items.append(_results_item(n, scores, run.host, work, prov, {},
+        case.items.append(results_item(n, scores, run.host, work, prov, {},
                                         "device and host output buffers per slot"))
-        case.items.append(_device_item(work, run.host, prov, n, "the kit's model",
+        case.items.append(device_item(work, run.host, prov, n, "the kit's model",
                                        tampered))
         if not work.runs:
-            case.items += [_idle("race-free", RESULT), _idle("throughput", PROCESS)]
+            case.items += [idle("race-free", RESULT), idle("throughput", PROCESS)]
             return case
         inputs = {m[0] for r in work.runs for m in (r.first.info or {}).get("mem", ())
                   if m[4] == "r"}
         outputs = {r.ptr for reads in run.host.reads.values() for r in reads}
-        race_free, sanitizer = _hazard_items(runtime, {}, inputs, outputs)
+        race_free, sanitizer = hazard_items(runtime, {}, inputs, outputs)
         case.items.append(race_free)
         case.items.append(_throughput_item(setup, run, serial_ns, bound, work.busy))
         case.items.append(_memory_item(kit, run.used_bytes))
