@@ -31,9 +31,13 @@ CONFIG = {"displaylogo": False,     # an offline course: nothing to share or upl
 
 
 def figure_widget(*args, **kwargs):
-    """A plotly FigureWidget with the course's modebar (no share, upload or lasso buttons)."""
-    import plotly.graph_objects as go
+    """A live plotly figure with the course's modebar (no share, upload or lasso buttons).
 
-    fig = go.FigureWidget(*args, **kwargs)
+    A ``go.FigureWidget`` (the same Python API) whose front end shares one plotly.js per page
+    (``widgets._figure``) instead of sending the 5 MB bundle with every figure.
+    """
+    from ._figure import CourseFigure
+
+    fig = CourseFigure(*args, **kwargs)
     fig._config = {**fig._config, **CONFIG}
     return fig

@@ -1,0 +1,304 @@
+"""One plotly.js per page: the course's FigureWidget, whose front end is a few kilobytes.
+
+plotly's own ``go.FigureWidget`` is an anywidget whose JavaScript module (``_esm``) is a
+5 MB bundle holding all of plotly.js, and an anywidget's module travels in every widget's
+state: each figure on screen costs the bundle again over the comm (about 2.5 s a widget in
+JupyterLab, and five figures make a 25 MB lesson). :class:`CourseFigure` keeps plotly's Python
+side (the same ``go.FigureWidget`` API: ``batch_update()``, ``data``, ``layout``,
+``on_change``) and swaps the front end for :data:`ESM` below, which
+
+* takes plotly.js from one :class:`PlotlyLibrary` widget per kernel, made once, whose state
+  is the installed plotly package's own ``plotly.min.js`` (a binary buffer, so nothing is
+  downloaded and the bundle crosses the comm once per page, not once per figure); the page
+  evaluates it once and every figure of every notebook on the page shares it;
+* keeps the figure's data and layout in the widget model, applies plotly's Python-to-JS edit
+  messages (restyle, relayout, update, add, delete and move traces) to them, and redraws the
+  existing plot with ``Plotly.react`` (no new plot per change; bursts of edits coalesce into
+  one redraw);
+* reports the learner's zooms, pans, autoscales and legend clicks back to Python as plotly's
+  FigureWidget does, so ``layout.xaxis.on_change`` callbacks still run.
+
+It sends no "defaults" deltas back (the trace and layout values plotly.js fills in):
+nothing in the course reads them, and they would cost a message per edit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ipywidgets
+import plotly
+import plotly.graph_objects as go
+import traitlets
+
+__all__ = ["CourseFigure", "ESM", "PlotlyLibrary", "plotly_library", "plotly_js_path"]
+
+
+def plotly_js_path() -> Path:
+    """The installed plotly package's ``plotly.min.js`` (the one ``to_html`` embeds)."""
+    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+class PlotlyLibrary(ipywidgets.Widget):
+    """A model with no view: plotly.js, as bytes, for every :class:`CourseFigure`."""
+
+    source = traitlets.Bytes(b"").tag(sync=True)
+    version = traitlets.Unicode("").tag(sync=True)
+
+
+_LIBRARY: PlotlyLibrary | None = None
+
+
+def plotly_library() -> PlotlyLibrary:
+    """The kernel's one :class:`PlotlyLibrary` (made on first use, again if it was closed)."""
+    global _LIBRARY
+    if _LIBRARY is None or _LIBRARY.comm is None:
+        _LIBRARY = PlotlyLibrary(source=plotly_js_path().read_bytes(),
+                                 version=plotly.__version__)
+    return _LIBRARY
+
+
+ESM = r"""
+const KEY = "__acllabPlotly";            // one plotly.js per page, shared by every figure
+const TYPED = {int8: Int8Array, int16: Int16Array, int32: Int32Array, uint8: Uint8Array,
+               uint16: Uint16Array, uint32: Uint32Array, float32: Float32Array,
+               float64: Float64Array};
+
+async function libraryModel(model, ref) {
+  const id = String(ref).replace(/^IPY_MODEL_/, "");
+  for (let attempt = 0; ; attempt++) {   // on a page reload the models arrive in any order
+    try { return await model.widget_manager.get_model(id); }
+    catch (err) { if (attempt > 50) throw err; }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+function plotlyFor(model) {
+  if (!globalThis[KEY]) {
+    globalThis[KEY] = (async () => {
+      const library = await libraryModel(model, model.get("_library"));
+      const text = new TextDecoder().decode(library.get("source"));
+      globalThis.PlotlyConfig = globalThis.PlotlyConfig || {MathJaxConfig: "local"};
+      const module = {exports: {}};
+      new Function("module", "exports", "define", text)(module, module.exports, undefined);
+      return module.exports;
+    })();
+    globalThis[KEY].catch(() => { delete globalThis[KEY]; });
+  }
+  return globalThis[KEY];
+}
+
+// plotly's serializers: numpy arrays arrive as {dtype, shape, value: DataView}.
+function decode(v) {
+  if (Array.isArray(v)) return v.map(decode);
+  if (v === "_undefined_") return undefined;
+  if (v && typeof v === "object" && !ArrayBuffer.isView(v)) {
+    const raw = v.value ?? v.buffer;
+    if (v.dtype && v.shape && raw && (ArrayBuffer.isView(raw) || raw instanceof ArrayBuffer)) {
+      const T = TYPED[v.dtype];
+      const bytes = ArrayBuffer.isView(raw)
+        ? raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength) : raw.slice(0);
+      const flat = new T(bytes);
+      if (v.shape.length < 2) return flat;
+      const [rows, cols] = v.shape;     // a 2-D array (heatmap z): rows of typed arrays
+      return Array.from({length: rows}, (_, r) => flat.subarray(r * cols, (r + 1) * cols));
+    }
+    const out = {};
+    for (const k of Object.keys(v)) out[k] = decode(v[k]);
+    return out;
+  }
+  return v;
+}
+
+// "xaxis.range[0]" -> ["xaxis", "range", 0]
+function parsePath(path) {
+  const parts = [];
+  for (const piece of String(path).split(".")) {
+    const m = piece.match(/^([^\[]*)((?:\[\d+\])*)$/);
+    if (!m) { parts.push(piece); continue; }
+    if (m[1]) parts.push(m[1]);
+    for (const i of m[2].matchAll(/\[(\d+)\]/g)) parts.push(Number(i[1]));
+  }
+  return parts;
+}
+
+function setPath(target, path, value) {
+  const parts = parsePath(path);
+  let node = target;
+  for (let i = 0; i < parts.length - 1; i++) {
+    const key = parts[i];
+    if (node[key] === null || typeof node[key] !== "object") {
+      node[key] = typeof parts[i + 1] === "number" ? [] : {};
+    }
+    node = node[key];
+  }
+  node[parts[parts.length - 1]] = value;
+}
+
+function unsetPath(target, path) {
+  const parts = parsePath(path);
+  let node = target;
+  for (let i = 0; i < parts.length - 1; i++) {
+    node = node?.[parts[i]];
+    if (node === null || typeof node !== "object") return;
+  }
+  delete node[parts[parts.length - 1]];
+}
+
+function relayoutInto(layout, changes) {
+  for (const [path, value] of Object.entries(changes || {})) {
+    if (value === null) unsetPath(layout, path);
+    else if (value !== undefined) setPath(layout, path, value);
+  }
+}
+
+function restyleInto(data, changes, traces) {
+  const which = traces ?? data.map((_, i) => i);
+  const indexes = Array.isArray(which) ? which : [which];
+  for (const [path, raw] of Object.entries(changes || {})) {
+    const values = Array.isArray(raw) ? raw : [raw];
+    indexes.forEach((t, k) => {
+      const value = values[k % values.length];
+      if (value === null) unsetPath(data[t], path);
+      else if (value !== undefined) setPath(data[t], path, value);
+    });
+  }
+}
+
+export default () => {
+  let data = [];
+  let layout = {};
+  const views = new Set();
+
+  function get(name) { return decode(structuredClone(model_.get(name))); }
+  let model_ = null;
+
+  function apply(name) {
+    const msg = get(name);
+    if (!msg) return;
+    switch (name) {
+      case "_py2js_addTraces": data.push(...msg.trace_data); break;
+      case "_py2js_deleteTraces":
+        [...msg.delete_inds].sort((a, b) => b - a).forEach((i) => data.splice(i, 1));
+        break;
+      case "_py2js_moveTraces": {
+        const moved = msg.current_trace_inds.map((i) => data[i]);
+        const rest = data.filter((_, i) => !msg.current_trace_inds.includes(i));
+        msg.new_trace_inds.map((to, k) => [to, moved[k]]).sort((a, b) => a[0] - b[0])
+          .forEach(([to, trace]) => rest.splice(to, 0, trace));
+        data = rest;
+        break;
+      }
+      case "_py2js_restyle": restyleInto(data, msg.restyle_data, msg.restyle_traces); break;
+      case "_py2js_relayout": relayoutInto(layout, msg.relayout_data); break;
+      case "_py2js_update":
+        restyleInto(data, msg.style_data, msg.style_traces);
+        relayoutInto(layout, msg.layout_data);
+        break;
+      case "_py2js_animate":
+        (msg.style_data || []).forEach((style, k) => {
+          const t = (msg.style_traces ?? data.map((_, i) => i))[k];
+          relayoutInto(data[t], style);
+        });
+        relayoutInto(layout, msg.layout_data);
+        break;
+      case "_py2js_removeLayoutProps":
+        msg.remove_props.forEach((p) => unsetPath(layout, p.join ? p.join(".") : p));
+        break;
+      case "_py2js_removeTraceProps":
+        msg.remove_props.forEach((p) => unsetPath(data[msg.remove_trace],
+                                                  p.join ? p.join(".") : p));
+        break;
+    }
+    for (const view of views) {
+      if (msg.source_view_id !== view.id) view.redraw();
+    }
+  }
+
+  return {
+    initialize({ model }) {
+      model_ = model;
+      data = get("_widget_data") || [];
+      layout = get("_widget_layout") || {};
+      model.on("change:_widget_data", () => {     // a whole new state (set after the open)
+        data = get("_widget_data") || [];
+        for (const view of views) view.redraw();
+      });
+      model.on("change:_widget_layout", () => {
+        layout = get("_widget_layout") || {};
+        for (const view of views) view.redraw();
+      });
+      for (const name of ["_py2js_addTraces", "_py2js_deleteTraces", "_py2js_moveTraces",
+                          "_py2js_restyle", "_py2js_relayout", "_py2js_update",
+                          "_py2js_animate", "_py2js_removeLayoutProps",
+                          "_py2js_removeTraceProps"]) {
+        model.on("change:" + name, () => apply(name));
+      }
+    },
+
+    async render({ model, el }) {
+      const div = document.createElement("div");
+      div.className = "acllab-plot";
+      el.appendChild(div);
+      const view = {id: Math.random().toString(36).slice(2), redraw: () => {}};
+      const Plotly = await plotlyFor(model);
+      const config = {...(model.get("_config") || {}), editSelection: false};
+      const copy = () => {
+        const l = structuredClone(layout);
+        if (!l.height) l.height = 360;
+        return [structuredClone(data), l];
+      };
+      let drawing = null, again = false;
+      view.redraw = () => {                 // coalesce: at most one redraw waits
+        if (drawing) { again = true; return; }
+        drawing = Plotly.react(div, ...copy(), config).finally(() => {
+          drawing = null;
+          if (again) { again = false; view.redraw(); }
+        });
+      };
+      drawing = Plotly.newPlot(div, ...copy(), config).finally(() => {
+        drawing = null;
+        if (again) { again = false; view.redraw(); }
+      });
+      await drawing;
+      views.add(view);
+
+      const ignore = new Set(["autosize", "width", "height", "lastInputTime"]);
+      const tell = (name, msg) => { model.set(name, msg); model.save_changes(); };
+      div.on("plotly_relayout", (changes) => {   // the learner zoomed, panned, autoscaled
+        if (!changes || Object.keys(changes).every((k) => ignore.has(k))) return;
+        relayoutInto(layout, changes);
+        tell("_js2py_relayout", {relayout_data: changes, source_view_id: view.id});
+      });
+      div.on("plotly_restyle", (event) => {      // a legend click
+        if (!event) return;
+        restyleInto(data, event[0], event[1]);
+        tell("_js2py_restyle", {style_data: event[0], style_traces: event[1],
+                                source_view_id: view.id});
+      });
+      let width = 0;
+      const resized = new ResizeObserver(() => {
+        const now = el.getBoundingClientRect().width;
+        if (now > 0 && Math.abs(now - width) > 1 && !layout.width) {
+          width = now;
+          Plotly.Plots.resize(div);
+        }
+      });
+      resized.observe(el);
+      return () => { resized.disconnect(); views.delete(view); Plotly.purge(div); };
+    },
+  };
+};
+"""
+
+
+class CourseFigure(go.FigureWidget):
+    """``go.FigureWidget`` with the course's light front end (see the module docstring)."""
+
+    _esm = ESM
+    _library = traitlets.Unicode("").tag(sync=True)
+
+    @traitlets.default("_library")
+    def _library_ref(self) -> str:
+        return "IPY_MODEL_" + plotly_library().model_id
+
