@@ -30,7 +30,7 @@ import numpy as np
 
 __all__ = [
     "PIXEL_FORMAT_YUV_400", "PIXEL_FORMAT_YUV_SEMIPLANAR_420",
-    "PIXEL_FORMAT_YVU_SEMIPLANAR_420", "PIXEL_FORMAT_UNKNOWN", "YUV420SP_FORMATS",
+    "PIXEL_FORMAT_YVU_SEMIPLANAR_420", "PIXEL_FORMAT_UNKNOWN", "YUV420SP_FORMATS", "FORMAT_NAMES",
     "align_up", "yuv420sp_size", "jpegd_strides", "JpegInfo", "jpeg_info", "decode_jpeg",
     "encode_jpeg", "split_planes", "join_planes", "resize_planes", "crop_planes",
     "rgb_to_ycbcr", "predict_enc_size",
@@ -42,6 +42,9 @@ PIXEL_FORMAT_YUV_SEMIPLANAR_420 = 1     # NV12: Y plane, then U V U V ...
 PIXEL_FORMAT_YVU_SEMIPLANAR_420 = 2     # NV21: Y plane, then V U V U ...
 PIXEL_FORMAT_UNKNOWN = 10000
 YUV420SP_FORMATS = (PIXEL_FORMAT_YUV_SEMIPLANAR_420, PIXEL_FORMAT_YVU_SEMIPLANAR_420)
+FORMAT_NAMES = {PIXEL_FORMAT_YUV_400: "YUV400", PIXEL_FORMAT_YUV_SEMIPLANAR_420: "YUV420SP NV12",
+                PIXEL_FORMAT_YVU_SEMIPLANAR_420: "YUV420SP NV21", PIXEL_FORMAT_UNKNOWN: "UNKNOWN",
+                **{k: f"acldvppPixelFormat {k}" for k in range(3, 13)}}
 
 
 def align_up(value: int, align: int) -> int:

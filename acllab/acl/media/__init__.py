@@ -1,0 +1,106 @@
+"""``acl.media``: DVPP memory, channels, picture descriptions, JPEG decode/encode and VPC.
+
+The calls AclLite's image processing and the classification samples use, with pyACL's
+conventions: handles are ints; ``create_*`` and ``get_*`` calls return a bare value (0 on
+failure), the others the aclError (or a tuple with it last). The work runs on the device's
+JPEGD, VPC and JPEGE engines (:mod:`acllab.dvpp`), in stream order, in virtual time.
+
+A typical pipeline (host JPEG bytes -> model input)::
+
+    info = acl.media.dvpp_jpeg_get_image_info(host_ptr, n)        # (w, h, components, ret)
+    size, ret = acl.media.dvpp_jpeg_predict_dec_size(host_ptr, n, PIXEL_FORMAT_YUV_SEMIPLANAR_420)
+    jpeg_dev, ret = acl.media.dvpp_malloc(n)
+    acl.rt.memcpy_async(jpeg_dev, n, host_ptr, n, ACL_MEMCPY_HOST_TO_DEVICE, stream)
+    acl.media.dvpp_jpeg_decode_async(channel, jpeg_dev, n, decoded_desc, stream)
+    acl.media.dvpp_vpc_resize_async(channel, decoded_desc, resized_desc, resize_cfg, stream)
+
+Differs from hardware: only YUV420SP pictures (NV12, NV21) are supported (other formats
+return ACL_ERROR_FEATURE_UNSUPPORTED 200006); a channel is bookkeeping (every channel shares
+the device's engines, as on hardware, but there is no per-channel limit); resizing is bilinear.
+
+One module per section of pyACL's media API, as ``acl.rt``: ``memory`` (DVPP memory),
+``channel``, ``picture`` (picture descriptions), ``config`` (ROI, resize and JPEGE configs),
+``jpeg`` (JPEGD and JPEGE) and ``vpc``; ``_desc`` holds the descriptors behind the handles and
+``_checks`` the argument checks the engines share.
+"""
+
+from __future__ import annotations
+
+from ...dvpp.formats import (  # the real names, as pyACL programs define them
+    PIXEL_FORMAT_UNKNOWN,
+    PIXEL_FORMAT_YUV_400,
+    PIXEL_FORMAT_YUV_SEMIPLANAR_420,
+    PIXEL_FORMAT_YVU_SEMIPLANAR_420,
+)
+from ._desc import (  # noqa: F401 (the descriptor types, for checks and tests)
+    ChannelDesc,
+    JpegeConfig,
+    PicDesc,
+    ResizeConfig,
+    RoiConfig,
+    _Desc,
+)
+from .channel import (
+    dvpp_create_channel,
+    dvpp_create_channel_desc,
+    dvpp_destroy_channel,
+    dvpp_destroy_channel_desc,
+)
+from .config import (
+    dvpp_create_jpege_config,
+    dvpp_create_resize_config,
+    dvpp_create_roi_config,
+    dvpp_destroy_jpege_config,
+    dvpp_destroy_resize_config,
+    dvpp_destroy_roi_config,
+    dvpp_set_jpege_config_level,
+)
+from .jpeg import (
+    dvpp_jpeg_decode_async,
+    dvpp_jpeg_encode_async,
+    dvpp_jpeg_get_image_info,
+    dvpp_jpeg_predict_dec_size,
+    dvpp_jpeg_predict_enc_size,
+)
+from .memory import dvpp_free, dvpp_malloc
+from .picture import (
+    dvpp_create_pic_desc,
+    dvpp_destroy_pic_desc,
+    dvpp_get_pic_desc_data,
+    dvpp_get_pic_desc_format,
+    dvpp_get_pic_desc_height,
+    dvpp_get_pic_desc_height_stride,
+    dvpp_get_pic_desc_size,
+    dvpp_get_pic_desc_width,
+    dvpp_get_pic_desc_width_stride,
+    dvpp_set_pic_desc_data,
+    dvpp_set_pic_desc_format,
+    dvpp_set_pic_desc_height,
+    dvpp_set_pic_desc_height_stride,
+    dvpp_set_pic_desc_size,
+    dvpp_set_pic_desc_width,
+    dvpp_set_pic_desc_width_stride,
+)
+from .vpc import dvpp_vpc_crop_and_paste_async, dvpp_vpc_crop_async, dvpp_vpc_resize_async
+
+__all__ = [
+    "PIXEL_FORMAT_YUV_400", "PIXEL_FORMAT_YUV_SEMIPLANAR_420", "PIXEL_FORMAT_YVU_SEMIPLANAR_420",
+    "PIXEL_FORMAT_UNKNOWN",
+    "dvpp_malloc", "dvpp_free",
+    "dvpp_create_channel_desc", "dvpp_destroy_channel_desc", "dvpp_create_channel",
+    "dvpp_destroy_channel",
+    "dvpp_create_pic_desc", "dvpp_destroy_pic_desc",
+    "dvpp_set_pic_desc_data", "dvpp_set_pic_desc_size", "dvpp_set_pic_desc_format",
+    "dvpp_set_pic_desc_width", "dvpp_set_pic_desc_height", "dvpp_set_pic_desc_width_stride",
+    "dvpp_set_pic_desc_height_stride",
+    "dvpp_get_pic_desc_data", "dvpp_get_pic_desc_size", "dvpp_get_pic_desc_format",
+    "dvpp_get_pic_desc_width", "dvpp_get_pic_desc_height", "dvpp_get_pic_desc_width_stride",
+    "dvpp_get_pic_desc_height_stride",
+    "dvpp_create_roi_config", "dvpp_destroy_roi_config",
+    "dvpp_create_resize_config", "dvpp_destroy_resize_config",
+    "dvpp_create_jpege_config", "dvpp_set_jpege_config_level", "dvpp_destroy_jpege_config",
+    "dvpp_jpeg_get_image_info", "dvpp_jpeg_predict_dec_size", "dvpp_jpeg_decode_async",
+    "dvpp_vpc_resize_async", "dvpp_vpc_crop_async", "dvpp_vpc_crop_and_paste_async",
+    "dvpp_jpeg_predict_enc_size", "dvpp_jpeg_encode_async",
+]
+

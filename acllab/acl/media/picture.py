@@ -1,0 +1,69 @@
+"""``acl.media`` picture descriptions: create, destroy, and every set/get of a field."""
+
+from __future__ import annotations
+
+from ...errors import Fail
+from .._api import as_int
+from ._desc import FORMAT_NAMES, PicDesc, _destroy, _get, _new, api
+
+__all__ = [
+    "dvpp_create_pic_desc", "dvpp_destroy_pic_desc",
+    "dvpp_set_pic_desc_data", "dvpp_set_pic_desc_size", "dvpp_set_pic_desc_format",
+    "dvpp_set_pic_desc_width", "dvpp_set_pic_desc_height", "dvpp_set_pic_desc_width_stride",
+    "dvpp_set_pic_desc_height_stride",
+    "dvpp_get_pic_desc_data", "dvpp_get_pic_desc_size", "dvpp_get_pic_desc_format",
+    "dvpp_get_pic_desc_width", "dvpp_get_pic_desc_height", "dvpp_get_pic_desc_width_stride",
+    "dvpp_get_pic_desc_height_stride",
+]
+
+
+@api("acldvppCreatePicDesc", bare=True, outs=(0,))
+def dvpp_create_pic_desc():
+    """An empty picture description (set data, size, format, width, height, strides)."""
+    return _new(PicDesc())
+
+
+@api("acldvppDestroyPicDesc")
+def dvpp_destroy_pic_desc(pic_desc):
+    """Destroy the description (not the memory it points at)."""
+    _destroy(pic_desc, PicDesc, "pic_desc")
+
+
+def _setter(field: str, c_name: str):
+    def setter(pic_desc, value):
+        desc = _get(pic_desc, PicDesc, "pic_desc")
+        value = as_int(value, field)
+        if value < 0:
+            raise Fail(100000, f"{field} must not be negative (got {value})")
+        if field == "format" and value not in FORMAT_NAMES:
+            raise Fail(100000, f"format {value} is not an acldvppPixelFormat")
+        setattr(desc, field, value)
+
+    setter.__name__ = setter.__qualname__ = f"dvpp_set_pic_desc_{field}"
+    setter.__doc__ = f"Set the picture's {field.replace('_', ' ')}."
+    return api(c_name)(setter)
+
+
+def _getter(field: str, c_name: str):
+    def getter(pic_desc):
+        return getattr(_get(pic_desc, PicDesc, "pic_desc"), field)
+
+    getter.__name__ = getter.__qualname__ = f"dvpp_get_pic_desc_{field}"
+    getter.__doc__ = f"The picture's {field.replace('_', ' ')} (0 for a bad handle)."
+    return api(c_name, bare=True, outs=(0,), needs_init=False)(getter)
+
+
+dvpp_set_pic_desc_data = _setter("data", "acldvppSetPicDescData")
+dvpp_set_pic_desc_size = _setter("size", "acldvppSetPicDescSize")
+dvpp_set_pic_desc_format = _setter("format", "acldvppSetPicDescFormat")
+dvpp_set_pic_desc_width = _setter("width", "acldvppSetPicDescWidth")
+dvpp_set_pic_desc_height = _setter("height", "acldvppSetPicDescHeight")
+dvpp_set_pic_desc_width_stride = _setter("width_stride", "acldvppSetPicDescWidthStride")
+dvpp_set_pic_desc_height_stride = _setter("height_stride", "acldvppSetPicDescHeightStride")
+dvpp_get_pic_desc_data = _getter("data", "acldvppGetPicDescData")
+dvpp_get_pic_desc_size = _getter("size", "acldvppGetPicDescSize")
+dvpp_get_pic_desc_format = _getter("format", "acldvppGetPicDescFormat")
+dvpp_get_pic_desc_width = _getter("width", "acldvppGetPicDescWidth")
+dvpp_get_pic_desc_height = _getter("height", "acldvppGetPicDescHeight")
+dvpp_get_pic_desc_width_stride = _getter("width_stride", "acldvppGetPicDescWidthStride")
+dvpp_get_pic_desc_height_stride = _getter("height_stride", "acldvppGetPicDescHeightStride")

@@ -1,0 +1,72 @@
+"""``acl.media`` VPC: resize, crop, and crop-and-paste."""
+
+from __future__ import annotations
+
+from ...dvpp import formats as F
+from ...dvpp.tasks import dvpp_device, vpc_task
+from ...errors import Fail
+from .._api import rt
+from ._checks import _roi, _stream, _submit, _vpc_picture
+from ._desc import PicDesc, ResizeConfig, RoiConfig, _get, api
+from .channel import _channel
+
+__all__ = ["dvpp_vpc_resize_async", "dvpp_vpc_crop_async", "dvpp_vpc_crop_and_paste_async"]
+
+
+def _vpc(channel_desc, input_desc, output_desc, stream, crop_area, paste_area, api_name,
+         name) -> None:
+    _channel(channel_desc)
+    inp = _get(input_desc, PicDesc, "input_desc")
+    out = _get(output_desc, PicDesc, "output_desc")
+    s = _stream(stream)
+    _vpc_picture(inp, "input_desc")
+    _vpc_picture(out, "output_desc")
+    if crop_area is None:
+        crop = (0, F.align_up(inp.width, 2) - 1, 0, F.align_up(inp.height, 2) - 1)
+    else:
+        crop = _roi(_get(crop_area, RoiConfig, "crop_area"), inp.width, inp.height,
+                    "crop_area")
+    if paste_area is None:
+        if out.width % 2 or out.height % 2:
+            raise Fail(100000, f"output_desc is {out.width} x {out.height}; VPC's YUV420SP "
+                               "output needs an even width and height")
+        paste = (0, out.width - 1, 0, out.height - 1)
+    else:
+        paste = _roi(_get(paste_area, RoiConfig, "paste_area"), out.width, out.height,
+                     "paste_area", paste=True)
+    sx = (paste[1] - paste[0] + 1) / (crop[1] - crop[0] + 1)
+    sy = (paste[3] - paste[2] + 1) / (crop[3] - crop[2] + 1)
+    if not (1 / 32 <= sx <= 16 and 1 / 32 <= sy <= 16):
+        raise Fail(100000, f"scaling by {sx:.3g} x {sy:.3g}: VPC scales by 1/32 to 16")
+    if inp.region is out.region and inp.data == out.data:
+        raise Fail(100000, "input_desc and output_desc share one buffer; VPC needs a "
+                           "separate output")
+    _submit(vpc_task(dvpp_device(rt(), s.device), inp, out, crop, paste, s, api_name, name), s)
+
+
+@api("acldvppVpcResizeAsync")
+def dvpp_vpc_resize_async(channel_desc, input_desc, output_desc, resize_config, stream):
+    """Enqueue a resize of the whole input picture to the output picture's width and height.
+
+    Bilinear (see acllab.dvpp.formats.resize_planes for how it differs from the VPC's filter);
+    NV12 in and NV21 out (or the reverse) also converts.
+    """
+    _get(resize_config, ResizeConfig, "resize_config")
+    _vpc(channel_desc, input_desc, output_desc, stream, None, None, "dvpp_vpc_resize_async",
+         "VpcResize")
+
+
+@api("acldvppVpcCropAsync")
+def dvpp_vpc_crop_async(channel_desc, input_desc, output_desc, crop_area, stream):
+    """Enqueue a crop of ``crop_area``; resized when the output's size differs from it."""
+    _vpc(channel_desc, input_desc, output_desc, stream, crop_area, None,
+         "dvpp_vpc_crop_async", "VpcCrop")
+
+
+@api("acldvppVpcCropAndPasteAsync")
+def dvpp_vpc_crop_and_paste_async(channel_desc, input_desc, output_desc, crop_area,
+                                  paste_area, stream):
+    """Enqueue a crop of ``crop_area`` pasted (resized if needed) into ``paste_area`` of the
+    output; the output's other pixels keep their bytes (the canvas)."""
+    _vpc(channel_desc, input_desc, output_desc, stream, crop_area, paste_area,
+         "dvpp_vpc_crop_and_paste_async", "VpcCropAndPaste")
