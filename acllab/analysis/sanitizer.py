@@ -22,6 +22,7 @@ race with a much older access can be missed.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 __all__ = ["Finding", "analyze", "report", "KINDS"]
@@ -73,13 +74,24 @@ def _tdesc(task) -> str:
 
 
 class _State:
+    """The analysis's state. Vector clocks are shared: ``vc[i]`` is a dict that task ``i``
+    shares with the tasks before it on its stream for as long as nothing new reaches that
+    stream (a wait on another stream's record, a host join), and ``key[i]``, ``cnt[i]`` are
+    its own entry (its stream and its number on it), which the dict may lack. So a stream of
+    tasks that learns nothing new costs no dict per task, and the analysis's memory grows by
+    a few machine words a task."""
+
     def __init__(self, runtime):
         self.rt = runtime
         self.tasks = runtime.engine.tasks
-        self.vc: list[dict] = []
-        self.own: list[tuple] = []
+        self.vc: list[dict] = []            # shared: never changed once made
+        self.key: list = []                 # task -> its clock key (stream handle, host)
+        self.cnt = array("q")               # task -> its number on that key
         self.counter: dict = {}
-        self.host: dict = {}
+        self.host: dict = {}                # copy on write: replaced, never changed
+        self.host_version = 0
+        self.last_of: dict = {}             # key -> (its latest task, host_version then)
+        self.host_keys: dict = {}           # device -> ("host", device), one tuple each
         self.history: dict[tuple, list] = {}
         self.init: dict[tuple, list] = {}
         self.findings: list[Finding] = []
@@ -95,8 +107,53 @@ class _State:
             self.findings.append(finding)
 
     def before(self, a: int, vc: dict) -> bool:
-        key, cnt = self.own[a]
-        return vc.get(key, 0) >= cnt
+        """Whether task ``a`` happens before a full clock ``vc`` (the host's)."""
+        return vc.get(self.key[a], 0) >= self.cnt[a]
+
+    def before_task(self, a: int, b: int) -> bool:
+        """Whether task ``a`` happens before task ``b``."""
+        key = self.key[a]
+        if key == self.key[b]:
+            return self.cnt[a] <= self.cnt[b]
+        return self.vc[b].get(key, 0) >= self.cnt[a]
+
+    def full(self, i: int) -> dict:
+        """Task ``i``'s whole vector clock (its shared dict with its own entry)."""
+        vc = dict(self.vc[i])
+        vc[self.key[i]] = self.cnt[i]
+        return vc
+
+    def join(self, i: int) -> None:
+        """The host learnt that task ``i`` ended: it comes after everything before it."""
+        host = self.host
+        new = None
+        cur = host
+        for k, v in (*self.vc[i].items(), (self.key[i], self.cnt[i])):
+            if cur.get(k, 0) < v:
+                if new is None:
+                    new = cur = dict(host)
+                new[k] = v
+        if new is not None:
+            self.host = new
+            self.host_version += 1
+
+
+def _merge(base: dict, key, sources) -> dict:
+    """``base`` raised to each (dict, own key, own count) in ``sources``, leaving ``key`` out
+    of the comparison; ``base`` itself (shared, unchanged) when nothing raises it."""
+    new = None
+    cur = base
+    for vc, okey, ocnt in sources:
+        if okey != key and cur.get(okey, 0) < ocnt:
+            if new is None:
+                new = cur = dict(base)
+            new[okey] = ocnt
+        for k, v in vc.items():
+            if k != key and cur.get(k, 0) < v:
+                if new is None:
+                    new = cur = dict(base)
+                new[k] = v
+    return base if new is None else new
 
 
 def _accesses(task):
@@ -104,27 +161,51 @@ def _accesses(task):
     if "mem" in info:
         return info["mem"]
     out = []
-    for addr, n in task.reads:
-        if "src_base" in info:
+    if "src_base" in info:
+        for addr, n in task.reads:
             out.append((info["src_base"], info["src_gen"], addr, addr + n, "r"))
-    for addr, n in task.writes:
-        if "dst_base" in info:
+    if "dst_base" in info:
+        for addr, n in task.writes:
             out.append((info["dst_base"], info["dst_gen"], addr, addr + n, "w"))
     return out
 
 
-def _visit_task(st: _State, t) -> None:
-    vc = dict(st.host)
-    for dep_id, _label in t.deps:
-        for k, v in st.vc[dep_id].items():
-            if vc.get(k, 0) < v:
-                vc[k] = v
-    key = t.stream.handle if t.stream is not None else ("host", t.device)
+def _clock(st: _State, t) -> None:
+    """Task ``t``'s vector clock: the host's and its dependencies', plus its own entry."""
+    s = t.stream
+    if s is not None:
+        key = s.handle
+    else:
+        key = st.host_keys.get(t.device)
+        if key is None:
+            key = st.host_keys[t.device] = ("host", t.device)
     cnt = st.counter.get(key, 0) + 1
     st.counter[key] = cnt
-    vc[key] = cnt
-    st.vc.append(vc)
-    st.own.append((key, cnt))
+    last = st.last_of.get(key)
+    vcs, keys, cnts = st.vc, st.key, st.cnt
+    sources = []
+    base = None
+    if last is not None:
+        prev, version = last
+        for dep_id, _label in t.deps:
+            if dep_id == prev:
+                base = vcs[prev]         # the key's previous task: start from its clock
+            else:
+                sources.append((vcs[dep_id], keys[dep_id], cnts[dep_id]))
+        if base is not None and version != st.host_version:
+            sources.append((st.host, key, 0))
+    if base is None:
+        base = st.host
+        sources = [(vcs[d], keys[d], cnts[d]) for d, _label in t.deps]
+    vc = _merge(base, key, sources) if sources else base
+    st.last_of[key] = (t.id, st.host_version)
+    vcs.append(vc)
+    keys.append(key)
+    cnts.append(cnt)
+
+
+def _visit_task(st: _State, t) -> None:
+    _clock(st, t)
     if t.cancelled:
         return
     info = t.info or {}
@@ -135,55 +216,39 @@ def _visit_task(st: _State, t) -> None:
             "host until the copy finished, so nothing overlapped with it.",
             "allocate the host buffer with acl.rt.malloc_host (pinned memory)",
             [t.id], [_sname(t)], [info.get("src", 0), info.get("dst", 0)], [t.submit_ns]))
+    tid = t.id
+    key = st.key[tid]
+    keys, cnts, vc = st.key, st.cnt, st.vc[tid]
     for base, gen, lo, hi, mode in _accesses(t):
         region = st.regions.get(base, False)
         if region is False:
             region = st.regions[base] = st.rt.space.find(base) or st.rt.space.find_dead(base)
-        if mode == "r" and region is not None and region.kind == "device":
-            _check_init(st, t, base, gen, lo, hi)
+        if mode == "r":
+            if region is not None and region.kind == "device":
+                _check_init(st, t, base, gen, lo, hi)
         elif mode == "w":
             _mark_init(st, (base, gen), lo, hi)
-        hist = st.history.setdefault((base, gen), [])
+        hk = (base, gen)
+        hist = st.history.get(hk)
+        if hist is None:
+            hist = st.history[hk] = []
+        dominated = False
         for (oid, omode, olo, ohi) in hist:
-            if olo < hi and lo < ohi and "w" in (mode + omode) and not st.before(oid, vc):
-                other = st.tasks[oid]
-                if st.own[oid][0] == key:
-                    continue
-                pair = ("race", base, gen, *sorted((str(st.own[oid][0]), str(key))))
-                if pair in st.seen:
-                    st.repeats[pair] = st.repeats.get(pair, 1) + 1
-                    continue
-                if region is not None and region.label.startswith("model"):
-                    mid = info.get("model", "?")
-                    st.add(pair, Finding(
-                        "model-two-streams",
-                        f"model {mid} runs on {_sname(other)} (task {oid} {other.name}) and on "
-                        f"{_sname(t)} (task {t.id} {t.name}) with nothing ordering the two "
-                        "executions: they share the model's workspace and overwrite each "
-                        "other's activations.",
-                        "run one model on one stream at a time: order the executions with an "
-                        "event, or load the model twice (one model id per stream)",
-                        [oid, t.id], [_sname(other), _sname(t)], [base],
-                        [other.start_ns, t.start_ns]))
-                    continue
-                st.add(pair, Finding(
-                    "race",
-                    f"{_tdesc(other)} {'writes' if omode == 'w' else 'reads'} bytes "
-                    f"0x{max(lo, olo):x}-0x{min(hi, ohi):x} that {_tdesc(t)} "
-                    f"{'writes' if mode == 'w' else 'reads'}, and no event orders them.",
-                    (f"record an event on {_sname(other)} after task {oid} and make "
-                     f"{_sname(t)} wait for it (stream_wait_event) before task {t.id}, or use "
-                     "a separate buffer for each stream") if t.stream is not None else
-                    (f"synchronize {_sname(other)} (acl.rt.synchronize_stream) before the "
-                     f"blocking call that became task {t.id}"),
-                    [oid, t.id], [_sname(other), _sname(t)], [base],
-                    [other.start_ns, t.start_ns]))
-        # an older access of this stream inside this range is dominated by the new one: any
-        # later access that races with it races with the new one too, so forget it
-        own = st.own
-        hist[:] = [h for h in hist if not (own[h[0]][0] == key and lo <= h[2] and h[3] <= hi
-                                           and (mode == "w" or h[1] == "r"))]
-        hist.append((t.id, mode, lo, hi))
+            okey = keys[oid]
+            if okey == key:
+                # an older access of this stream inside this range is dominated by the new
+                # one: any later access that races with it races with the new one too
+                if lo <= olo and ohi <= hi and (mode == "w" or omode == "r"):
+                    dominated = True
+                continue                 # ordered: the same stream (or the same host)
+            if not (olo < hi and lo < ohi) or ("w" not in mode and "w" not in omode) \
+                    or vc.get(okey, 0) >= cnts[oid]:
+                continue
+            _race(st, t, info, region, base, gen, lo, hi, mode, oid, omode, olo, ohi, key)
+        if dominated:
+            hist[:] = [h for h in hist if not (keys[h[0]] == key and lo <= h[2] and h[3] <= hi
+                                               and (mode == "w" or h[1] == "r"))]
+        hist.append((tid, mode, lo, hi))
         if len(hist) > HISTORY:
             del hist[0]
     if t.kind == "event_wait":
@@ -192,10 +257,52 @@ def _visit_task(st: _State, t) -> None:
         _check_reset_while_waited(st, t)
 
 
+def _race(st: _State, t, info, region, base, gen, lo, hi, mode, oid, omode, olo, ohi,
+          key) -> None:
+    """Report (once per pair of streams and buffer) that ``t`` and task ``oid`` race."""
+    other = st.tasks[oid]
+    pair = ("race", base, gen, *sorted((str(st.key[oid]), str(key))))
+    if pair in st.seen:
+        st.repeats[pair] = st.repeats.get(pair, 1) + 1
+        return
+    if region is not None and region.label.startswith("model"):
+        mid = info.get("model", "?")
+        st.add(pair, Finding(
+            "model-two-streams",
+            f"model {mid} runs on {_sname(other)} (task {oid} {other.name}) and on "
+            f"{_sname(t)} (task {t.id} {t.name}) with nothing ordering the two "
+            "executions: they share the model's workspace and overwrite each "
+            "other's activations.",
+            "run one model on one stream at a time: order the executions with an "
+            "event, or load the model twice (one model id per stream)",
+            [oid, t.id], [_sname(other), _sname(t)], [base],
+            [other.start_ns, t.start_ns]))
+        return
+    st.add(pair, Finding(
+        "race",
+        f"{_tdesc(other)} {'writes' if omode == 'w' else 'reads'} bytes "
+        f"0x{max(lo, olo):x}-0x{min(hi, ohi):x} that {_tdesc(t)} "
+        f"{'writes' if mode == 'w' else 'reads'}, and no event orders them.",
+        (f"record an event on {_sname(other)} after task {oid} and make "
+         f"{_sname(t)} wait for it (stream_wait_event) before task {t.id}, or use "
+         "a separate buffer for each stream") if t.stream is not None else
+        (f"synchronize {_sname(other)} (acl.rt.synchronize_stream) before the "
+         f"blocking call that became task {t.id}"),
+        [oid, t.id], [_sname(other), _sname(t)], [base],
+        [other.start_ns, t.start_ns]))
+
+
 def _mark_init(st: _State, key, lo: int, hi: int) -> None:
     """Add [lo, hi) to the buffer's written ranges, kept sorted and merged."""
+    ranges = st.init.get(key)
+    if ranges is None:
+        st.init[key] = [(lo, hi)]
+        return
+    for a, b in ranges:
+        if a <= lo and hi <= b:
+            return                      # already written: the common case
     merged = []
-    for a, b in st.init.get(key, ()):
+    for a, b in ranges:
         if b < lo or a > hi:
             merged.append((a, b))
         else:
@@ -222,7 +329,7 @@ def _check_stale_wait(st: _State, w) -> None:
     if rec_id < 0:
         return
     rec = st.tasks[rec_id]
-    marker = ("waited", st.own[w.id][0], rec_id)
+    marker = ("waited", st.key[w.id], rec_id)
     if marker in st.seen:
         later = [x for x in st.tasks[rec_id + 1: w.id] if x.stream is rec.stream]
         if later:
@@ -240,7 +347,7 @@ def _check_stale_wait(st: _State, w) -> None:
 def _check_reset_while_waited(st: _State, z) -> None:
     prev = z.info["previous_record"]
     pending = [w for w in st.tasks[prev + 1: z.id] if w.kind == "event_wait"
-               and (w.info or {}).get("record_task") == prev and not st.before(w.id, st.vc[z.id])]
+               and (w.info or {}).get("record_task") == prev and not st.before_task(w.id, z.id)]
     if pending:
         w = pending[0]
         st.add(("reset", z.id), Finding(
@@ -260,9 +367,7 @@ _FREE_API = {"free": "acl.rt.free", "free_host": "acl.rt.free_host",
 def _visit_op(st: _State, op) -> None:
     kind, host_ns = op[0], op[1]
     if kind == "join":
-        for k, v in st.vc[op[3]].items():
-            if st.host.get(k, 0) < v:
-                st.host[k] = v
+        st.join(op[3])
     elif kind in _FREE_API:
         base, gen = op[3], op[4]
         for oid, _mode, _lo, _hi in st.history.get((base, gen), ()):
