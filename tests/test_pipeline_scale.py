@@ -171,3 +171,53 @@ def test_a_frozen_loop_reads_as_a_loop_result(seed_run):
                                  loop.device_bytes_used, [])
     assert loop == plain and str(loop) == str(plain)
     assert "images_per_s" in repr(loop)
+
+
+# -- the explorer at the seed's scale -----------------------------------------------------------
+
+def test_the_explorer_offers_the_seeds_thousand_batches():
+    from widgets.pipeline_explorer import BATCH_COUNTS, PipelineExplorer
+
+    explorer = PipelineExplorer()
+    assert explorer.settings.batches == 1000
+    explorer.widget()
+    control = explorer.controls["batches"]
+    assert max(control.options) == 1000 and control.value == 1000 and 12 in BATCH_COUNTS
+    assert control.continuous_update is False
+    title = explorer._timeline.layout.title.text.replace("<br>", " ")
+    assert "8 of 1,000 batches simulated" in title and "the other 992 repeat" in title
+    first, figure = explorer.run, explorer._figure
+
+    control.value = 12
+    assert explorer.run.settings.batches == 12 and explorer._figure is figure
+    assert "12 batches" in explorer._readout.value
+    assert list(figure.data[0].y) == [explorer.run.serial.images_per_s,
+                                      explorer.run.double.images_per_s]
+    assert figure.data[0].y[1] < first.double.images_per_s    # 12 batches: warm-up shows
+    control.value = 4
+    assert "4 batches: " in explorer._timeline.layout.title.text.replace("<br>", " ")
+    assert sum(t.name == "AI Core" for t in explorer._timeline.data) == 1
+
+    control.value = 1000                       # memoised: the same run, no re-simulation
+    assert explorer.run is first
+    assert list(figure.data[0].y) == [first.serial.images_per_s, first.double.images_per_s]
+    assert figure.data[0].text == (f"{first.serial.images_per_s:,.0f}",
+                                   f"{first.double.images_per_s:,.0f}")
+
+
+def test_the_explorer_keeps_a_few_timelines(monkeypatch):
+    from widgets import pipeline_explorer as module
+
+    explorer = module.PipelineExplorer(batches=4)
+    explorer.widget()
+    built = []
+    real = module.timeline_figure
+    monkeypatch.setattr(module, "timeline_figure",
+                        lambda run, which="double-stream": built.append(which) or real(run, which))
+    explorer.controls["show"].value = "serial"
+    explorer.controls["show"].value = "double-stream"
+    explorer.controls["show"].value = "serial"
+    assert built == ["serial"]                    # the double-stream one was kept
+    for link in range(2, 2 + module._KEPT_TIMELINES + 1):
+        explorer.update(link_gbps=link)
+    assert len(explorer._timelines) == module._KEPT_TIMELINES

@@ -10,22 +10,29 @@ ResNet-50 at the chosen batch size (once per size), runs
 :func:`acllab.teaching.scenarios.serial_loop` and
 :func:`acllab.teaching.scenarios.double_stream_loop` in throwaway runtimes on a card changed as
 the settings say (``acllab.session.override``), and returns what they measured, with both
-runtimes for their timelines. The learner's own runtime is untouched.
+runtimes for their timelines. The learner's own runtime is untouched. The seed's 1,000
+batches are the default: past a few batches each loop repeats with a fixed period, so
+run_pipeline simulates 8 batches, checks the period on their trace and extends the figures
+by it exactly; the timeline draws the simulated batches and says so. Results are memoised per
+settings: going back to settings already seen re-runs nothing.
 
 The explorer holds view state only: the settings, the last result and its figures. Sliders
 update on release (``continuous_update=False``), and each update redraws the figures in one
-``batch_update()``. Where no widget front end runs (nbconvert, GitHub), it shows a table and
-a static drawing of the timeline instead.
+``batch_update()`` each (the bars' values and the title; the timeline's traces, built once
+per run and kept for the last few). Where no widget front end runs (nbconvert, GitHub), it
+shows a table and a static drawing of the timeline instead.
 
 Settings: ``batch`` (images per batch; host work scales with it), ``link_gbps`` (PCIe
 bandwidth each way, pinned), ``compute_scale`` (multiplies the AI Core's compute and memory
 time; per-kernel dispatch stays), ``buffers`` (1 is the seed's original single input buffer,
-which races; 2 is the fix), ``huge_pages`` (False: every buffer in 4 KB pages).
+which races; 2 is the fix), ``huge_pages`` (False: every buffer in 4 KB pages), ``batches``
+(how many batches each loop runs, 2 to 1,000).
 """
 
 from __future__ import annotations
 
 import html
+from collections import OrderedDict
 from dataclasses import replace
 
 import plotly.graph_objects as go
@@ -33,6 +40,7 @@ from plotly.subplots import make_subplots
 
 from acllab.teaching.pipeline import (
     BATCH_SIZES,
+    MAX_BATCHES,
     Comparison,
     PipelineRun,
     PipelineSettings,
@@ -43,9 +51,12 @@ from ._display import figure_widget, widget_bundle
 from .timeline import Timeline
 
 __all__ = ["PipelineSettings", "PipelineRun", "Comparison", "run_pipeline", "comparison_figure",
-           "timeline_figure", "PipelineExplorer", "BATCH_SIZES"]
+           "timeline_figure", "PipelineExplorer", "BATCH_SIZES", "BATCH_COUNTS"]
 
 _SERIAL_COLOUR, _DOUBLE_COLOUR = "#95a5a6", "#1f77b4"
+# the batches slider: a short run's warm-up weighs on its figures, the seed's 1,000 do not
+BATCH_COUNTS = (2, 4, 8, 12, 20, 50, 100, 200, 500, MAX_BATCHES)
+_KEPT_TIMELINES = 8     # timeline figures an explorer keeps (its runs are memoised too)
 
 
 # -- the figures --------------------------------------------------------------------------------
@@ -69,15 +80,22 @@ def _title(run: PipelineRun) -> str:
             f"{run.speedup - 1:+.1%}{race}")
 
 
+def _bars(run: PipelineRun) -> list[tuple[list[float], list[str]]]:
+    """Each panel's bar heights and labels (serial, double-stream)."""
+    bars = []
+    for col, pair in enumerate(_panel_values(run), start=1):
+        fmt = "{:.1f}" if col == 2 else "{:,.0f}"
+        bars.append((list(pair), [fmt.format(v) for v in pair]))
+    return bars
+
+
 def comparison_figure(run: PipelineRun) -> go.Figure:
     """Serial vs double-stream: throughput, AI Core busy time and device memory."""
     fig = make_subplots(rows=1, cols=3, subplot_titles=_PANELS, horizontal_spacing=0.1)
-    for col, (serial, double) in enumerate(_panel_values(run), start=1):
+    for col, (values, labels) in enumerate(_bars(run), start=1):
         fig.add_trace(go.Bar(
-            x=["serial", "double-stream"], y=[serial, double], name=_PANELS[col - 1],
-            marker={"color": [_SERIAL_COLOUR, _DOUBLE_COLOUR]},
-            text=[f"{serial:,.0f}" if col != 2 else f"{serial:.1f}",
-                  f"{double:,.0f}" if col != 2 else f"{double:.1f}"],
+            x=["serial", "double-stream"], y=values, name=_PANELS[col - 1],
+            marker={"color": [_SERIAL_COLOUR, _DOUBLE_COLOUR]}, text=labels,
             textposition="auto", hoverinfo="x+y"), row=1, col=col)
     fig.update_layout(title={"text": _title(run), "font": {"size": 13}}, showlegend=False,
                       height=300, margin={"l": 50, "r": 20, "t": 70, "b": 30},
@@ -87,10 +105,21 @@ def comparison_figure(run: PipelineRun) -> go.Figure:
 
 
 def timeline_figure(run: PipelineRun, which: str = "double-stream") -> go.Figure:
-    """The timeline of one of the two runs ('double-stream' or 'serial')."""
-    loop = run.double if which == "double-stream" else run.serial
-    runtime = run.double_runtime if which == "double-stream" else run.serial_runtime
-    title = f"the {which} loop, {run.settings.batches} batches: {loop}"
+    """The timeline of one of the two runs ('double-stream' or 'serial').
+
+    It draws what was simulated: all the batches, or, for a run extended by its period, the
+    first few (the title says which, and the period the rest repeat)."""
+    double = which == "double-stream"
+    loop = run.double if double else run.serial
+    runtime = run.double_runtime if double else run.serial_runtime
+    n = run.settings.batches
+    if run.extended:
+        period = run.period_ns[1 if double else 0] / 1e6
+        title = (f"the {which} loop, {run.simulated} of {n:,} batches simulated (the other "
+                 f"{n - run.simulated:,} repeat its period, {period:.2f} ms); {n:,} batches: "
+                 f"{loop}")
+    else:
+        title = f"the {which} loop, {n:,} batches: {loop}"
     return Timeline(runtime, title=title).to_figure()
 
 
@@ -111,6 +140,7 @@ class PipelineExplorer:
         self.run = run_pipeline(self.settings)
         self.controls: dict = {}
         self._figure = self._timeline = self._readout = self._view = None
+        self._timelines: OrderedDict = OrderedDict()     # (settings, show) -> its figure
 
     def __repr__(self) -> str:
         return f"<PipelineExplorer: {self.run.describe()}>"
@@ -123,6 +153,17 @@ class PipelineExplorer:
     def timeline_figure(self) -> go.Figure:
         """The timeline of the run chosen by ``show`` ('double-stream' or 'serial')."""
         return timeline_figure(self.run, self.show)
+
+    def _timeline_json(self) -> dict:
+        """The timeline figure as plotly JSON, built once per run and kept for the last few."""
+        key = (self.settings, self.show)
+        if key in self._timelines:
+            self._timelines.move_to_end(key)
+        else:
+            self._timelines[key] = self.timeline_figure().to_plotly_json()
+            while len(self._timelines) > _KEPT_TIMELINES:
+                self._timelines.popitem(last=False)
+        return self._timelines[key]
 
     def summary_html(self) -> str:
         """The figures as a table, the per-batch times, and the sanitizer's verdict."""
@@ -149,13 +190,13 @@ class PipelineExplorer:
 
     def _redraw(self) -> None:
         if self._figure is not None:
-            new = self.to_figure()
             with self._figure.batch_update():
-                for old, fresh in zip(self._figure.data, new.data, strict=True):
-                    old.y, old.text = fresh.y, fresh.text
-                self._figure.layout.title.text = new.layout.title.text
+                for old, (values, labels) in zip(self._figure.data, _bars(self.run),
+                                                 strict=True):
+                    old.y, old.text = values, labels
+                self._figure.layout.title.text = _title(self.run)
         if self._timeline is not None:
-            _replace(self._timeline, self.timeline_figure())
+            _replace(self._timeline, self._timeline_json())
         if self._readout is not None:
             self._readout.value = self.summary_html()
 
@@ -185,6 +226,9 @@ class PipelineExplorer:
             "huge_pages": ipw.ToggleButtons(options=[("2 MB huge", True), ("4 KB", False)],
                                             value=s.huge_pages, description="pages",
                                             style=style),
+            "batches": ipw.SelectionSlider(options=sorted({*BATCH_COUNTS, s.batches}),
+                                           value=s.batches, description="batches",
+                                           continuous_update=False, style=style),
             "show": ipw.ToggleButtons(options=["double-stream", "serial"], value=self.show,
                                       description="timeline of", style=style),
         }
@@ -193,12 +237,12 @@ class PipelineExplorer:
             control.observe(lambda change, name=name: self.update(**{name: change["new"]}),
                             names="value")
         self._figure = figure_widget(self.to_figure())
-        self._timeline = figure_widget(self.timeline_figure())
+        self._timeline = figure_widget(self._timeline_json())
         self._readout = ipw.HTML(self.summary_html())
         c = self.controls
         self._view = ipw.VBox([
             ipw.HBox([c["batch"], c["link_gbps"], c["compute_scale"]]),
-            ipw.HBox([c["buffers"], c["huge_pages"]]),
+            ipw.HBox([c["buffers"], c["huge_pages"], c["batches"]]),
             self._readout, self._figure, c["show"], self._timeline])
         return self._view
 
@@ -216,17 +260,16 @@ class PipelineExplorer:
         return widget_bundle(data, self.widget, include, exclude)
 
 
-def _replace(fig: go.FigureWidget, new: go.Figure) -> None:
-    """Show ``new`` in ``fig``: traces updated in place when their shapes match."""
-    def shape(traces) -> list:
-        return [(t.name, t.type) for t in traces]
-
+def _replace(fig: go.FigureWidget, new: dict) -> None:
+    """Show ``new`` (a figure's plotly JSON) in ``fig``, in one batch update: traces updated
+    in place when their names and types match, else replaced."""
+    data = new["data"]
     with fig.batch_update():
-        if shape(fig.data) == shape(new.data):
-            for old, fresh in zip(fig.data, new.data, strict=True):
-                old.update(fresh.to_plotly_json(), overwrite=True)
+        if [(t.name, t.type) for t in fig.data] == [(t.get("name"), t["type"]) for t in data]:
+            for old, fresh in zip(fig.data, data, strict=True):
+                old.update(fresh, overwrite=True)
         else:
             fig.data = ()
-            fig.add_traces(list(new.data))
-        fig.update_layout(new.layout.to_plotly_json(), overwrite=True)
+            fig.add_traces(data)
+        fig.update_layout(new["layout"], overwrite=True)
 
