@@ -4,6 +4,9 @@ A widget's ``_repr_mimebundle_`` carries its static drawing (SVG or HTML, for nb
 GitHub) and, where ipywidgets and plotly's FigureWidget can be imported, the live view. Only a
 missing front-end package (ImportError) falls back to the static drawing alone: any other
 exception is a widget bug and is raised, so it shows as one.
+
+Every widget module imports this one; in a Jupyter kernel that also sends plotly.js to the
+page (``widgets._plotlyjs.preload``), so the browser has evaluated it before the first figure.
 """
 
 from __future__ import annotations
@@ -11,6 +14,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 __all__ = ["CONFIG", "figure_widget", "widget_bundle"]
+
+
+def _preload() -> None:
+    try:
+        from ._plotlyjs import preload
+    except ImportError:            # no anywidget: figures fall back to static drawings
+        return
+    preload()
+
+
+_preload()
 
 
 def widget_bundle(static: dict, make_view: Callable, include=None, exclude=None) -> dict:

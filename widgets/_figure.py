@@ -7,10 +7,10 @@ JupyterLab, and five figures make a 25 MB lesson). :class:`CourseFigure` keeps p
 side (the same ``go.FigureWidget`` API: ``batch_update()``, ``data``, ``layout``,
 ``on_change``) and swaps the front end for :data:`ESM` below, which
 
-* takes plotly.js from one :class:`PlotlyLibrary` widget per kernel, made once, whose state
-  is the installed plotly package's own ``plotly.min.js`` (a binary buffer, so nothing is
-  downloaded and the bundle crosses the comm once per page, not once per figure); the page
-  evaluates it once and every figure of every notebook on the page shares it;
+* takes plotly.js from the kernel's one ``PlotlyLibrary`` (``widgets._plotlyjs``: the
+  installed plotly package's own ``plotly.min.js``, a binary buffer, so nothing is downloaded
+  and the bundle crosses the comm once per page, not once per figure), evaluated once per
+  page and shared by every figure of every notebook on it;
 * keeps the figure's data and layout in the widget model, applies plotly's Python-to-JS edit
   messages (restyle, relayout, update, add, delete and move traces) to them, and redraws the
   existing plot with ``Plotly.react`` (no new plot per change; bursts of edits coalesce into
@@ -24,43 +24,17 @@ nothing in the course reads them, and they would cost a message per edit.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import ipywidgets
-import plotly
 import plotly.graph_objects as go
 import traitlets
 
-__all__ = ["CourseFigure", "ESM", "PlotlyLibrary", "plotly_library", "plotly_js_path"]
+from ._plotlyjs import KEY, LOAD_JS, plotly_library
 
-
-def plotly_js_path() -> Path:
-    """The installed plotly package's ``plotly.min.js`` (the one ``to_html`` embeds)."""
-    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-
-
-class PlotlyLibrary(ipywidgets.Widget):
-    """A model with no view: plotly.js, as bytes, for every :class:`CourseFigure`."""
-
-    source = traitlets.Bytes(b"").tag(sync=True)
-    version = traitlets.Unicode("").tag(sync=True)
-
-
-_LIBRARY: PlotlyLibrary | None = None
-
-
-def plotly_library() -> PlotlyLibrary:
-    """The kernel's one :class:`PlotlyLibrary` (made on first use, again if it was closed)."""
-    global _LIBRARY
-    if _LIBRARY is None or _LIBRARY.comm is None:
-        _LIBRARY = PlotlyLibrary(source=plotly_js_path().read_bytes(),
-                                 version=plotly.__version__)
-    return _LIBRARY
+__all__ = ["CourseFigure", "ESM"]
 
 
 ESM = r"""
-const KEY = "__acllabPlotly";            // one plotly.js per page, shared by every figure
-const TYPED = {int8: Int8Array, int16: Int16Array, int32: Int32Array, uint8: Uint8Array,
+const KEY = "%KEY%";            // one plotly.js per page, shared by every figure
+%LOAD%const TYPED = {int8: Int8Array, int16: Int16Array, int32: Int32Array, uint8: Uint8Array,
                uint16: Uint16Array, uint32: Uint32Array, float32: Float32Array,
                float64: Float64Array};
 
@@ -73,19 +47,9 @@ async function libraryModel(model, ref) {
   }
 }
 
-function plotlyFor(model) {
-  if (!globalThis[KEY]) {
-    globalThis[KEY] = (async () => {
-      const library = await libraryModel(model, model.get("_library"));
-      const text = new TextDecoder().decode(library.get("source"));
-      globalThis.PlotlyConfig = globalThis.PlotlyConfig || {MathJaxConfig: "local"};
-      const module = {exports: {}};
-      new Function("module", "exports", "define", text)(module, module.exports, undefined);
-      return module.exports;
-    })();
-    globalThis[KEY].catch(() => { delete globalThis[KEY]; });
-  }
-  return globalThis[KEY];
+async function plotlyFor(model) {
+  if (globalThis[KEY]) return globalThis[KEY];
+  return plotlyFrom(await libraryModel(model, model.get("_library")));
 }
 
 // plotly's serializers: numpy arrays arrive as {dtype, shape, value: DataView}.
@@ -237,6 +201,7 @@ export default () => {
     },
 
     async render({ model, el }) {
+      performance.mark("acllab:figure-render");
       const div = document.createElement("div");
       div.className = "acllab-plot";
       el.appendChild(div);
@@ -261,6 +226,7 @@ export default () => {
         if (again) { again = false; view.redraw(); }
       });
       await drawing;
+      performance.mark("acllab:figure-drawn");
       views.add(view);
 
       const ignore = new Set(["autosize", "width", "height", "lastInputTime"]);
@@ -289,7 +255,7 @@ export default () => {
     },
   };
 };
-"""
+""".replace("%KEY%", KEY).replace("%LOAD%", LOAD_JS)
 
 
 class CourseFigure(go.FigureWidget):
