@@ -94,8 +94,13 @@ class Lab:
                 f"?token={self.token}&reset")
 
 
-def start_lab(scratch: Path) -> Lab:
-    """Start JupyterLab on lessons/ with scratch folders; return once /api/status answers."""
+def start_lab(scratch: Path, root: Path = ROOT) -> Lab:
+    """Start JupyterLab on lessons/ with scratch folders; return once /api/status answers.
+
+    ``root`` is the checkout whose lessons and packages the kernels use (the benchmark passes
+    another checkout to compare with it).
+    """
+    lessons = Path(root) / "lessons"
     env = dict(os.environ)
     for var in ("HOME", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR",
                 "IPYTHONDIR"):
@@ -105,7 +110,7 @@ def start_lab(scratch: Path) -> Lab:
     settings = scratch / "app_settings"
     settings.mkdir(exist_ok=True)
     (settings / "overrides.json").write_text(json.dumps(OVERRIDES, indent=1))
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     env["OPENBLAS_NUM_THREADS"] = "1"
     for var in ("ACLLAB_PROFILE", "ACLLAB_STRICT"):
         env.pop(var, None)
@@ -113,11 +118,11 @@ def start_lab(scratch: Path) -> Lab:
     log = scratch / "jupyterlab.log"
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
            f"--port={port}", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={LESSONS}", f"--LabApp.app_settings_dir={settings}",
+           f"--ServerApp.root_dir={lessons}", f"--LabApp.app_settings_dir={settings}",
            "--ServerApp.open_browser=False", "--allow-root"]
     with open(log, "wb") as out:
         process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   cwd=LESSONS)
+                                   cwd=lessons)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
