@@ -3,6 +3,7 @@ working tree, side by side.
 
     python3 dev.py bench seed
     .venv/bin/python benchmarks/bench_seed.py [--batches 1000] [--repeat 1] [--baseline COMMIT]
+                                              [--against COMMIT]
 
 What is timed is what ``acllab seed`` computes: :func:`acllab.teaching.scenarios.seed_table`
 (three models compiled by the atc-like compiler, four execute-throughput runs, the serial and
@@ -15,7 +16,9 @@ seed was made fast; ``--baseline`` picks another): its ``acllab/`` is exported w
 ``git archive`` into a temporary folder, outside the repository. Each side runs in its own
 Python process, with PYTHONPATH pointing at its code (the process checks that it imported
 that code), one after the other, round robin over ``--repeat`` rounds, so a burst of load on
-the machine does not hit only one of them; the best round of each counts. The script prints
+the machine does not hit only one of them; the best round of each counts. ``--against`` times
+another commit (exported the same way) instead of the working tree, e.g. ``HEAD`` to leave
+uncommitted work out. The script prints
 the baseline's hash, the seconds of each side (the table's computation, and the process's
 imports apart) and the ratio, and checks that both computed the same S1-S9 table (every
 value and every line of text); a different table is reported as FAIL. Wall-clock timings
@@ -89,19 +92,26 @@ def main(argv: list[str] | None = None) -> int:
                         help="batches per service loop (default 1000, as acllab seed)")
     parser.add_argument("--repeat", type=int, default=1, help="rounds (best of R counts)")
     parser.add_argument("--baseline", default=BASELINE, help="the baseline commit")
+    parser.add_argument("--against", help="a commit to time instead of the working tree")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="acllab-seed-baseline-") as tmp:
-        base_root = Path(tmp)
+        base_root = Path(tmp) / "baseline"
+        base_root.mkdir()
         full = export(args.baseline, base_root)
+        work_root, work_name = ROOT, "this working tree"
+        if args.against:
+            work_root = Path(tmp) / "against"
+            work_root.mkdir()
+            work_name = f"commit {export(args.against, work_root)} (exported with git archive)"
         title = f"acllab seed: S1-S9 from service loops of {args.batches:,} batches"
         print(title)
         print("=" * len(title))
         print(f"Python {platform.python_version()} ({sys.implementation.name}) on "
               f"{platform.machine()}, {os.cpu_count()} cores")
         print(f"baseline: commit {full} (exported with git archive)")
-        print("working:  this working tree\n")
-        sides = {"baseline": base_root, "working": ROOT}
+        print(f"working:  {work_name}\n")
+        sides = {"baseline": base_root, "working": work_root}
         best: dict[str, dict] = {}
         for r in range(max(1, args.repeat)):
             for name, root in sides.items():
