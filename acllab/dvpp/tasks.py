@@ -23,6 +23,7 @@ from ..engine import Resource, Task
 from ..errors import Fail
 from ..hardware import ceil_div
 from . import formats as F
+from .layouts import LAYOUTS, convert
 
 __all__ = ["DvppDevice", "dvpp_device", "dvpp_ns", "decode_task", "vpc_task", "encode_task"]
 
@@ -84,14 +85,17 @@ def decode_task(dd: DvppDevice, src, src_off: int, n: int, dst, dst_off: int,
                 capacity: int, fmt: int, strides: tuple[int, int], stream, api: str,
                 on_done=None) -> Task:
     """A JPEGD task: reads ``n`` JPEG bytes when it starts, decodes them, and writes the
-    YUV420SP picture into ``dst`` (at most ``capacity`` bytes) when it ends.
+    picture in format ``fmt`` (PIXEL_FORMAT_UNKNOWN: the JPEG's own sampling, V first) into
+    ``dst`` (at most ``capacity`` bytes) when it ends.
 
-    The picture's size is known only once the bytes are read (an earlier copy on the stream
-    may bring them), so the checks that need it run when the task starts: a broken stream, a
-    picture outside 32 x 32 to 8192 x 8192, or a buffer too small for
-    ``width_stride * height_stride * 3 / 2`` is a fault of the task, reported (507000) at the
-    stream's next synchronisation. ``strides`` are the descriptor's (0 = JPEGD's own);
-    ``on_done(width, height, width_stride, height_stride)`` fills the descriptor in.
+    The picture's size and sampling are known only once the bytes are read (an earlier copy
+    on the stream may bring them), so the checks that need them run when the task starts: a
+    broken stream, a picture outside 32 x 32 to 8192 x 8192, an output format JPEGD does not
+    write from this JPEG's sampling (:func:`acllab.dvpp.formats.jpegd_output`), or a buffer
+    too small for the format's size (ws * hs * 3/2, * 2 or * 3) is a fault of the task,
+    reported (507000) at the stream's next synchronisation. ``strides`` are the descriptor's
+    (0 = JPEGD's own); ``on_done(width, height, width_stride, height_stride, format)`` fills
+    the descriptor in.
     """
     dev = dd.device
     prof = dev.profile
@@ -114,37 +118,42 @@ def decode_task(dd: DvppDevice, src, src_off: int, n: int, dst, dst_off: int,
         if not (32 <= w <= 8192 and 32 <= h <= 8192):
             return _fault(task, f"JPEGD decodes 32 x 32 to 8192 x 8192 pictures; this one is "
                                 f"{w} x {h}")
-        need_ws, need_hs = F.jpegd_strides(w, h, prof.jpegd_width_stride_align)
+        try:
+            ofmt, ow, oh = F.jpegd_output(info, fmt)
+        except ValueError as exc:
+            return _fault(task, str(exc))
+        need_ws, need_hs = F.jpegd_strides(ow, oh, prof.jpegd_width_stride_align)
         ws, hs = strides[0] or need_ws, strides[1] or need_hs
         if ws < need_ws or hs < need_hs:
             return _fault(task, f"the output strides {ws} x {hs} are too small for a {w} x {h} "
                                 f"picture: JPEGD needs at least {need_ws} x {need_hs}")
-        nbytes = F.yuv420sp_size(ws, hs)
+        nbytes = F.jpegd_size(ofmt, ws, hs)
         if nbytes > capacity:
             return _fault(task, f"the output buffer holds {capacity} B but a {w} x {h} picture "
-                                f"with strides {ws} x {hs} needs {nbytes} B (use "
-                                "acl.media.dvpp_jpeg_predict_dec_size)")
+                                f"in {F.FORMAT_NAMES[ofmt]} with strides {ws} x {hs} needs "
+                                f"{nbytes} B (use acl.media.dvpp_jpeg_predict_dec_size)")
         try:
-            y, uv = F.decode_jpeg(raw)
+            y, c = F.jpegd_planes(raw, ofmt, ow, oh)
         except ValueError as exc:
             return _fault(task, f"JPEGD cannot decode the stream: {exc}")
-        box[0] = (y, uv, w, h, ws, hs)
+        task.info["format"] = F.FORMAT_NAMES[ofmt]
+        box[0] = (y, c, ow, oh, ws, hs, ofmt)
 
-    def duration(task: Task) -> int:
-        planes = box[0]
-        return dvpp_ns(prof, "jpegd", planes[2] * planes[3] if planes else 0)
+    def duration(task: Task) -> int:          # the JPEG's own pixels
+        return dvpp_ns(prof, "jpegd", task.info["width"] * task.info["height"]
+                       if box[0] else 0)
 
     def on_end(task: Task) -> None:
         planes, box[0] = box[0], None
         if planes is None or dst.dangling:
             return
-        y, uv, w, h, ws, hs = planes
-        size = F.yuv420sp_size(ws, hs)
-        buf = dst.read(dst_off, size)
-        F.join_planes(buf, y, uv, 0, 0, ws, hs, fmt)
+        y, c, w, h, ws, hs, ofmt = planes
+        lay = LAYOUTS[ofmt]
+        buf = dst.read(dst_off, lay.size(ws, hs))
+        lay.write(buf, ws, hs, y, c)
         dst.write(dst_off, buf)
         if on_done is not None:
-            on_done(w, h, ws, hs)
+            on_done(w, h, ws, hs, ofmt)
 
     return Task("JpegDecode", "dvpp", resource=dd.jpegd, duration_ns=duration, stream=stream,
                 device=dev.id, nbytes=n, reads=((src_addr, n),), writes=((dst_addr, capacity),),
@@ -155,18 +164,16 @@ def decode_task(dd: DvppDevice, src, src_off: int, n: int, dst, dst_off: int,
 
 
 def _rows(pic, top: int, bottom: int) -> list[tuple[int, int]]:
-    """(address, bytes) of the Y and chroma rows [top, bottom] of a picture (whole rows)."""
-    ws, hs = pic.width_stride, pic.height_stride
-    y = (pic.data + top * ws, (bottom - top + 1) * ws)
-    c0, c1 = top // 2, (bottom + 1) // 2
-    uv = (pic.data + ws * hs + c0 * ws, (c1 - c0) * ws)
-    return [y, uv]
+    """(address, bytes) of every plane's rows [top, bottom] of a picture (whole rows)."""
+    spans = LAYOUTS[pic.format].row_spans(pic.width_stride, pic.height_stride, top, bottom)
+    return [(pic.data + off, n) for off, n in spans]
 
 
 def vpc_task(dd: DvppDevice, inp, out, crop: tuple[int, int, int, int],
              paste: tuple[int, int, int, int], stream, api: str, name: str) -> Task:
     """A VPC task: crop ``crop`` = (left, right, top, bottom) of ``inp``, resize it to the
-    ``paste`` area of ``out`` (the whole output for resize and crop), convert NV12/NV21.
+    ``paste`` area of ``out`` (the whole output for resize and crop), and convert between the
+    two pictures' formats (:mod:`acllab.dvpp.layouts`).
 
     Pixels of ``out`` outside the paste area keep their bytes (crop-and-paste onto a canvas).
     """
@@ -178,11 +185,11 @@ def vpc_task(dd: DvppDevice, inp, out, crop: tuple[int, int, int, int],
     out_writes = _rows(out, pt, pb)
     ireg, oreg = inp.region, out.region
     ioff, ooff = inp.data - ireg.start, out.data - oreg.start
-    in_n = F.yuv420sp_size(inp.width_stride, inp.height_stride)
-    out_n = F.yuv420sp_size(out.width_stride, out.height_stride)
-    iw, ih, iws, ihs, ifmt = inp.width, inp.height, inp.width_stride, inp.height_stride, \
-        inp.format
-    ows, ohs, ofmt = out.width_stride, out.height_stride, out.format
+    ilay, olay = LAYOUTS[inp.format], LAYOUTS[out.format]
+    in_n = ilay.size(inp.width_stride, inp.height_stride)
+    out_n = olay.size(out.width_stride, out.height_stride)
+    iw, ih, iws, ihs = inp.width, inp.height, inp.width_stride, inp.height_stride
+    ows, ohs = out.width_stride, out.height_stride
     box: list = [None]
 
     def on_start(task: Task) -> None:
@@ -191,16 +198,15 @@ def vpc_task(dd: DvppDevice, inp, out, crop: tuple[int, int, int, int],
         except Fail as exc:
             _fault(task, exc.message)
             return
-        y, uv = F.split_planes(buf, iw, ih, iws, ihs, ifmt)
-        y, uv = F.crop_planes(y, uv, cl, cr, ct, cb)
-        box[0] = F.resize_planes(y, uv, pb - pt + 1, pr - pl + 1)
+        y, c = ilay.read(buf, iw, ih, iws, ihs)
+        box[0] = convert(y, c, ilay.sub, crop, olay, pb - pt + 1, pr - pl + 1)
 
     def on_end(task: Task) -> None:
         planes, box[0] = box[0], None
         if planes is None or oreg.dangling:
             return
         buf = oreg.read(ooff, out_n)          # pixels outside the paste area keep their bytes
-        F.join_planes(buf, planes[0], planes[1], pt, pl, ows, ohs, ofmt)
+        olay.write(buf, ows, ohs, planes[0], planes[1], pt, pl)
         oreg.write(ooff, buf)
 
     pixels = max((cr - cl + 1) * (cb - ct + 1), (pr - pl + 1) * (pb - pt + 1))
@@ -213,7 +219,7 @@ def vpc_task(dd: DvppDevice, inp, out, crop: tuple[int, int, int, int],
                 on_end=on_end,
                 info={"engine": "VPC", "src": inp.data, "dst": out.data,
                       "crop": f"{cl},{cr},{ct},{cb}", "paste": f"{pl},{pr},{pt},{pb}",
-                      "mem": mem},
+                      "in": ilay.name, "out": olay.name, "mem": mem},
                 api=api)
 
 

@@ -14,9 +14,16 @@ A typical pipeline (host JPEG bytes -> model input)::
     acl.media.dvpp_jpeg_decode_async(channel, jpeg_dev, n, decoded_desc, stream)
     acl.media.dvpp_vpc_resize_async(channel, decoded_desc, resized_desc, resize_cfg, stream)
 
-Differs from hardware: only YUV420SP pictures (NV12, NV21) are supported (other formats
-return ACL_ERROR_FEATURE_UNSUPPORTED 200006); a channel is bookkeeping (every channel shares
-the device's engines, as on hardware, but there is no per-channel limit); resizing is bilinear.
+Pixel formats (:mod:`acllab.dvpp.layouts` has their layouts, sizes and sources): JPEGD writes
+YUV420SP NV12/NV21 from any JPEG, and YUV422SP / YUV444SP from 4:2:2 / 4:4:4 JPEGs; VPC reads
+YUV400, YUV420SP, YUV422SP, YUV444SP, packed YUV422 and YUV444, RGB888, BGR888 and the
+ARGB8888 family, and writes NV12/NV21 (Ascend 310) or every one of those (Atlas A2, 910B);
+JPEGE encodes NV12/NV21. A real format an engine or chip does not handle returns
+ACL_ERROR_FEATURE_UNSUPPORTED 200006.
+
+Differs from hardware: YUV440SP and 10-bit formats are not modelled; a channel is bookkeeping
+(every channel shares the device's engines, as on hardware, but there is no per-channel
+limit); resizing is bilinear.
 
 One module per section of pyACL's media API, as ``acl.rt``: ``memory`` (DVPP memory),
 ``channel``, ``picture`` (picture descriptions), ``config`` (ROI, resize and JPEGE configs),
@@ -27,10 +34,34 @@ One module per section of pyACL's media API, as ``acl.rt``: ``memory`` (DVPP mem
 from __future__ import annotations
 
 from ...dvpp.formats import (  # the real names, as pyACL programs define them
+    ACL_JPEG_CSS_411,
+    ACL_JPEG_CSS_420,
+    ACL_JPEG_CSS_422,
+    ACL_JPEG_CSS_440,
+    ACL_JPEG_CSS_444,
+    ACL_JPEG_CSS_GRAY,
+    ACL_JPEG_CSS_UNKNOWN,
+    PIXEL_FORMAT_ABGR_8888,
+    PIXEL_FORMAT_ARGB_8888,
+    PIXEL_FORMAT_BGR_888,
+    PIXEL_FORMAT_BGRA_8888,
+    PIXEL_FORMAT_RGB_888,
+    PIXEL_FORMAT_RGBA_8888,
     PIXEL_FORMAT_UNKNOWN,
+    PIXEL_FORMAT_UYVY_PACKED_422,
+    PIXEL_FORMAT_VYUY_PACKED_422,
     PIXEL_FORMAT_YUV_400,
+    PIXEL_FORMAT_YUV_PACKED_444,
     PIXEL_FORMAT_YUV_SEMIPLANAR_420,
+    PIXEL_FORMAT_YUV_SEMIPLANAR_422,
+    PIXEL_FORMAT_YUV_SEMIPLANAR_440,
+    PIXEL_FORMAT_YUV_SEMIPLANAR_444,
+    PIXEL_FORMAT_YUYV_PACKED_422,
     PIXEL_FORMAT_YVU_SEMIPLANAR_420,
+    PIXEL_FORMAT_YVU_SEMIPLANAR_422,
+    PIXEL_FORMAT_YVU_SEMIPLANAR_440,
+    PIXEL_FORMAT_YVU_SEMIPLANAR_444,
+    PIXEL_FORMAT_YVYU_PACKED_422,
 )
 from ._desc import (  # noqa: F401 (the descriptor types, for checks and tests)
     ChannelDesc,
@@ -59,6 +90,7 @@ from .jpeg import (
     dvpp_jpeg_decode_async,
     dvpp_jpeg_encode_async,
     dvpp_jpeg_get_image_info,
+    dvpp_jpeg_get_image_info_v2,
     dvpp_jpeg_predict_dec_size,
     dvpp_jpeg_predict_enc_size,
 )
@@ -85,7 +117,15 @@ from .vpc import dvpp_vpc_crop_and_paste_async, dvpp_vpc_crop_async, dvpp_vpc_re
 
 __all__ = [
     "PIXEL_FORMAT_YUV_400", "PIXEL_FORMAT_YUV_SEMIPLANAR_420", "PIXEL_FORMAT_YVU_SEMIPLANAR_420",
-    "PIXEL_FORMAT_UNKNOWN",
+    "PIXEL_FORMAT_YUV_SEMIPLANAR_422", "PIXEL_FORMAT_YVU_SEMIPLANAR_422",
+    "PIXEL_FORMAT_YUV_SEMIPLANAR_444", "PIXEL_FORMAT_YVU_SEMIPLANAR_444",
+    "PIXEL_FORMAT_YUYV_PACKED_422", "PIXEL_FORMAT_UYVY_PACKED_422", "PIXEL_FORMAT_YVYU_PACKED_422",
+    "PIXEL_FORMAT_VYUY_PACKED_422", "PIXEL_FORMAT_YUV_PACKED_444", "PIXEL_FORMAT_RGB_888",
+    "PIXEL_FORMAT_BGR_888", "PIXEL_FORMAT_ARGB_8888", "PIXEL_FORMAT_ABGR_8888",
+    "PIXEL_FORMAT_RGBA_8888", "PIXEL_FORMAT_BGRA_8888", "PIXEL_FORMAT_YUV_SEMIPLANAR_440",
+    "PIXEL_FORMAT_YVU_SEMIPLANAR_440", "PIXEL_FORMAT_UNKNOWN",
+    "ACL_JPEG_CSS_444", "ACL_JPEG_CSS_422", "ACL_JPEG_CSS_420", "ACL_JPEG_CSS_GRAY",
+    "ACL_JPEG_CSS_440", "ACL_JPEG_CSS_411", "ACL_JPEG_CSS_UNKNOWN",
     "dvpp_malloc", "dvpp_free",
     "dvpp_create_channel_desc", "dvpp_destroy_channel_desc", "dvpp_create_channel",
     "dvpp_destroy_channel",
@@ -99,7 +139,8 @@ __all__ = [
     "dvpp_create_roi_config", "dvpp_destroy_roi_config",
     "dvpp_create_resize_config", "dvpp_destroy_resize_config",
     "dvpp_create_jpege_config", "dvpp_set_jpege_config_level", "dvpp_destroy_jpege_config",
-    "dvpp_jpeg_get_image_info", "dvpp_jpeg_predict_dec_size", "dvpp_jpeg_decode_async",
+    "dvpp_jpeg_get_image_info", "dvpp_jpeg_get_image_info_v2", "dvpp_jpeg_predict_dec_size",
+    "dvpp_jpeg_decode_async",
     "dvpp_vpc_resize_async", "dvpp_vpc_crop_async", "dvpp_vpc_crop_and_paste_async",
     "dvpp_jpeg_predict_enc_size", "dvpp_jpeg_encode_async",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...dvpp import formats as F
+from ...dvpp import layouts as L
 from ...dvpp.formats import PIXEL_FORMAT_UNKNOWN
 from ...dvpp.tasks import dvpp_device
 from ...errors import Fail
@@ -48,30 +49,55 @@ def _span(addr: int, n: int, what: str, dvpp: bool):
 def _yuv420sp(desc: PicDesc, what: str) -> None:
     if desc.format not in F.YUV420SP_FORMATS:
         if desc.format in FORMAT_NAMES and desc.format != PIXEL_FORMAT_UNKNOWN:
-            raise Fail(200006, f"{what} is {FORMAT_NAMES[desc.format]}: acllab's DVPP supports "
+            raise Fail(200006, f"{what} is {FORMAT_NAMES[desc.format]}: acllab's JPEGE encodes "
                                "YUV420SP NV12 (1) and NV21 (2) only")
         raise Fail(100000, f"{what} has format {desc.format}; use "
                            "PIXEL_FORMAT_YUV_SEMIPLANAR_420 (1) or YVU_SEMIPLANAR_420 (2)")
 
 
-def _vpc_picture(desc: PicDesc, what: str) -> None:
-    """VPC's rules for a YUV420SP picture (module docstring of acllab.dvpp.formats)."""
-    _yuv420sp(desc, what)
+def _names(formats) -> str:
+    return ", ".join(f"{FORMAT_NAMES[f]} ({f})" for f in formats)
+
+
+def _vpc_picture(desc: PicDesc, what: str, output: bool = False) -> None:
+    """VPC's rules for a picture (acllab.dvpp.layouts names the formats, sizes and sources).
+
+    Both profiles: width stride a multiple of 16 (in bytes: width * 2 for packed YUV422,
+    * 3 for RGB888, * 4 for ARGB8888, aligned to 16), height stride a multiple of 2, width
+    stride 32 to 16384 and height stride 6 to 16384 (acl_dvpp.h's acldvppSetPicDescWidthStride
+    and HeightStride; "VPC functions and restrictions"), pictures 10 x 6 to 4096 x 4096.
+    A format this chip's VPC does not read or write returns ACL_ERROR_FEATURE_UNSUPPORTED.
+
+    Differs from hardware: Atlas A2 chips accept other width strides (from 10, no alignment);
+    acllab asks the Ascend 310's 16-alignment of both.
+    """
+    r = rt()
+    fmt = desc.format
+    allowed = L.vpc_output_formats(r.profile) if output else L.VPC_INPUT_FORMATS
+    lay = L.layout(fmt)
+    if lay is None or fmt not in allowed:
+        if fmt in FORMAT_NAMES and fmt != PIXEL_FORMAT_UNKNOWN:
+            role = "writes" if output else "reads"
+            raise Fail(200006, f"{what} is {FORMAT_NAMES[fmt]} ({fmt}): the {r.profile.name} "
+                               f"VPC {role} {_names(allowed)}")
+        raise Fail(100000, f"{what} has format {fmt}, which is no picture format VPC handles "
+                           f"(use one of {_names(allowed)})")
     w, h, ws, hs = desc.width, desc.height, desc.width_stride, desc.height_stride
     if not (10 <= w <= 4096 and 6 <= h <= 4096):
         raise Fail(100000, f"{what} is {w} x {h}; VPC takes 10 x 6 to 4096 x 4096 pictures")
     if ws % 16 or hs % 2:
         raise Fail(100000, f"{what} has strides {ws} x {hs}; VPC needs the width stride "
                            "aligned to 16 and the height stride to 2")
-    if ws < F.align_up(w, 2) or hs < F.align_up(h, 2) or not (32 <= ws <= 16384 and
-                                                               6 <= hs <= 16384):
-        raise Fail(100000, f"{what} has strides {ws} x {hs} for a {w} x {h} picture; strides "
-                           "must cover the (2-aligned) picture, width stride 32 to 16384, "
-                           "height stride 6 to 16384")
-    need = F.yuv420sp_size(ws, hs)
+    need_ws, need_hs = lay.min_width_stride(w), lay.covered(w, h)[1]
+    if ws < need_ws or hs < need_hs or not (32 <= ws <= 16384 and 6 <= hs <= 16384):
+        unit = "" if lay.bpp == 1 else f" (bytes: {lay.bpp} a pixel)"
+        raise Fail(100000, f"{what} has strides {ws} x {hs} for a {w} x {h} {lay.name} "
+                           f"picture; strides must cover it{unit}, at least {need_ws} x "
+                           f"{need_hs}, width stride 32 to 16384, height stride 6 to 16384")
+    need = lay.size(ws, hs)
     if desc.size < need:
-        raise Fail(100000, f"{what} says its buffer holds {desc.size} B, but YUV420SP with "
-                           f"strides {ws} x {hs} needs {ws} * {hs} * 3 / 2 = {need} B")
+        raise Fail(100000, f"{what} says its buffer holds {desc.size} B, but {lay.name} with "
+                           f"strides {ws} x {hs} needs {need} B")
     desc.region = _span(desc.data, need, f"the data of {what}", dvpp=True)[0]
 
 

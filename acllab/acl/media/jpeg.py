@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...dvpp import formats as F
-from ...dvpp.formats import PIXEL_FORMAT_UNKNOWN, PIXEL_FORMAT_YVU_SEMIPLANAR_420
+from ...dvpp.formats import PIXEL_FORMAT_UNKNOWN
 from ...dvpp.tasks import decode_task, dvpp_device, encode_task
 from ...errors import Fail
 from .._api import as_int, rt
@@ -13,8 +13,16 @@ from ._checks import _host_bytes, _span, _stream, _submit, _yuv420sp
 from ._desc import FORMAT_NAMES, JpegeConfig, PicDesc, _get, api
 from .channel import _channel
 
-__all__ = ["dvpp_jpeg_get_image_info", "dvpp_jpeg_predict_dec_size", "dvpp_jpeg_decode_async",
+__all__ = ["dvpp_jpeg_get_image_info", "dvpp_jpeg_get_image_info_v2",
+           "dvpp_jpeg_predict_dec_size", "dvpp_jpeg_decode_async",
            "dvpp_jpeg_predict_enc_size", "dvpp_jpeg_encode_async"]
+
+
+def _info(raw: bytes) -> F.JpegInfo:
+    try:
+        return F.jpeg_info(raw)
+    except ValueError as exc:
+        raise Fail(100000, f"the data is not a JPEG JPEGD can read: {exc}") from None
 
 
 @api("acldvppJpegGetImageInfo", outs=(0, 0, 0))
@@ -23,46 +31,70 @@ def dvpp_jpeg_get_image_info(data, size):
     raw = _host_bytes(data, size)
     r = rt()
     r.spend(r.profile.api_ns)
-    try:
-        info = F.jpeg_info(raw)
-    except ValueError as exc:
-        raise Fail(100000, f"the data is not a JPEG JPEGD can read: {exc}") from None
+    info = _info(raw)
     return info.width, info.height, info.components
+
+
+@api("acldvppJpegGetImageInfoV2", outs=(0, 0, 0, 0))
+def dvpp_jpeg_get_image_info_v2(data, size):
+    """(width, height, components, jpeg_format, ret): also the JPEG's chroma sampling, an
+    acldvppJpegFormat (0 ACL_JPEG_CSS_444, 1 422, 2 420, 3 GRAY, 4 440, 5 411, 1000 UNKNOWN;
+    acl/ops/acl_dvpp.h), which tells which output formats JPEGD can write."""
+    raw = _host_bytes(data, size)
+    r = rt()
+    r.spend(r.profile.api_ns)
+    info = _info(raw)
+    return info.width, info.height, info.components, info.sampling
+
+
+def _output_format(fmt: int, what: str) -> None:
+    """A format JPEGD may write (which one fits the JPEG is known once it is read)."""
+    writable = (*F.YUV420SP_FORMATS, *(f for fs in F.JPEGD_SOURCE_FORMATS.values() for f in fs),
+                PIXEL_FORMAT_UNKNOWN)
+    if fmt not in writable:
+        names = ", ".join(f"{FORMAT_NAMES[f]} ({f})" for f in writable)
+        raise Fail(200006 if fmt in FORMAT_NAMES else 100000,
+                   f"{what} {FORMAT_NAMES.get(fmt, fmt)}: acllab's JPEGD writes {names}")
 
 
 @api("acldvppJpegPredictDecSize", outs=(0,))
 def dvpp_jpeg_predict_dec_size(data, size, output_pixel_format):
-    """Bytes JPEGD's output needs: width_stride * height_stride * 3 / 2 for YUV420SP.
+    """Bytes JPEGD's output needs: width_stride * height_stride * 3 / 2 for YUV420SP, * 2 for
+    YUV422SP, * 3 for YUV444SP (CANN 8.0.0, "JPEGD functions and restrictions").
 
     The strides are JPEGD's: width aligned to 128 (64 on Atlas A2 chips), height to 16.
+    PIXEL_FORMAT_UNKNOWN predicts the JPEG's own format (V first); a format JPEGD does not
+    write from this JPEG's sampling (e.g. YUV444SP from a 4:2:0 JPEG) returns 200006.
     """
     fmt = as_int(output_pixel_format, "output_pixel_format")
     raw = _host_bytes(data, size)
     r = rt()
     r.spend(r.profile.api_ns)
-    if fmt not in F.YUV420SP_FORMATS and fmt != PIXEL_FORMAT_UNKNOWN:
-        raise Fail(200006 if fmt in FORMAT_NAMES else 100000,
-                   f"output format {fmt}: acllab's JPEGD outputs YUV420SP NV12 (1) or NV21 (2)")
+    _output_format(fmt, "output format")
+    info = _info(raw)
     try:
-        info = F.jpeg_info(raw)
+        ofmt, w, h = F.jpegd_output(info, fmt)
     except ValueError as exc:
-        raise Fail(100000, f"the data is not a JPEG JPEGD can read: {exc}") from None
-    ws, hs = F.jpegd_strides(info.width, info.height, r.profile.jpegd_width_stride_align)
-    return F.yuv420sp_size(ws, hs)
+        raise Fail(200006, str(exc)) from None
+    ws, hs = F.jpegd_strides(w, h, r.profile.jpegd_width_stride_align)
+    return F.jpegd_size(ofmt, ws, hs)
 
 
 @api("acldvppJpegDecodeAsync")
 def dvpp_jpeg_decode_async(channel_desc, data, size, output_desc, stream):
     """Enqueue a JPEG decode of ``size`` bytes of DVPP memory into ``output_desc``'s buffer.
 
-    The output description needs data, size and format (NV12 or NV21; UNKNOWN gives NV21,
-    as JPEGD's "source format, V first" does for 4:2:0). Strides left at 0 are JPEGD's own
-    (width aligned to 128, height to 16); given strides must be so aligned. When the task
-    ends, the description's width, height and strides hold the decoded picture's.
+    The output description needs data, size and format: NV12 or NV21 from any JPEG,
+    YUV/YVU422SP from a 4:2:2 JPEG, YUV/YVU444SP from a 4:4:4 one, or UNKNOWN for the JPEG's
+    own format, V first (NV21 for 4:2:0: JPEGD's "source format"; see
+    acllab.dvpp.formats.jpegd_output). Strides left at 0 are JPEGD's own (width aligned to
+    128, height to 16); given strides must be so aligned. When the task ends, the
+    description's width, height, strides and format hold the decoded picture's.
 
     Differs from hardware: the JPEG's contents are checked when the task starts (they may
-    arrive by an earlier copy on the stream), so a broken or too-large picture is reported
-    as a fault (507000) at the next synchronisation, not by this call.
+    arrive by an earlier copy on the stream), so a broken or too-large picture, or an output
+    format that does not fit its sampling, is reported as a fault (507000) at the next
+    synchronisation, not by this call.
     """
     _channel(channel_desc)
     out = _get(output_desc, PicDesc, "output_desc")
@@ -70,11 +102,7 @@ def dvpp_jpeg_decode_async(channel_desc, data, size, output_desc, stream):
     s = _stream(stream)
     src, soff = _span(addr, n, "data", dvpp=True)
     fmt = out.format
-    if fmt == PIXEL_FORMAT_UNKNOWN:
-        fmt = PIXEL_FORMAT_YVU_SEMIPLANAR_420
-    probe = PicDesc()
-    probe.format = fmt
-    _yuv420sp(probe, "output_desc")
+    _output_format(fmt, "output_desc is")
     align = rt().profile.jpegd_width_stride_align
     ws, hs = out.width_stride, out.height_stride
     if ws % align or hs % 16:
@@ -86,9 +114,9 @@ def dvpp_jpeg_decode_async(channel_desc, data, size, output_desc, stream):
                            "acl.media.dvpp_set_pic_desc_size")
     dst, doff = _span(out.data, out.size, "the data of output_desc", dvpp=True)
 
-    def fill(w: int, h: int, ws_: int, hs_: int) -> None:
-        out.width, out.height = F.align_up(w, 2), F.align_up(h, 2)
-        out.width_stride, out.height_stride, out.format = ws_, hs_, fmt
+    def fill(w: int, h: int, ws_: int, hs_: int, fmt_: int) -> None:
+        out.width, out.height = w, h
+        out.width_stride, out.height_stride, out.format = ws_, hs_, fmt_
 
     _submit(decode_task(dvpp_device(rt(), s.device), src, soff, n, dst, doff, out.size, fmt,
                         (ws, hs), s, "dvpp_jpeg_decode_async", fill), s)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...dvpp import formats as F
+from ...dvpp import layouts as L
 from ...dvpp.tasks import dvpp_device, vpc_task
 from ...errors import Fail
 from .._api import rt
@@ -20,16 +20,18 @@ def _vpc(channel_desc, input_desc, output_desc, stream, crop_area, paste_area, a
     out = _get(output_desc, PicDesc, "output_desc")
     s = _stream(stream)
     _vpc_picture(inp, "input_desc")
-    _vpc_picture(out, "output_desc")
+    _vpc_picture(out, "output_desc", output=True)
+    iw, ih = L.layout(inp.format).covered(inp.width, inp.height)
     if crop_area is None:
-        crop = (0, F.align_up(inp.width, 2) - 1, 0, F.align_up(inp.height, 2) - 1)
+        crop = (0, iw - 1, 0, ih - 1)
     else:
-        crop = _roi(_get(crop_area, RoiConfig, "crop_area"), inp.width, inp.height,
-                    "crop_area")
+        crop = _roi(_get(crop_area, RoiConfig, "crop_area"), iw, ih, "crop_area")
     if paste_area is None:
-        if out.width % 2 or out.height % 2:
-            raise Fail(100000, f"output_desc is {out.width} x {out.height}; VPC's YUV420SP "
-                               "output needs an even width and height")
+        olay = L.layout(out.format)
+        if olay.covered(out.width, out.height) != (out.width, out.height):
+            raise Fail(100000, f"output_desc is {out.width} x {out.height}; VPC's {olay.name} "
+                               f"output needs a width and height that are multiples of "
+                               f"{olay.sub[0]} and {olay.sub[1]}")
         paste = (0, out.width - 1, 0, out.height - 1)
     else:
         paste = _roi(_get(paste_area, RoiConfig, "paste_area"), out.width, out.height,
@@ -49,7 +51,8 @@ def dvpp_vpc_resize_async(channel_desc, input_desc, output_desc, resize_config, 
     """Enqueue a resize of the whole input picture to the output picture's width and height.
 
     Bilinear (see acllab.dvpp.formats.resize_planes for how it differs from the VPC's filter);
-    NV12 in and NV21 out (or the reverse) also converts.
+    Input and output formats may differ (NV12 to NV21, RGB888 to NV12, NV12 to RGB888 on Atlas
+    A2 ...): the task converts (acllab.dvpp.layouts).
     """
     _get(resize_config, ResizeConfig, "resize_config")
     _vpc(channel_desc, input_desc, output_desc, stream, None, None, "dvpp_vpc_resize_async",
