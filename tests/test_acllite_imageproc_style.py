@@ -522,9 +522,7 @@ def _atc(tmp_path, *flags):
     assert "ATC run success" in proc.stdout
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("acllite")
+def _trial(tmp, *device):
     (tmp / "net.json").write_text(json.dumps(GRAPH))
     (tmp / "aipp.cfg").write_text(AIPP)
     _atc(tmp, "--model=net.json", "--output=yuvnet", "--insert_op_conf=aipp.cfg",
@@ -532,10 +530,15 @@ def run(tmp_path_factory):
     for name, source in MODULES.items():
         (tmp / name).write_text(textwrap.dedent(source).lstrip())
     Image.fromarray(scene(W, H)).save(tmp / "dog.jpg", format="JPEG", quality=95)
-    proc = subprocess.run([sys.executable, "-m", "acllab.cli", "profile", "--out",
+    proc = subprocess.run([sys.executable, "-m", "acllab.cli", "profile", *device, "--out",
                            "trace.json", "classify.py", "yuvnet.om", "dog.jpg", str(MW),
                            str(MH)], capture_output=True, text=True, timeout=300, cwd=tmp)
     return tmp, proc
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return _trial(tmp_path_factory.mktemp("acllite"))
 
 
 # ---- references, computed here from Pillow's decode ---------------------------------------
@@ -706,3 +709,14 @@ def test_the_trace_has_the_dvpp_lanes(run):
     api = [e["name"] for e in events if e["ph"] == "X" and e.get("cat") == "AscendCL"]
     assert api.count("dvpp_jpeg_decode_async") == 1
     assert api.count("dvpp_vpc_crop_and_paste_async") == 2
+
+
+def test_the_same_program_on_the_910b_profile_gives_the_same_pictures(run, tmp_path):
+    # AclLite's 128-aligned JPEGD strides are also 64-aligned, as Atlas A2's JPEGD needs
+    tmp, proc = _trial(tmp_path, "--device", "ascend910b")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    api = next(ln for ln in proc.stdout.splitlines() if ln.startswith("API calls:"))
+    assert "errors: 0" in api
+    for name in ("decoded.npy", "resized.npy", "roi.npy", "logits.npy"):
+        assert np.array_equal(np.load(tmp / name), np.load(run[0] / name)), name
