@@ -31,7 +31,8 @@ order at the layout's subsampling (sx, sy), or None for grey. RGB layouts conver
 full-range BT.601 YCbCr (the JFIF matrix JPEG files use) when they are read and written.
 
 Differs from hardware: the VPC's colour-space conversion matrix is not published per chip
-(BT.601 or BT.709, full or narrow range); acllab uses full-range BT.601 both ways. The alpha
+(BT.601 or BT.709, full or narrow range); acllab uses full-range BT.601 both ways, and an RGB
+to RGB task goes through YCbCr too, so even an unscaled copy may move a level or two. The alpha
 byte of ARGB-type outputs is written as 0, as CANN 7.0.0's acldvppVpcResizeAsync restrictions
 say of ARGB to ARGB resizing.
 """
