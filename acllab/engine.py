@@ -128,13 +128,20 @@ class Engine:
     (``Device.h2d``, ``Device.aicore`` ...) that this scheduler hands out to tasks.
     """
 
-    __slots__ = ("now_ns", "_heap", "_seq", "tasks", "record", "submitted", "observer")
+    __slots__ = ("now_ns", "_heap", "_seq", "tasks", "record", "submitted", "observer",
+                 "fault", "wrote")
 
     def __init__(self, record: bool = True):
         self.now_ns = 0
         # called with each task right after its data effect (on_end), in the order tasks end;
         # the checks use it to see what every task wrote (acllab.checks._common.Provenance)
         self.observer: Callable[[Task], None] | None = None
+        # called with (task, message) when a task's effect raised (or recorded
+        # info['fault'] itself), instead of letting the exception escape whatever call
+        # advanced the engine; None: effects' exceptions propagate (acllab.runtime sets it)
+        self.fault: Callable[[Task, str], None] | None = None
+        # called with each task that has ``writes`` right after its on_end succeeded
+        self.wrote: Callable[[Task], None] | None = None
         self._heap: list[tuple[int, int, int, Task]] = []
         self._seq = 0
         self.tasks: list[Task] = []
@@ -244,9 +251,11 @@ class Engine:
         self.now_ns = t
         if phase == _END:
             task.end_ns = t
-            if task.on_end is not None:
-                if not task.cancelled:
-                    task.on_end(task)
+            effect = task.on_end
+            if effect is not None:
+                if not task.cancelled and self._effect(effect, task) and task.writes \
+                        and self.wrote is not None:
+                    self.wrote(task)
                 task.on_end = None       # drop the closure: the trace keeps only data
             if self.observer is not None and not task.cancelled:
                 self.observer(task)
@@ -292,7 +301,7 @@ class Engine:
         if task.cancelled:
             task.duration_ns = 0
         elif task.on_start is not None:
-            task.on_start(task)
+            self._effect(task.on_start, task)
         d = task.duration_ns
         if not isinstance(d, int):
             d = d(task)
@@ -301,6 +310,22 @@ class Engine:
             d = task.duration_ns = int(d)
         self._seq += 1
         heapq.heappush(self._heap, (t + d, _END, self._seq, task))
+
+    def _effect(self, effect: Callable[[Task], None], task: Task) -> bool:
+        """Run a task's on_start or on_end; False when it failed (reported to ``fault``)."""
+        fault = self.fault
+        if fault is None:
+            effect(task)
+            return True
+        try:
+            effect(task)
+        except Exception as exc:   # noqa: BLE001 (a task's data effect failed)
+            fault(task, f"{type(exc).__name__}: {exc}")
+            return False
+        info = task.info
+        if info and "fault" in info and "fault_reported" not in info:
+            fault(task, info["fault"])
+        return True
 
     def finish(self, task: Task, t_ns: int) -> None:
         """End a started task whose duration was open (a blocking host callback) at ``t_ns``."""

@@ -139,6 +139,11 @@ class Runtime:
         self.time_budget_ns = time_budget_ns
         self.calls = 0
         self.engine = Engine(record=record)
+        # a task's effect that fails becomes a fault of the task (see task_fault) instead of
+        # escaping whatever API call happened to advance the device; a fault the effect
+        # recorded itself (info['fault'], as copies do) is reported the same way
+        self.engine.fault = self.task_fault
+        self.engine.wrote = self._wrote
         self.space = AddressSpace()
         n = self.profile.device_count if device_count is None else int(device_count)
         self.devices = [Device(i, self.profile, self.space, hugepage_pool_bytes)
@@ -158,6 +163,7 @@ class Runtime:
         self.recent_error: dict[int, str] = {}
         self._due_reports: list[Callback] = []     # auto-delivered, to run now
         self._manual_reports: list[Callback] = []  # waiting for process_report
+        self._callbacks_ahead = 0     # HostCallback tasks submitted that no stream reached yet
         self.callback_errors: list[str] = []
         self.acl_log: list[tuple[int, str, str, str]] = []   # acl.app_log and the runtime's
         # own entries: (host_ns, level, module, message), see acllab.acl.util.runtime_log
@@ -173,6 +179,8 @@ class Runtime:
         # host ranges that queued tasks read or write, fingerprinted, so the sanitizer also
         # sees host writes made through zero-copy views (no API call): see watch_host_views
         self._views: deque[list] = deque()
+        # ranges of quiet pinned memory (see _quiet): (task, region, generation, lo, n, mode)
+        self._quiet_views: deque[tuple] = deque(maxlen=self.MAX_VIEWS)
         self._view_groups: dict = {}      # region -> {(lo, n): [crc, rebased, count]}
         self._view_epoch = 0              # counts rebaselines (see _watch_host_ranges)
         self._lazy_regions: set = set()   # regions with CRCs of None (see expose_host)
@@ -385,7 +393,7 @@ class Runtime:
     def log(self, kind: str, *payload) -> None:
         """Note a host-side action (a join, a free, a host access) for the sanitizer."""
         if self.engine.record:
-            if kind == "join" and self._views:
+            if kind == "join" and (self._views or self._quiet_views):
                 self.check_host_views()      # what the host wrote before it learnt this
                 self.host_ops.append((kind, self.host_ns, len(self.engine.tasks), *payload))
                 self._release_views(payload[0])
@@ -406,11 +414,13 @@ class Runtime:
     # check fingerprints each range once, however many views watch it.
     #
     # Pinned memory of which no view exists ("quiet", see _quiet) can change only through
-    # tasks, so its ranges are not fingerprinted: such a view has crc None and group None
-    # ("the bytes as they are now"), and a group rebaselined while quiet has crc None. They
-    # get a real CRC when the host takes a view of the region through acl.util
-    # (expose_host, before the host can write), or at a check that finds the region no
-    # longer quiet; _lazy_regions holds the regions that may have such ranges.
+    # tasks, so its ranges are not fingerprinted: they wait in _quiet_views as tuples
+    # (task, region, generation, lo, n, mode), "the bytes as they are now", and a group
+    # rebaselined while quiet has crc None. They become views with a real CRC when the host
+    # takes a view of the region through acl.util (expose_host, before the host can write),
+    # or at a check that finds the region no longer quiet; _lazy_regions holds the regions
+    # that may have such ranges. So a program that never takes a view of its pinned buffers
+    # pays one tuple per watched range and no fingerprint.
 
     @staticmethod
     def _data_refs(region: Region) -> int:
@@ -474,7 +484,7 @@ class Runtime:
                 if kind == "pinned" and region._data is not None \
                         and getrefcount(region._data) <= quiet_refs:   # as _quiet
                     self._lazy_regions.add(region)
-                    views.append([task, region, region.generation, lo, n, None, mode, 0, None])
+                    self._quiet_views.append((task, region, region.generation, lo, n, mode))
                     continue
                 try:
                     crc = zlib.crc32(region.data[lo:lo + n])
@@ -489,6 +499,34 @@ class Runtime:
                 if view[8] is not None:
                     self._drop_view(view)
 
+    def _materialise(self, region: Region) -> None:
+        """Turn the quiet ranges of ``region`` into views fingerprinted as the bytes are now
+        (the region stops being quiet: the host may write it from now on)."""
+        mine = [q for q in self._quiet_views if q[1] is region]
+        if not mine:
+            return
+        self._quiet_views = deque((q for q in self._quiet_views if q[1] is not region),
+                                  maxlen=self.MAX_VIEWS)
+        crcs: dict[tuple[int, int], int | None] = {}
+        for task, _region, gen, lo, n, mode in mine:
+            if task.cancelled or region.dangling:
+                continue
+            crc = crcs.get((lo, n), -1)
+            if crc == -1:
+                try:
+                    crc = crcs[(lo, n)] = zlib.crc32(region.data[lo:lo + n])
+                except Fail:
+                    crc = crcs[(lo, n)] = None
+            if crc is None:
+                continue
+            view = [task, region, gen, lo, n, None, mode, 0, None]
+            self._attach_view(view, crc)
+            self._views.append(view)
+        # in submission order, as if they had been views from the start
+        self._views = deque(sorted(self._views, key=lambda v: v[0].id))
+        while len(self._views) > self.MAX_VIEWS:
+            self._drop_view(self._views.popleft())
+
     def check_host_views(self) -> None:
         """Note, for the sanitizer, every watched host range whose bytes the host changed.
 
@@ -502,14 +540,23 @@ class Runtime:
 
         Differs from hardware (and from real tools): the write is seen at the next check, not
         when it happens, so a write that a task's own output covers again is missed; at most
-        ``MAX_VIEWS`` ranges are watched (the oldest are dropped). Pinned memory is
+        ``MAX_VIEWS`` fingerprinted ranges and ``MAX_VIEWS`` ranges of quiet pinned memory
+        are watched (the oldest are dropped). Pinned memory is
         fingerprinted only once a view of it exists (one from ``acl.util`` is seen when it
         is taken, any other when a check finds it still held).
         """
-        keep = []
-        now_of: dict[tuple, int | None] = {}    # the bytes of one range, fingerprinted once
         quiet: dict[Region, bool] = {}
         lazy = set()
+        for region in self._lazy_regions:
+            if region.dangling:
+                continue
+            q = quiet[region] = self._quiet(region)
+            if q:
+                lazy.add(region)
+            else:                       # a view of it exists now: fingerprint its ranges
+                self._materialise(region)
+        keep = []
+        now_of: dict[tuple, int | None] = {}    # the bytes of one range, fingerprinted once
         epoch = self._view_epoch
         for view in self._views:
             task, region, gen, lo, n, crc, mode, vepoch, group = view
@@ -568,6 +615,10 @@ class Runtime:
             else:
                 keep.append(v)
         self._views = deque(keep)
+        if self._quiet_views:
+            self._quiet_views = deque((q for q in self._quiet_views
+                                       if not (q[0].stream is s and q[0].id <= task_id)),
+                                      maxlen=self.MAX_VIEWS)
 
     def _rebaseline_views(self, task: Task) -> None:
         """A task wrote host memory: fingerprint again what it covers (not the host's doing)."""
@@ -616,9 +667,7 @@ class Runtime:
         for (lo, n), group in self._view_groups.get(region, {}).items():
             if group[0] is None and group[1] >= 0:
                 group[0] = crc_of(lo, n)
-        for view in self._views:
-            if view[1] is region and view[8] is None:
-                self._attach_view(view, crc_of(view[3], view[4]))
+        self._materialise(region)
 
     # -- the host clock --------------------------------------------------------------------
     def spend(self, ns: int) -> None:
@@ -649,10 +698,6 @@ class Runtime:
         """
         if self.engine.submitted >= self.task_budget:
             self.over_budget("task", f"{self.task_budget:,} tasks", "task_budget")
-        if task.on_start is not None:
-            task.on_start = self._guarded(task.on_start)
-        if task.on_end is not None:
-            task.on_end = self._guarded(task.on_end)
         if stream is not None:
             last = stream.last
             if last is not None:
@@ -678,25 +723,10 @@ class Runtime:
             self.process(host)            # ... then runs what ends at once (zero-length tasks)
         return task
 
-    def _guarded(self, effect):
-        """``effect`` (a task's on_start or on_end) made safe: an exception inside it becomes
-        a fault of the task (see :meth:`task_fault`) instead of escaping whatever API call
-        happened to advance the device. A fault the effect recorded itself
-        (``task.info['fault']``, as copies do) is reported the same way."""
-
-        def run(task: Task) -> None:
-            try:
-                effect(task)
-            except Exception as exc:   # noqa: BLE001 (a task's data effect failed)
-                self.task_fault(task, f"{type(exc).__name__}: {exc}")
-                return
-            info = task.info
-            if info and "fault" in info and "fault_reported" not in info:
-                self.task_fault(task, info["fault"])
-            if self._views and task.writes and task.end_ns >= 0:
-                self._rebaseline_views(task)
-
-        return run
+    def _wrote(self, task: Task) -> None:
+        """A task's on_end wrote memory: rebaseline the watched host ranges it covers."""
+        if self._views:
+            self._rebaseline_views(task)
 
     def task_fault(self, task: Task, message: str) -> None:
         """Record that ``task``'s data effect failed; the next synchronisation reports it.
@@ -742,6 +772,9 @@ class Runtime:
         eng = self.engine
         due = self._due_reports
         if target is None:
+            if not due and not self._callbacks_ahead:
+                eng.run(limit_ns)        # no report can fall due on the way
+                return True
             while eng.run(limit_ns, due.__len__):   # stops when a report falls due
                 self._run_report(due.pop(0))
             return True
@@ -788,9 +821,11 @@ class Runtime:
         """Put a HostCallback task on ``stream`` (see :mod:`acllab.callbacks`)."""
 
         def reached(cb: Callback) -> None:
+            self._callbacks_ahead -= 1
             manual = stream.report_thread == self.main_thread
             (self._manual_reports if manual else self._due_reports).append(cb)
 
+        self._callbacks_ahead += 1
         self.submit(callback_task(fn, user_data, block_type == ACL_CALLBACK_BLOCK, stream,
                                   reached), stream)
 

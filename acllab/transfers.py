@@ -39,23 +39,30 @@ _NAMES = {k: f"Memcpy{v}" for k, v in DIRECTION_LABEL.items()}
 
 
 def _move(dst: Region, doff: int, src: Region, soff: int, n: int):
-    """on_start / on_end closures that copy src[soff:soff+n] to dst[doff:doff+n]."""
-    box: list = [None]
+    """on_start / on_end closures that copy src[soff:soff+n] to dst[doff:doff+n]: the bytes
+    are read when the copy starts (a snapshot, so a source that changes while the copy is in
+    flight does not change what it delivers) and written when it ends."""
+    moved = None
+    # host memory as bytes (one copy, and write takes bytes as they are); device memory as
+    # the array its store gives (no second copy into bytes)
+    read = src.read if src.kind == "device" else src.read_bytes
 
     def on_start(task: Task) -> None:
+        nonlocal moved
         try:
-            box[0] = src.read(soff, n)
+            moved = read(soff, n)
         except Fail as exc:   # the source object vanished: the copy reads nothing
             task.info["fault"] = exc.message
 
     def on_end(task: Task) -> None:
-        if box[0] is None or dst.dangling:
+        nonlocal moved
+        if moved is None or dst.dangling:
             return
         try:
-            dst.write(doff, box[0])
+            dst.write(doff, moved)
         except Fail as exc:
             task.info["fault"] = exc.message
-        box[0] = None
+        moved = None
 
     return on_start, on_end
 
