@@ -131,11 +131,21 @@ def test_a_scenario_measured_otherwise_is_not_extended(monkeypatch):
 
 # -- memoised and shared ------------------------------------------------------------------------
 
-def test_the_same_settings_give_the_same_run(seed_run):
-    assert run_pipeline() is seed_run
-    assert run_pipeline(PipelineSettings(link_gbps=seed_run.settings.link_gbps)) is seed_run
+def test_the_same_settings_give_the_same_run():
+    first = run_pipeline()
+    assert run_pipeline() is first
+    assert run_pipeline(PipelineSettings(link_gbps=first.settings.link_gbps)) is first
     other = run_pipeline(batches=999)
-    assert other is not seed_run and other.settings.batches == 999
+    assert other is not first and other.settings.batches == 999
+    assert run_pipeline() is first
+
+
+def test_the_memo_keeps_the_last_few():
+    runs = [run_pipeline(batches=WINDOW, link_gbps=2 + i)
+            for i in range(pipeline.CACHE_SIZE + 1)]
+    assert run_pipeline(batches=WINDOW, link_gbps=2 + pipeline.CACHE_SIZE) is runs[-1]
+    assert run_pipeline(batches=WINDOW, link_gbps=2) is not runs[0]      # evicted: run again
+    assert _figures(run_pipeline(batches=WINDOW, link_gbps=2)) == _figures(runs[0])
 
 
 def test_memoised_runs_cannot_be_changed_by_a_caller():

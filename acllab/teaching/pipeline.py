@@ -53,7 +53,7 @@ __all__ = ["PipelineSettings", "PipelineRun", "Comparison", "run_pipeline", "BAT
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 MAX_BATCHES = scenarios.SEED.batches     # the seed's 1,000
 WINDOW = 8          # batches each loop simulates when it runs more (then its period extends it)
-CACHE_SIZE = 8      # memoised results (each holds its two runtimes)
+CACHE_SIZE = 4      # memoised results (each holds its two runtimes, their host buffers too)
 
 
 @dataclass(frozen=True)
