@@ -97,31 +97,48 @@ def _fill_pattern(arr: np.ndarray) -> None:
         arr[i] = UNINIT_PATTERN[i % 4]
 
 
-CHUNK_BYTES = 256 * 1024              # the sparse store's granule (benchmarks/bench_memory.py)
+# The sparse store's granule and the size up to which a block is one chunk: measured with
+# benchmarks/bench_memory.py (smaller chunks cost time per copy, larger ones RAM per write).
+CHUNK_BYTES = 256 * 1024
+WHOLE_MAX_BYTES = 64 * 1024 * 1024
 _CHUNK_SHIFT = CHUNK_BYTES.bit_length() - 1
 _PATTERN = np.empty(CHUNK_BYTES + 4, dtype=np.uint8)   # the pattern from offset 0, one chunk
 _fill_pattern(_PATTERN)                                 # and 4 more, to start at any phase
 
 
+def _pattern_into(dst: np.ndarray, off: int) -> None:
+    """Fill ``dst`` with the uninitialised pattern as it lies at offset ``off`` of a block."""
+    p, n = off & 3, dst.size
+    if n <= CHUNK_BYTES:
+        dst[:] = _PATTERN[p:p + n]
+        return
+    for s in range(0, n, CHUNK_BYTES):                 # CHUNK_BYTES keeps the phase
+        k = min(CHUNK_BYTES, n - s)
+        dst[s:s + k] = _PATTERN[p:p + k]
+
+
 class SparseBytes:
     """The bytes of one device block, stored sparsely: host RAM only where bytes were written.
 
-    The block is cut into chunks of ``CHUNK_BYTES`` (the last one may be shorter). A chunk
-    nobody wrote is absent and reads as the uninitialised pattern, byte ``i`` of the block
-    being ``UNINIT_PATTERN[i % 4]`` as if the whole block had been filled with it; a chunk a
-    memset covered entirely is one int (its value); a chunk partly written or memset is a
-    uint8 array. A write that covers a chunk entirely stores a copy of the source without
-    filling the pattern first, so writing a buffer whole costs one copy, as a dense store's.
+    The block is cut into chunks of ``CHUNK_BYTES`` (the last one may be shorter); a block of
+    at most ``WHOLE_MAX_BYTES`` is one chunk, so copying an ordinary buffer costs what a dense
+    array's copy costs. A chunk nobody wrote is absent and reads as the uninitialised pattern,
+    byte ``i`` of the block being ``UNINIT_PATTERN[i % 4]`` as if the whole block had been
+    filled with it; a chunk a memset covered entirely is one int (its value); a chunk partly
+    written or memset is a uint8 array. A write that covers a chunk entirely stores a copy of
+    the source without filling the pattern first.
 
     Every read is exact: the bytes are those a dense array filled with the pattern and then
     given the same writes and memsets would hold. Nothing observable differs from hardware
     (or from a dense store): only the host RAM the simulation takes does.
     """
 
-    __slots__ = ("size", "_chunks")
+    __slots__ = ("size", "_shift", "_chunks")
 
     def __init__(self, size: int):
         self.size = size
+        # a chunk is 1 << _shift bytes: CHUNK_BYTES, or at least the whole block
+        self._shift = _CHUNK_SHIFT if size > WHOLE_MAX_BYTES else max(size - 1, 1).bit_length()
         self._chunks: dict[int, int | np.ndarray] = {}
 
     @property
@@ -143,11 +160,11 @@ class SparseBytes:
         c = self._chunks.get(i)
         if type(c) is np.ndarray:
             return c
-        n = min(CHUNK_BYTES, self.size - (i << _CHUNK_SHIFT))
+        base = i << self._shift
+        arr = np.empty(min(1 << self._shift, self.size - base), dtype=np.uint8)
         if c is None:
-            arr = _PATTERN[:n].copy()
+            _pattern_into(arr, base)
         else:
-            arr = np.empty(n, dtype=np.uint8)
             arr.fill(c)
         self._chunks[i] = arr
         return arr
@@ -155,27 +172,29 @@ class SparseBytes:
     def read(self, off: int, n: int) -> np.ndarray:
         """A copy of bytes ``[off, off + n)``."""
         self._check(off, n)
-        chunks = self._chunks
-        i = off >> _CHUNK_SHIFT
-        a = off - (i << _CHUNK_SHIFT)
-        if a + n <= CHUNK_BYTES:                       # within one chunk: the common case
+        chunks, shift = self._chunks, self._shift
+        step = 1 << shift
+        i = off >> shift
+        a = off - (i << shift)
+        if a + n <= step:                              # within one chunk: the common case
             c = chunks.get(i)
             if type(c) is np.ndarray:
                 return c[a:a + n].copy()
-            if c is None:
-                return _PATTERN[a & 3:(a & 3) + n].copy()
             out = np.empty(n, dtype=np.uint8)
-            out.fill(c)
+            if c is None:
+                _pattern_into(out, off)
+            else:
+                out.fill(c)
             return out
         out = np.empty(n, dtype=np.uint8)
         pos, end = off, off + n
         while pos < end:
-            base = i << _CHUNK_SHIFT
-            a, b = pos - base, min(end - base, CHUNK_BYTES)
+            base = i << shift
+            a, b = pos - base, min(end - base, step)
             dst = out[pos - off:pos - off + b - a]
             c = chunks.get(i)
             if c is None:
-                dst[:] = _PATTERN[a & 3:(a & 3) + b - a]
+                _pattern_into(dst, pos)
             elif type(c) is int:
                 dst.fill(c)
             else:
@@ -188,14 +207,15 @@ class SparseBytes:
         """Store the uint8 array ``raw`` at offset ``off``."""
         n = raw.size
         self._check(off, n)
-        chunks = self._chunks
+        chunks, shift = self._chunks, self._shift
+        step = 1 << shift
         pos, end = off, off + n
-        i = off >> _CHUNK_SHIFT
+        i = off >> shift
         while pos < end:
-            base = i << _CHUNK_SHIFT
-            a, b = pos - base, min(end - base, CHUNK_BYTES)
+            base = i << shift
+            a, b = pos - base, min(end - base, step)
             src = raw[pos - off:pos - off + b - a]
-            if a == 0 and b == min(CHUNK_BYTES, self.size - base):
+            if a == 0 and b == min(step, self.size - base):
                 c = chunks.get(i)
                 if type(c) is np.ndarray:
                     c[:] = src
@@ -211,13 +231,14 @@ class SparseBytes:
         self._check(off, n)
         if not 0 <= value <= 255:
             raise OverflowError(f"memset value {value} is not a byte (0..255)")
-        chunks = self._chunks
+        chunks, shift = self._chunks, self._shift
+        step = 1 << shift
         pos, end = off, off + n
-        i = off >> _CHUNK_SHIFT
+        i = off >> shift
         while pos < end:
-            base = i << _CHUNK_SHIFT
-            a, b = pos - base, min(end - base, CHUNK_BYTES)
-            if a == 0 and b == min(CHUNK_BYTES, self.size - base):
+            base = i << shift
+            a, b = pos - base, min(end - base, step)
+            if a == 0 and b == min(step, self.size - base):
                 chunks[i] = value                      # covered whole: one value, no array
             else:
                 c = chunks.get(i)

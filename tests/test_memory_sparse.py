@@ -23,6 +23,7 @@ from acllab.hardware import PROFILES, GiB, MiB
 from acllab.memory import (
     CHUNK_BYTES,
     UNINIT_PATTERN,
+    WHOLE_MAX_BYTES,
     AddressSpace,
     DeviceHeap,
     Region,
@@ -39,10 +40,14 @@ def pattern(size: int) -> np.ndarray:
     return np.frombuffer((UNINIT_PATTERN * (size // 4 + 1))[:size], np.uint8).copy()
 
 
-@pytest.fixture(params=[CHUNK_BYTES, 64], ids=["real-chunks", "64-byte-chunks"])
+@pytest.fixture(params=[(CHUNK_BYTES, WHOLE_MAX_BYTES), (CHUNK_BYTES, 0), (64, 0), (64, 130)],
+                ids=["as-shipped", "real-chunks", "64-byte-chunks", "64-byte-chunks-whole-130"])
 def chunk(request, monkeypatch):
-    """The store's granule: the real one, and a tiny one that puts boundaries everywhere."""
-    size = request.param
+    """The store's granule and the size up to which a block is one chunk: as shipped (the
+    stores here are then one chunk each), real chunks for every size, and tiny chunks that
+    put boundaries everywhere (blocks of at most 130 bytes whole, longer than a chunk)."""
+    size, whole = request.param
+    monkeypatch.setattr(memory, "WHOLE_MAX_BYTES", whole)
     if size != CHUNK_BYTES:
         monkeypatch.setattr(memory, "CHUNK_BYTES", size)
         monkeypatch.setattr(memory, "_CHUNK_SHIFT", size.bit_length() - 1)
@@ -73,7 +78,8 @@ def _span(draw, size: int, chunk: int) -> tuple[int, int]:
 
 @st.composite
 def programs(draw, chunk: int):
-    size = draw(st.sampled_from([1, 7, chunk - 1, chunk, 3 * chunk + 5, 4 * chunk]))
+    size = draw(st.sampled_from([1, 7, chunk - 1, chunk, 2 * chunk - 1, 2 * chunk + 1,
+                                 3 * chunk + 5, 4 * chunk]))
     ops = []
     for _ in range(draw(st.integers(1, 24))):
         op = draw(st.sampled_from(["write", "fill", "fill", "read"]))
@@ -134,16 +140,35 @@ def test_unwritten_bytes_read_as_the_pattern_at_their_offset(chunk):
 
 def test_a_whole_chunk_memset_holds_no_array_until_partly_written(chunk):
     store = SparseBytes(4 * chunk)
-    store.fill(0, 4 * chunk, 7)
+    g = min(1 << store._shift, store.size)           # its chunks' size (all of it if whole)
+    store.fill(0, store.size, 7)
     assert store.written and store.held_bytes == 0
-    assert store.read(chunk - 2, 4).tolist() == [7, 7, 7, 7]
-    store.write(chunk + 1, np.array([1, 2], np.uint8))  # one chunk becomes an array
-    assert store.held_bytes == chunk
-    assert store.read(chunk, 4).tolist() == [7, 1, 2, 7]
-    store.fill(chunk, chunk, 9)                       # covered whole again: a value
+    assert store.read(g - 2, 2).tolist() == [7, 7]
+    store.write(1, np.array([1, 2], np.uint8))         # one chunk becomes an array
+    assert store.held_bytes == g
+    assert store.read(0, 4).tolist() == [7, 1, 2, 7]
+    store.fill(0, g, 9)                               # covered whole again: a value
     assert store.held_bytes == 0
-    store.fill(2 * chunk + 5, 10, 7)                  # same value in a value chunk: no array
-    assert store.held_bytes == 0
+    store.fill(5, 10, 9)                              # same value in a value chunk: no array
+    assert store.held_bytes == 0 and store.read(0, 16).tolist() == [9] * 16
+
+
+def test_only_a_large_block_is_cut_into_chunks():
+    assert SparseBytes(WHOLE_MAX_BYTES)._shift >= WHOLE_MAX_BYTES.bit_length() - 1
+    assert 1 << SparseBytes(20_000_032)._shift >= 20_000_032
+    assert 1 << SparseBytes(WHOLE_MAX_BYTES + 1)._shift == CHUNK_BYTES
+
+
+def test_a_read_is_a_copy_and_a_write_copies_its_source(chunk):
+    store = SparseBytes(3 * chunk)
+    src = np.arange(2 * chunk, dtype=np.int64).astype(np.uint8)
+    store.write(0, src)
+    src[:] = 0                                        # the caller's buffer, reused
+    for off, n in [(1, 4), (0, chunk), (chunk - 2, 4)]:
+        got = store.read(off, n)
+        got[:] = 0xFF
+        expect = (np.arange(off, off + n) % 256).astype(np.uint8)
+        assert np.array_equal(store.read(off, n), expect)
 
 
 def test_a_memset_takes_a_byte_and_reads_stay_inside_the_store():
@@ -197,10 +222,13 @@ def test_bytes_go_with_the_pages_when_the_pool_gives_them_back():
     assert b.read_bytes(0, 64) == UNINIT_PATTERN * 16
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_random_mallocs_and_frees_match_a_dense_model(seed):
+@pytest.mark.parametrize("whole", [WHOLE_MAX_BYTES, 0])
+@pytest.mark.parametrize("seed", range(8))
+def test_random_mallocs_and_frees_match_a_dense_model(seed, whole, monkeypatch):
     """Blocks come and go through the pool with assorted sizes; each block's bytes, modelled
-    as one dense array per block for its whole life, stay exact."""
+    as one dense array per block for its whole life, stay exact (blocks whole, and cut into
+    chunks)."""
+    monkeypatch.setattr(memory, "WHOLE_MAX_BYTES", whole)
     rng = np.random.default_rng(seed)
     heap = DeviceHeap(0, P910.replace(memory_bytes=256 * MiB, hugepage_pool_bytes=64 * MiB),
                       AddressSpace())
