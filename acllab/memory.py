@@ -17,6 +17,10 @@ Device memory follows ACL's rules (ACL_REFERENCE.md section 5, Memory):
 * contents are not zeroed: fresh memory holds the bytes DE AD BE EF repeated
   (float32 -1.18e29, int32 -272716322), so "forgot to memset" is visible.
 
+A device block's bytes cost host RAM only where they were written (:class:`SparseBytes`: a
+memset of gigabytes costs a few hundred KB, reads of unwritten bytes give the pattern), so a
+program may use all of a card's memory on a laptop; host memory is real memory, one array.
+
 Differs from hardware: the huge-page pool is a fixed partition of device memory (configurable
 per profile); real drivers size it at boot. Device addresses are deterministic, not real.
 """
