@@ -253,9 +253,17 @@ class Engine:
             task.end_ns = t
             effect = task.on_end
             if effect is not None:
-                if not task.cancelled and self._effect(effect, task) and task.writes \
-                        and self.wrote is not None:
-                    self.wrote(task)
+                if not task.cancelled:
+                    try:
+                        effect(task)
+                    except Exception as exc:   # noqa: BLE001 (a task's data effect failed)
+                        self._failed(task, exc)
+                    else:
+                        info = task.info
+                        if info and "fault" in info:
+                            self._faulted(task)
+                        if task.writes and self.wrote is not None:
+                            self.wrote(task)
                 task.on_end = None       # drop the closure: the trace keeps only data
             if self.observer is not None and not task.cancelled:
                 self.observer(task)
@@ -301,7 +309,14 @@ class Engine:
         if task.cancelled:
             task.duration_ns = 0
         elif task.on_start is not None:
-            self._effect(task.on_start, task)
+            try:
+                task.on_start(task)
+            except Exception as exc:   # noqa: BLE001 (a task's data effect failed)
+                self._failed(task, exc)
+            else:
+                info = task.info
+                if info and "fault" in info:
+                    self._faulted(task)
         d = task.duration_ns
         if not isinstance(d, int):
             d = d(task)
@@ -311,21 +326,16 @@ class Engine:
         self._seq += 1
         heapq.heappush(self._heap, (t + d, _END, self._seq, task))
 
-    def _effect(self, effect: Callable[[Task], None], task: Task) -> bool:
-        """Run a task's on_start or on_end; False when it failed (reported to ``fault``)."""
-        fault = self.fault
-        if fault is None:
-            effect(task)
-            return True
-        try:
-            effect(task)
-        except Exception as exc:   # noqa: BLE001 (a task's data effect failed)
-            fault(task, f"{type(exc).__name__}: {exc}")
-            return False
-        info = task.info
-        if info and "fault" in info and "fault_reported" not in info:
-            fault(task, info["fault"])
-        return True
+    def _failed(self, task: Task, exc: Exception) -> None:
+        """A task's effect raised: report it to ``fault`` (or let it propagate without one)."""
+        if self.fault is None:
+            raise exc
+        self.fault(task, f"{type(exc).__name__}: {exc}")
+
+    def _faulted(self, task: Task) -> None:
+        """A task's effect recorded ``info['fault']`` itself: report it once to ``fault``."""
+        if self.fault is not None and "fault_reported" not in task.info:
+            self.fault(task, task.info["fault"])
 
     def finish(self, task: Task, t_ns: int) -> None:
         """End a started task whose duration was open (a blocking host callback) at ``t_ns``."""

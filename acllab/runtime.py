@@ -716,11 +716,18 @@ class Runtime:
                 self._watch_host_ranges(task)
         host = self.host_ns
         eng = self.engine
-        self.process(host)                # the device catches up to the host first ...
+        if self._due_reports or self._callbacks_ahead:
+            self.process(host)            # the device catches up to the host first ...
+            eng.submit(task, host)
+            nxt = eng.peek()
+            if nxt is not None and nxt <= host:
+                self.process(host)        # ... then runs what ends at once (zero-length tasks)
+            return task
+        eng.run(host)                     # as above, when no callback report can fall due
         eng.submit(task, host)
         nxt = eng.peek()
         if nxt is not None and nxt <= host:
-            self.process(host)            # ... then runs what ends at once (zero-length tasks)
+            eng.run(host)
         return task
 
     def _wrote(self, task: Task) -> None:
@@ -736,9 +743,8 @@ class Runtime:
         otherwise), as a kernel's AI Core exception is; a blocking call (no stream) returns
         the error itself when it has waited for its tasks.
         """
-        if task.info is None:
-            task.info = {}
-        info = task.info
+        # the task's own dict: a copy's info may be shared with identical copies
+        info = task.info = dict(task.info) if task.info else {}
         info.setdefault("fault", message)
         info["fault_reported"] = True
         code = 507015 if task.kind in ("model_op", "kernel") else 507000

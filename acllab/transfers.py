@@ -52,7 +52,7 @@ def _move(dst: Region, doff: int, src: Region, soff: int, n: int):
         try:
             moved = read(soff, n)
         except Fail as exc:   # the source object vanished: the copy reads nothing
-            task.info["fault"] = exc.message
+            task.info = dict(task.info, fault=exc.message)   # its own dict (may be shared)
 
     def on_end(task: Task) -> None:
         nonlocal moved
@@ -61,10 +61,25 @@ def _move(dst: Region, doff: int, src: Region, soff: int, n: int):
         try:
             dst.write(doff, moved)
         except Fail as exc:
-            task.info["fault"] = exc.message
+            task.info = dict(task.info, fault=exc.message)   # its own dict (may be shared)
         moved = None
 
     return on_start, on_end
+
+
+_SHARED_MAX = 4096    # distinct pinned copies remembered per device (then forgotten at once)
+
+
+def _shared(device) -> dict:
+    """The device's cache of what identical pinned copies share (see copy_tasks)."""
+    cache = getattr(device, "shared_copies", None)
+    if cache is None:
+        cache = {}
+        try:
+            device.shared_copies = cache
+        except AttributeError:       # a device object that takes no attributes: no sharing
+            pass
+    return cache
 
 
 def _penalty(device, *regions: Region) -> int:
@@ -80,20 +95,34 @@ def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, d
     prof = device.profile
     dst_addr, src_addr = dst.start + doff, src.start + soff
     if direction == "h2d" and src.kind == "pinned" or direction == "d2h" and dst.kind == "pinned":
-        # the common case, kept short: one DMA task between pinned host and device memory
-        if direction == "h2d":
-            dma, bw, dev_region = device.h2d, prof.h2d_bandwidth_bps, dst
-        else:
-            dma, bw, dev_region = device.d2h, prof.d2h_bandwidth_bps, src
-        pen = prof.normal_page_penalty_permille if dev_region.page == "normal" else 0
+        # the common case, kept short: one DMA task between pinned host and device memory.
+        # A loop copies the same buffers again and again: such copies share one duration,
+        # one reads and one writes tuple and one info dict (records are read-only; whoever
+        # changes a copy's info gives the task its own dict first), so the trace of a long
+        # loop holds little more than the tasks' times
+        key = (src_addr, dst_addr, n, direction, src.generation, dst.generation,
+               dst.page if direction == "h2d" else src.page)
+        cache = _shared(device)
+        shared = cache.get(key)
+        if shared is None:
+            if direction == "h2d":
+                dma, bw, dev_region = device.h2d, prof.h2d_bandwidth_bps, dst
+            else:
+                dma, bw, dev_region = device.d2h, prof.d2h_bandwidth_bps, src
+            pen = prof.normal_page_penalty_permille if dev_region.page == "normal" else 0
+            if len(cache) >= _SHARED_MAX:
+                cache.clear()
+            shared = cache[key] = (
+                dma, prof.copy_latency_ns + transfer_ns(n, bw, pen), ((src_addr, n),),
+                ((dst_addr, n),),
+                {"src": src_addr, "dst": dst_addr, "direction": direction,
+                 "src_base": src.start, "dst_base": dst.start,
+                 "src_gen": src.generation, "dst_gen": dst.generation})
+        dma, dur, reads, writes, info = shared
         on_start, on_end = _move(dst, doff, src, soff, n)
-        return [Task(_NAMES[direction], "memcpy", resource=dma,
-                     duration_ns=prof.copy_latency_ns + transfer_ns(n, bw, pen), stream=stream,
-                     device=device.id, nbytes=n, reads=((src_addr, n),),
-                     writes=((dst_addr, n),), deps=first_deps, on_start=on_start, on_end=on_end,
-                     info={"src": src_addr, "dst": dst_addr, "direction": direction,
-                           "src_base": src.start, "dst_base": dst.start,
-                           "src_gen": src.generation, "dst_gen": dst.generation}, api=api)]
+        return [Task(_NAMES[direction], "memcpy", resource=dma, duration_ns=dur, stream=stream,
+                     device=device.id, nbytes=n, reads=reads, writes=writes, deps=first_deps,
+                     on_start=on_start, on_end=on_end, info=info, api=api)]
     label = DIRECTION_LABEL[direction]
     name = _NAMES[direction]
 

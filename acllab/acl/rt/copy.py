@@ -17,8 +17,13 @@ _KIND_DIRECTION = {C.ACL_MEMCPY_HOST_TO_HOST: "h2h", C.ACL_MEMCPY_HOST_TO_DEVICE
                    C.ACL_MEMCPY_DEVICE_TO_HOST: "d2h", C.ACL_MEMCPY_DEVICE_TO_DEVICE: "d2d"}
 
 
+_ACTUAL = {(False, False): "h2h", (False, True): "h2d", (True, False): "d2h",
+           (True, True): "d2d"}       # (src is device memory, dst is device memory)
+
+
 def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
-    """Validate a copy; return None for count 0, else (device, dst, doff, src, soff, n, dir)."""
+    """Validate a copy; return None for count 0, else
+    (device, dst, doff, src, soff, n, direction, context)."""
     if not (type(dst) is int and type(dest_max) is int and type(src) is int
             and type(count) is int and type(kind) is int):
         dst, dest_max = as_int(dst, "dst"), as_int(dest_max, "dest_max")
@@ -37,12 +42,23 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
         raise Fail(107000, f"count {count} is larger than dest_max {dest_max}: the copy "
                            "would overflow the destination")
     dev = ctx.device
-    dreg, doff = _span(r, dst, count, "dst", dev)
-    sreg, soff = _span(r, src, count, "src", dev)
-    actual = ("d" if sreg.kind == "device" else "h") + "2" + ("d" if dreg.kind == "device" else "h")
-    pageable = sreg.kind == "pageable" or dreg.kind == "pageable"
-    if kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != actual and is_async \
-            and pageable:
+    find = r.space.find
+    dreg, sreg = find(dst), find(src)
+    # the common case at once: pinned or live device memory of this device, in bounds (any
+    # other case, and every error, goes through _span, which explains what is wrong)
+    if (dreg is not None and sreg is not None
+            and dst - dreg.start + count <= dreg.size and src - sreg.start + count <= sreg.size
+            and (dreg.kind == "pinned" or dreg.kind == "device" and dreg.live
+                 and dreg.device == dev.id)
+            and (sreg.kind == "pinned" or sreg.kind == "device" and sreg.live
+                 and sreg.device == dev.id)):
+        doff, soff = dst - dreg.start, src - sreg.start
+    else:
+        dreg, doff = _span(r, dst, count, "dst", dev)
+        sreg, soff = _span(r, src, count, "src", dev)
+    actual = _ACTUAL[sreg.kind == "device", dreg.kind == "device"]
+    if kind != C.ACL_MEMCPY_DEFAULT and is_async and _KIND_DIRECTION[kind] != actual \
+            and (sreg.kind == "pageable" or dreg.kind == "pageable"):
         # memcpy infers the direction from the addresses whatever the kind; memcpy_async
         # corrects a wrong kind only when it knows both sides (pinned or device memory)
         where = {"h": "host", "d": "device"}
@@ -52,7 +68,7 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
     if is_async and actual == "h2h":
         raise Fail(207000, "memcpy_async does not support HOST_TO_HOST copies; use "
                            "acl.rt.memcpy (or a plain host copy)")
-    return dev, dreg, doff, sreg, soff, count, actual
+    return dev, dreg, doff, sreg, soff, count, actual, ctx
 
 
 _DIR_KIND = {v: k for k, v in _KIND_DIRECTION.items()}
@@ -73,7 +89,7 @@ def memcpy(dst, dest_max, src, count, kind):
     r.spend(r.profile.api_ns)
     if plan is None:
         return
-    dev, dreg, doff, sreg, soff, n, direction = plan
+    dev, dreg, doff, sreg, soff, n, direction, _ctx = plan
     tasks = copy_tasks(dev, dreg, doff, sreg, soff, n, direction, None, "memcpy")
     for t in tasks:
         r.submit(t, None)
@@ -96,18 +112,23 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
     """
     r = rt()
     plan = _plan_copy(r, dst, dest_max, src, count, kind, is_async=True)
-    s = r.stream_for(as_int(stream, "stream"))
+    handle = stream if type(stream) is int else as_int(stream, "stream")
     if plan is None:
+        r.stream_for(handle)
         r.spend(r.profile.launch_ns)
         return
+    dev, dreg, doff, sreg, soff, n, direction, ctx = plan
+    s = r.stream_for(handle, ctx)
     r.launch(r.profile.launch_ns)
-    dev, dreg, doff, sreg, soff, n, direction = plan
     tasks = copy_tasks(dev, dreg, doff, sreg, soff, n, direction, s, "memcpy_async")
+    if len(tasks) == 1 and sreg.kind != "pageable" and dreg.kind != "pageable":
+        r.submit(tasks[0], s)            # the common case: one DMA task
+        return
     last, submitted = s.last, s.submitted
     for t in tasks:
         r.submit(t, s)
     if sreg.kind == "pageable" or dreg.kind == "pageable":
-        tasks[-1].info["pageable_async"] = True
+        tasks[-1].info = dict(tasks[-1].info, pageable_async=True)
         try:
             r.wait_for(tasks[-1])
         except Deadlock:                 # the call fails: the copy must not run later
