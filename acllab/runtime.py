@@ -434,9 +434,10 @@ class Runtime:
 
     def _quiet(self, region: Region) -> bool:
         """True when only tasks can change ``region``'s bytes: pinned memory of which no
-        view exists (no ``ptr_to_numpy`` array, no slice of ``Region.data`` held anywhere)."""
-        return (region.kind == "pinned" and region._data is not None
-                and self._data_refs(region) <= self._QUIET_REFS)
+        view exists (no ``ptr_to_numpy`` array, no slice of ``Region.data`` held anywhere;
+        memory nothing touched yet has no bytes at all, so no view either)."""
+        return (region.kind == "pinned"
+                and (region._data is None or self._data_refs(region) <= self._QUIET_REFS))
 
     def _attach_view(self, view: list, crc: int) -> None:
         """Give a view that had no fingerprint (crc None) one, and its group."""
@@ -481,8 +482,8 @@ class Runtime:
                 if kind == "device":
                     continue
                 lo = addr - region.start
-                if kind == "pinned" and region._data is not None \
-                        and getrefcount(region._data) <= quiet_refs:   # as _quiet
+                if kind == "pinned" and (region._data is None     # as _quiet
+                                         or getrefcount(region._data) <= quiet_refs):
                     self._lazy_regions.add(region)
                     self._quiet_views.append((task, region, region.generation, lo, n, mode))
                     continue
