@@ -19,7 +19,8 @@ Device memory follows ACL's rules (ACL_REFERENCE.md section 5, Memory):
 
 A device block's bytes cost host RAM only where they were written (:class:`SparseBytes`: a
 memset of gigabytes costs a few hundred KB, reads of unwritten bytes give the pattern), so a
-program may use all of a card's memory on a laptop; host memory is real memory, one array.
+program may allocate all of a card's memory on a laptop and memset it; host memory is real
+memory, one array.
 
 Differs from hardware: the huge-page pool is a fixed partition of device memory (configurable
 per profile); real drivers size it at boot. Device addresses are deterministic, not real.
@@ -104,7 +105,7 @@ def _fill_pattern(arr: np.ndarray) -> None:
 # The sparse store's granule and the size up to which a block is one chunk: measured with
 # benchmarks/bench_memory.py (smaller chunks cost time per copy, larger ones RAM per write).
 CHUNK_BYTES = 256 * 1024
-WHOLE_MAX_BYTES = 64 * 1024 * 1024
+WHOLE_MAX_BYTES = 64 * MiB
 _CHUNK_SHIFT = CHUNK_BYTES.bit_length() - 1
 _PATTERN = np.empty(CHUNK_BYTES + 4, dtype=np.uint8)   # the pattern from offset 0, one chunk
 _fill_pattern(_PATTERN)                                 # and 4 more, to start at any phase
@@ -126,11 +127,12 @@ class SparseBytes:
 
     The block is cut into chunks of ``CHUNK_BYTES`` (the last one may be shorter); a block of
     at most ``WHOLE_MAX_BYTES`` is one chunk, so copying an ordinary buffer costs what a dense
-    array's copy costs. A chunk nobody wrote is absent and reads as the uninitialised pattern,
-    byte ``i`` of the block being ``UNINIT_PATTERN[i % 4]`` as if the whole block had been
-    filled with it; a chunk a memset covered entirely is one int (its value); a chunk partly
-    written or memset is a uint8 array. A write that covers a chunk entirely stores a copy of
-    the source without filling the pattern first.
+    array's copy costs (and writing part of one takes RAM for all of it). A chunk nobody wrote
+    is absent and reads as the uninitialised pattern, byte ``i`` of the block being
+    ``UNINIT_PATTERN[i % 4]`` as if the whole block had been filled with it; a chunk a memset
+    covered entirely is one int (its value); a chunk partly written or memset is a uint8
+    array. A write that covers a chunk entirely stores a copy of the source without filling
+    the pattern first.
 
     Every read is exact: the bytes are those a dense array filled with the pattern and then
     given the same writes and memsets would hold. Nothing observable differs from hardware
