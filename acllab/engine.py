@@ -275,6 +275,19 @@ class Engine:
             dependents = task.dependents
             if dependents is not None:
                 task.dependents = None
+                if len(dependents) == 1:
+                    nxt = dependents[0]
+                    if t > nxt.floor_ns:
+                        nxt.floor_ns = t
+                    nxt.pending -= 1
+                    if nxt.pending == 0:
+                        heap = self._heap
+                        if nxt.floor_ns == t and (not heap or heap[0][0] > t):
+                            self._ready(nxt, t)   # nothing else is due at t: skip the heap
+                        else:
+                            self._seq += 1
+                            heapq.heappush(heap, (nxt.floor_ns, _READY, self._seq, nxt))
+                    return
                 for nxt in dependents:
                     if t > nxt.floor_ns:
                         nxt.floor_ns = t
