@@ -500,7 +500,7 @@ class Order:
     def before(self, a, b) -> bool:
         """Whether task ``a`` is ordered before task ``b`` (tasks or ids)."""
         a, b = getattr(a, "id", a), getattr(b, "id", b)
-        return a != b and self._st.before(a, self._st.vc[b])
+        return a != b and self._st.before_task(a, b)
 
     def host_knows(self, task, mark: int) -> bool:
         """Whether the host had synchronised with ``task`` just before host op ``mark``."""
