@@ -9,6 +9,7 @@ prints at the start.
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from pathlib import Path
@@ -162,6 +163,187 @@ def check_memory_map(nb) -> None:
     nb.shot("memory-map")
 
 
+# -- helpers for the widgets whose controls change numbers in the figure ------------------------
+def title_of(plot) -> str:
+    texts = svg_texts(plot, ".gtitle")
+    return texts[0] if texts else ""
+
+
+def figure_state(plot, expression: str):
+    """A value computed in the page from the plot's element ``gd`` (what plotly drew)."""
+    return plot.evaluate(f"gd => {expression}")
+
+
+def wait_changed(plot, expression: str, before, what: str, timeout_ms: int = 20_000):
+    """Wait until ``expression`` (of ``gd``) differs from ``before``; return its new value."""
+    try:
+        plot.page.wait_for_function(
+            f"([gd, before]) => JSON.stringify((gd => {expression})(gd)) !== before",
+            arg=[plot.element_handle(), json.dumps(before)], timeout=timeout_ms)
+    except Exception as exc:             # noqa: BLE001 - say which control did nothing
+        raise AssertionError(f"{what}: the figure did not change ({expression})") from exc
+    plot.page.wait_for_timeout(200)      # a redraw may come in two steps: take the last
+    return figure_state(plot, expression)
+
+
+def press(nb, selector: str, key: str) -> str:
+    """Focus a slider's handle, press ``key``, return the slider's readout afterwards."""
+    handle = nb.panel.locator(f"{selector} .noUi-handle").first
+    handle.scroll_into_view_if_needed()
+    handle.focus()
+    nb.page.keyboard.press(key)
+    readout = nb.panel.locator(f"{selector} .widget-readout").first
+    return readout.inner_text() if readout.count() else ""
+
+
+def assert_drawn(plot, what: str) -> None:
+    drawn = figure_state(plot, "[gd.querySelectorAll('.trace').length, "
+                               "gd.getBoundingClientRect().height]")
+    assert drawn[0] > 0 and drawn[1] > 50, f"{what}: a blank plot ({drawn})"
+
+
+TITLE = "(gd.querySelector('.gtitle') || {}).textContent || ''"
+YTICKS = "Array.from(gd.querySelectorAll('.yaxislayer-above .ytick text'), e => e.textContent)"
+
+
+def check_copy_path(nb) -> None:
+    """Each CopyPath slider changes what it should: size in the title, a bandwidth in its
+    lane's label only, the step in the 'copied so far' bars and the cursor; Play animates."""
+    plot = nb.cell_of(".acllab-copypath-size").locator(".js-plotly-plot").first
+    plot.scroll_into_view_if_needed()
+    assert_drawn(plot, "CopyPath")
+    title = title_of(plot)
+    assert re.search(r"H2D copy of 5 MiB on .*pageable takes \d+\.\d+x as long", title), title
+    size = press(nb, ".acllab-copypath-size", "ArrowRight")
+    title = wait_changed(plot, TITLE, title, "CopyPath size slider")
+    assert f"H2D copy of {size} on" in title, (size, title)
+
+    ticks = figure_state(plot, YTICKS)
+    press(nb, ".acllab-copypath-link", "ArrowRight")
+    new = wait_changed(plot, YTICKS, ticks, "CopyPath link slider")
+    assert new[0] != ticks[0], f"a faster link must change the pinned lane: {ticks} -> {new}"
+    ticks = new
+    press(nb, ".acllab-copypath-host", "ArrowRight")
+    new = wait_changed(plot, YTICKS, ticks, "CopyPath host slider")
+    assert new[0] == ticks[0], f"host memcpy must not change the pinned lane: {ticks} -> {new}"
+    assert new[2] != ticks[2], f"host memcpy must change the pageable lane: {ticks} -> {new}"
+
+    cursor = "gd.data[2].x[0]"
+    sent = "gd.data[1].x.reduce((a, b) => a + b, 0)"
+    end, total = figure_state(plot, cursor), figure_state(plot, sent)
+    press(nb, ".acllab-copypath-step", "ArrowLeft")
+    moved = wait_changed(plot, cursor, end, "CopyPath step slider")
+    assert moved == pytest.approx(end * 39 / 40, rel=1e-6), (end, moved)   # 40 steps
+    assert figure_state(plot, sent) < total, "'copied so far' did not shrink"
+    assert figure_state(plot, "gd.querySelector('.scatterlayer path.js-line')"
+                              ".getAttribute('d')"), "no cursor line drawn"
+    nb.cell_of(".acllab-copypath-size").locator(".widget-play button").first.click()
+    wait_changed(plot, cursor, moved, "CopyPath Play")
+    nb.shot("copy-path")
+
+
+def check_pipeline_explorer(nb) -> None:
+    """Each PipelineExplorer control shows up in the comparison's title or the timeline."""
+    cell = nb.cell_of(".acllab-pipeline-batch")
+    plots = cell.locator(".js-plotly-plot")
+    assert plots.count() == 2, "PipelineExplorer: comparison and timeline expected"
+    figure, timeline = plots.nth(0), plots.nth(1)
+    figure.scroll_into_view_if_needed()
+    assert_drawn(figure, "PipelineExplorer comparison")
+    assert_drawn(timeline, "PipelineExplorer timeline")
+    title = title_of(figure)
+    assert re.match(r"batch \d+, [\d.]+ GB/s, AI Core x[\d.]+, \d input buffers?, ", title), \
+        title
+    bars = "Array.from(gd.querySelectorAll('.bartext'), e => e.textContent)"
+    for selector, key, expect in (
+            (".acllab-pipeline-batch", "ArrowRight", lambda r: f"batch {r},"),
+            (".acllab-pipeline-link-gbps", "ArrowRight", lambda r: f", {float(r):g} GB/s,"),
+            (".acllab-pipeline-compute-scale", "ArrowRight",
+             lambda r: f"AI Core x{float(r):g},")):
+        values = figure_state(figure, bars)
+        readout = press(nb, selector, key)
+        title = wait_changed(figure, TITLE, title, f"PipelineExplorer {selector}")
+        assert expect(readout) in title, (selector, readout, title)
+        assert figure_state(figure, bars) != values, f"{selector}: the bars did not change"
+    shown = figure_state(timeline, TITLE)
+    assert "2 input buffers" in title, title             # the default: double buffering
+    nb.panel.locator(".acllab-pipeline-buffers button", has_text="1 (").first.click()
+    title = wait_changed(figure, TITLE, title, "PipelineExplorer buffers")
+    assert "1 input buffer," in title, title
+    shown = wait_changed(timeline, TITLE, shown, "PipelineExplorer timeline (buffers)")
+    nb.panel.locator(".acllab-pipeline-huge-pages button", has_text="4 KB").first.click()
+    title = wait_changed(figure, TITLE, title, "PipelineExplorer pages")
+    assert "4 KB pages" in title, title
+    shown = wait_changed(timeline, TITLE, shown, "PipelineExplorer timeline (pages)")
+    assert shown.startswith("the double-stream loop"), shown
+    nb.panel.locator(".acllab-pipeline-show button", has_text="serial").first.click()
+    shown = wait_changed(timeline, TITLE, shown, "PipelineExplorer timeline of")
+    assert shown.startswith("the serial loop"), shown
+    press(nb, ".acllab-pipeline-batches", "ArrowLeft")
+    wait_changed(timeline, TITLE, shown, "PipelineExplorer batches slider")
+    nb.shot("pipeline-explorer")
+
+
+def check_shape_explorer(nb) -> None:
+    """The budget moves the dashed line and the title; a gear toggle and a mix slider change
+    the fixed models' count and the traffic shares the learner reads."""
+    plot = nb.cell_of(".acllab-shape-budget").locator(".js-plotly-plot").first
+    plot.scroll_into_view_if_needed()
+    assert_drawn(plot, "ShapeExplorer")
+    title = title_of(plot)
+    assert title.startswith("budget 120 MiB"), title
+    budget = press(nb, ".acllab-shape-budget", "ArrowRight")
+    title = wait_changed(plot, TITLE, title, "ShapeExplorer budget slider")
+    assert title.startswith(f"budget {budget} MiB"), (budget, title)
+    assert figure_state(plot, "gd.layout.shapes[0].y0") == float(budget)
+    names = "gd.data.map(t => t.name)"
+    before = figure_state(plot, names)
+    assert "3 fixed models" in before, before
+    nb.panel.locator(".acllab-shape-gear", has_text="8").first.click()
+    after = wait_changed(plot, names, before, "ShapeExplorer gear toggle")
+    assert "2 fixed models" in after, after
+    ticks = "Array.from(gd.querySelectorAll('.xaxislayer-above .xtick text'), e => e.textContent)"
+    shares = nb.panel.locator(".acllab-shape-share")
+    first = figure_state(plot, ticks)
+    old_share = shares.first.inner_text()
+    press(nb, ".acllab-shape-mix", "ArrowRight")
+    new = wait_changed(plot, ticks, first, "ShapeExplorer mix slider")
+    share = shares.first.inner_text().lstrip("= ")
+    assert share != old_share.lstrip("= ") and f"1 ({share})" in new, (share, new)
+    nb.shot("shape-explorer")
+
+
+# Every figure's title, and where plotly's modebar sits, in page coordinates.
+FIGURE_BOXES = """els => els.map(gd => {
+  const box = e => { if (!e) return null; const r = e.getBoundingClientRect();
+                     return [r.left, r.top, r.right, r.bottom]; };
+  const title = gd.querySelector('.gtitle');
+  return {title: title ? title.textContent : '', t: box(title),
+          m: box(gd.querySelector('.modebar'))};
+})"""
+
+
+def overlap(a, b) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return w * h if w > 0 and h > 0 else 0.0
+
+
+def check_titles_clear_of_modebar(nb) -> None:
+    """No figure's title sits under plotly's modebar (its buttons would hide the words)."""
+    plots = nb.panel.locator(".js-plotly-plot")
+    clashes = []
+    for k in range(plots.count()):
+        plot = plots.nth(k)
+        plot.scroll_into_view_if_needed()
+        plot.hover()                     # the modebar is laid out when the plot is hovered
+        fig = plot.evaluate("gd => (" + FIGURE_BOXES + ")([gd])[0]")
+        if fig["title"] and fig["t"] and fig["m"] and overlap(fig["t"], fig["m"]) > 0:
+            clashes.append(f"figure {k}: {fig['title'][:70]!r} title {fig['t']} "
+                           f"modebar {fig['m']}")
+    assert not clashes, "titles under the modebar:\n" + "\n".join(clashes)
+
+
 def check_quiet_teardown(nb) -> None:
     """The teardown cell shows no leak or sanitizer warning caused by the lesson's own demos."""
     last = nb.panel.locator(".jp-CodeCell", has_text="ret = acl.finalize()").last
@@ -171,10 +353,11 @@ def check_quiet_teardown(nb) -> None:
 
 INTERACTIONS = {
     "02": [check_memory_map, check_quiet_teardown],
-    "03": [check_quiet_teardown],
+    "03": [check_copy_path, check_quiet_teardown],
     "04": [check_timelines, check_stepper, check_quiet_teardown],
     "05": [check_timelines],
-    "06": [check_timelines],
+    "06": [check_timelines, check_pipeline_explorer],
+    "08": [check_shape_explorer],
     "10": [check_timelines],
 }
 
@@ -187,6 +370,7 @@ def test_lesson_runs_in_jupyterlab_and_its_widgets_respond(notebook):
     assert not problems, "\n".join(problems)
     temp_paths = [t for t in notebook.stderr_texts() if "ipykernel_" in t]
     assert not temp_paths, f"warnings show the kernel's temporary file: {temp_paths}"
+    check_titles_clear_of_modebar(notebook)
     for check in INTERACTIONS.get(notebook.name[:2], []):
         check(notebook)
     assert not notebook.console_errors, notebook.console_errors
