@@ -168,7 +168,12 @@ class Engine:
                         dep.dependents.append(task)
                 elif dep.end_ns > floor:
                     floor = dep.end_ns
-            task.deps = tuple([(d.id, label) for d, label in deps]) if self.record else ()
+            if not self.record:
+                task.deps = ()
+            elif len(deps) == 1:
+                task.deps = ((deps[0][0].id, deps[0][1]),)
+            else:
+                task.deps = tuple([(d.id, label) for d, label in deps])
         task.floor_ns = floor
         task.pending = pending
         if pending == 0:
@@ -178,6 +183,21 @@ class Engine:
             else:
                 self._seq += 1
                 heapq.heappush(heap, (floor, _READY, self._seq, task))
+        return task
+
+    def submit_at(self, task: Task, at_ns: int) -> Task:
+        """Run everything up to ``at_ns``, submit ``task`` at ``at_ns``, then run what that
+        makes due at ``at_ns`` (a zero-length task ends at once): what the runtime does for
+        each task the host submits, in one call."""
+        heap = self._heap
+        step = self._step
+        while heap and heap[0][0] <= at_ns:
+            step()
+        if at_ns > self.now_ns:
+            self.now_ns = at_ns
+        self.submit(task, at_ns)
+        while heap and heap[0][0] <= at_ns:
+            step()
         return task
 
     def run(self, until_ns: int | None = None,

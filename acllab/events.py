@@ -22,7 +22,7 @@ __all__ = ["record", "reset", "wait", "completed"]
 def record(runtime, ev: Event, stream: Stream) -> Task:
     """Record ``ev`` on ``stream``: capture the tasks already submitted to it."""
     prof = runtime.profile
-    runtime.launch(prof.record_host_ns)
+    runtime.host_ns += prof.record_host_ns       # runtime.launch: submit() catches up
     ev.records += 1
     previous = ev.record.id if ev.record is not None else -1
     task = Task("EventRecord", "event_record", duration_ns=prof.record_device_ns,
@@ -55,7 +55,7 @@ def wait(runtime, stream: Stream, ev: Event) -> Task | None:
     if ev.record is None:
         runtime.spend(prof.record_host_ns)
         return None
-    runtime.launch(prof.record_host_ns)
+    runtime.host_ns += prof.record_host_ns       # runtime.launch: submit() catches up
     rec = ev.record
     pred = stream.last
     wake = prof.wait_wakeup_ns

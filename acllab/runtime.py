@@ -378,7 +378,9 @@ class Runtime:
     def stream_for(self, handle: int, ctx: Context | None = None) -> Stream:
         """Resolve a stream argument (0 = the current context's default stream)."""
         if ctx is None:
-            ctx = self.current_context()
+            ctx = self._current.get(get_ident())
+            if ctx is None or not ctx.alive:
+                ctx = self.current_context()
         if handle == 0:
             return ctx.default_stream
         stream = self.handles.get(handle)
@@ -709,7 +711,7 @@ class Runtime:
             queue = self._queued.get(stream)
             if queue is None:
                 queue = self._queued[stream] = deque()
-            else:
+            elif len(queue) >= 32:   # drop the started prefix now and then (queued_tasks does)
                 while queue and (queue[0].start_ns >= 0 or queue[0].cancelled):
                     queue.popleft()
             queue.append(task)
@@ -724,12 +726,7 @@ class Runtime:
             if nxt is not None and nxt <= host:
                 self.process(host)        # ... then runs what ends at once (zero-length tasks)
             return task
-        eng.run(host)                     # as above, when no callback report can fall due
-        eng.submit(task, host)
-        nxt = eng.peek()
-        if nxt is not None and nxt <= host:
-            eng.run(host)
-        return task
+        return eng.submit_at(task, host)  # as above, when no callback report can fall due
 
     def _wrote(self, task: Task) -> None:
         """A task's on_end wrote memory: rebaseline the watched host ranges it covers."""
