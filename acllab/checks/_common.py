@@ -341,6 +341,8 @@ class Provenance:
     show as bytes that differ from what the last task wrote there.
     """
 
+    PIECE = 16 << 20        # a write larger than the budget is fingerprinted this much at a time
+
     def __init__(self, runtime: Any, byte_budget: int = 256 << 20):
         self.runtime = runtime
         self.writes: list[Write] = []
@@ -355,15 +357,18 @@ class Provenance:
             data: bytes | None = None
             crc = 0
             if region is not None and region.materialised and not region.dangling:
+                off, n = lo - region.start, hi - lo
                 try:
-                    blob = region.read_bytes(lo - region.start, hi - lo)
+                    if n <= self.budget:
+                        data = region.read_bytes(off, n)
+                        self.budget -= n
+                        crc = zlib.crc32(data)
+                    else:                   # too large to keep: fingerprinted in pieces
+                        for at in range(0, n, self.PIECE):
+                            crc = zlib.crc32(region.read_bytes(off + at,
+                                                               min(self.PIECE, n - at)), crc)
                 except Exception:           # noqa: BLE001 - a vanished pageable object
-                    blob = None
-                if blob is not None:
-                    crc = zlib.crc32(blob)
-                    if self.budget >= len(blob):
-                        self.budget -= len(blob)
-                        data = blob
+                    data, crc = None, 0
             elif region is not None:
                 crc = zlib.crc32(uninit_pattern(lo - region.start, hi - lo))
             self.writes.append(Write(task, lo, hi, data, crc))

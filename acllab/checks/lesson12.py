@@ -37,7 +37,15 @@ from ..dvpp import formats as F
 from ..dvpp.tasks import dvpp_device
 from ..model import tiny_dataset
 from . import PROCESS, Case, Item, _guard, call_learner, exercise, isolated, ran_item
-from ._common import Provenance, hazards, leak_texts, new_case, released_item, sanitizer_item
+from ._common import (
+    Provenance,
+    hazards,
+    leak_texts,
+    new_case,
+    released_item,
+    sanitizer_item,
+    uninit_pattern,
+)
 
 __all__ = ["grade_dvpp_pipeline", "make_jpeg", "vpc_strides"]
 
@@ -135,9 +143,9 @@ def grade_dvpp_pipeline(fn, seed: int) -> Case:
 def _read(runtime, ptr: int, n: int) -> bytes:
     """The output buffer's bytes now (read directly: no task, no host access is logged)."""
     region = runtime.region(ptr)
-    if region is None or not region.materialised:
-        return (b"\xde\xad\xbe\xef" * (n // 4 + 1))[:n]
-    return region.read_bytes(ptr - region.start, n)
+    if region is None:
+        return uninit_pattern(0, n)
+    return region.read_bytes(ptr - region.start, n)   # unwritten bytes read as the pattern
 
 
 def _teardown(stream, outputs) -> list[str]:
