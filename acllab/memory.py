@@ -401,8 +401,9 @@ class Region:
 
     def describe(self) -> str:
         if self.kind == "device":
-            return (f"device {self.device} block 0x{self.start:x} ({self.requested} B requested, "
-                    f"{self.size} B usable, {self.page} pages)")
+            what = "DVPP buffer" if self.label == "dvpp" else "block"
+            return (f"device {self.device} {what} 0x{self.start:x} ({self.requested} B "
+                    f"requested, {self.size} B usable, {self.page} pages)")
         if self.kind == "pinned":
             return f"pinned host buffer 0x{self.start:x} ({self.size} B)"
         return f"pageable host buffer 0x{self.start:x} ({self.size} B, {self.label})"
