@@ -322,3 +322,77 @@ def test_profile_sanitize_reports_a_leak(tmp_path, capsys):
              "acl.rt.reset_device(0)\nacl.finalize()\n"
     assert _profile(tmp_path, "leaky.py", source) == 1
     assert "[leak]" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------
+# its cost per task is bounded (counted, never timed)
+# ---------------------------------------------------------------------------------------
+
+def _pipeline(iterations: int, two_way: bool):
+    """The minimal two-stream pipeline (H2D + record on A, wait + D2H on B); ``two_way``
+    also makes A wait for B's copy before reusing the device buffer (race free)."""
+    runtime = acllab.reset()
+    acl.init()
+    acl.rt.set_device(0)
+    a, _ = acl.rt.create_stream()
+    b, _ = acl.rt.create_stream()
+    host_in, _ = acl.rt.malloc_host(4096)
+    host_out, _ = acl.rt.malloc_host(4096)
+    dev, _ = acl.rt.malloc(4096, 0)
+    up, _ = acl.rt.create_event()
+    down, _ = acl.rt.create_event()
+    for i in range(iterations):
+        if two_way and i:
+            acl.rt.stream_wait_event(a, down)
+        acl.rt.memcpy_async(dev, 4096, host_in, 4096, 1, a)
+        acl.rt.record_event(up, a)
+        acl.rt.stream_wait_event(b, up)
+        acl.rt.memcpy_async(host_out, 4096, dev, 4096, 2, b)
+        if two_way:
+            acl.rt.record_event(down, b)
+    acl.rt.synchronize_stream(a)
+    acl.rt.synchronize_stream(b)
+    return runtime
+
+
+@pytest.mark.parametrize("two_way", [False, True])
+def test_vector_clocks_are_shared_along_a_stream(two_way):
+    """A task shares its stream predecessor's clock until something new reaches the stream:
+    clocks are made only where a wait brings news (about one per wait), not one per task."""
+    runtime = _pipeline(200, two_way)
+    st = sanitizer._State(runtime)
+    for t in st.tasks:
+        sanitizer._visit_task(st, t)
+    waits = sum(1 for t in st.tasks if t.kind == "event_wait")
+    distinct = len({id(vc) for vc in st.vc})
+    assert len(st.vc) == len(st.tasks) >= 800
+    assert distinct <= waits + 4, (distinct, waits)
+    findings = sanitizer.analyze(runtime)
+    assert [f.kind for f in findings] == ([] if two_way else ["race"])
+
+
+def test_history_per_buffer_stays_short_in_a_loop():
+    """Accesses of a stream that a newer one covers are forgotten, so a loop over the same
+    buffers keeps a few entries per buffer however long it runs."""
+    runtime = _pipeline(300, True)
+    st = sanitizer._State(runtime)
+    for t in st.tasks:
+        sanitizer._visit_task(st, t)
+    assert max(len(h) for h in st.history.values()) <= 4
+    assert all(len(r) == 1 for r in st.init.values())
+
+
+def test_copies_in_a_loop_fingerprint_nothing_and_share_their_records(monkeypatch):
+    """Pinned buffers of which the host holds no view are never fingerprinted (host-view
+    watching costs no CRC), and identical copies share their reads, writes and info."""
+    import acllab.runtime as runtime_module
+
+    calls = []
+    real = runtime_module.zlib.crc32
+    monkeypatch.setattr(runtime_module.zlib, "crc32", lambda *a: calls.append(1) or real(*a))
+    runtime = _pipeline(100, True)
+    assert calls == []
+    copies = [t for t in runtime.tasks if t.kind == "memcpy" and t.name.endswith("ToDevice")]
+    assert len(copies) == 100
+    assert len({id(t.info) for t in copies}) == 1
+    assert len({id(t.reads) for t in copies}) == len({id(t.writes) for t in copies}) == 1
