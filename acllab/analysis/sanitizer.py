@@ -99,6 +99,7 @@ class _State:
         self.repeats: dict = {}
         self.by_key: dict = {}
         self.regions: dict = {}
+        self.accesses: dict = {}            # (id(info), id(reads), id(writes)) -> accesses
 
     def add(self, key, finding: Finding) -> None:
         if key not in self.seen:
@@ -170,8 +171,8 @@ def _accesses(task):
     return out
 
 
-def _clock(st: _State, t) -> None:
-    """Task ``t``'s vector clock: the host's and its dependencies', plus its own entry."""
+def _visit_task(st: _State, t) -> None:
+    # its vector clock: the host's and its dependencies', plus its own entry (see _State)
     s = t.stream
     if s is not None:
         key = s.handle
@@ -183,32 +184,38 @@ def _clock(st: _State, t) -> None:
     st.counter[key] = cnt
     last = st.last_of.get(key)
     vcs, keys, cnts = st.vc, st.key, st.cnt
-    sources = []
-    base = None
+    deps = t.deps
+    vc = None
     if last is not None:
         prev, version = last
-        for dep_id, _label in t.deps:
-            if dep_id == prev:
-                base = vcs[prev]         # the key's previous task: start from its clock
-            else:
-                sources.append((vcs[dep_id], keys[dep_id], cnts[dep_id]))
-        if base is not None and version != st.host_version:
-            sources.append((st.host, key, 0))
-    if base is None:
-        base = st.host
-        sources = [(vcs[d], keys[d], cnts[d]) for d, _label in t.deps]
-    vc = _merge(base, key, sources) if sources else base
-    st.last_of[key] = (t.id, st.host_version)
+        if len(deps) == 1 and deps[0][0] == prev:     # the stream's previous task only
+            vc = vcs[prev]
+            if version != st.host_version:
+                vc = _merge(vc, key, ((st.host, key, 0),))
+        else:
+            sources = []
+            for dep_id, _label in deps:
+                if dep_id == prev:
+                    vc = vcs[prev]       # the key's previous task: start from its clock
+                else:
+                    sources.append((vcs[dep_id], keys[dep_id], cnts[dep_id]))
+            if vc is not None:
+                if version != st.host_version:
+                    sources.append((st.host, key, 0))
+                if sources:
+                    vc = _merge(vc, key, sources)
+    if vc is None:
+        vc = st.host
+        if deps:
+            vc = _merge(vc, key, [(vcs[d], keys[d], cnts[d]) for d, _label in deps])
+    tid = t.id
+    st.last_of[key] = (tid, st.host_version)
     vcs.append(vc)
     keys.append(key)
     cnts.append(cnt)
-
-
-def _visit_task(st: _State, t) -> None:
-    _clock(st, t)
     if t.cancelled:
         return
-    info = t.info or {}
+    info = t.info or _EMPTY
     if info.get("pageable_async"):
         st.add(("pageable", t.stream.handle if t.stream else 0), Finding(
             "pageable-async",
@@ -216,10 +223,34 @@ def _visit_task(st: _State, t) -> None:
             "host until the copy finished, so nothing overlapped with it.",
             "allocate the host buffer with acl.rt.malloc_host (pinned memory)",
             [t.id], [_sname(t)], [info.get("src", 0), info.get("dst", 0)], [t.submit_ns]))
+    if "mem" in info:
+        _visit_accesses(st, t, info, key, vc, info["mem"])
+    elif t.reads or t.writes:
+        # identical copies share reads, writes and info (transfers.copy_tasks): their
+        # accesses are worked out once (every task is alive, so ids are not reused here)
+        ckey = (id(info), id(t.reads), id(t.writes))
+        accesses = st.accesses.get(ckey)
+        if accesses is None:
+            if len(st.accesses) >= 4096:
+                st.accesses.clear()
+            accesses = st.accesses[ckey] = _accesses(t)
+        if accesses:
+            _visit_accesses(st, t, info, key, vc, accesses)
+    kind = t.kind
+    if kind == "event_wait":
+        _check_stale_wait(st, t)
+    elif kind == "event_reset" and info.get("previous_record", -1) >= 0:
+        _check_reset_while_waited(st, t)
+
+
+_EMPTY: dict = {}
+
+
+def _visit_accesses(st: _State, t, info, key, vc, accesses) -> None:
+    """Check ``t``'s memory accesses against each buffer's history, then add them to it."""
+    keys, cnts = st.key, st.cnt
     tid = t.id
-    key = st.key[tid]
-    keys, cnts, vc = st.key, st.cnt, st.vc[tid]
-    for base, gen, lo, hi, mode in _accesses(t):
+    for base, gen, lo, hi, mode in accesses:
         region = st.regions.get(base, False)
         if region is False:
             region = st.regions[base] = st.rt.space.find(base) or st.rt.space.find_dead(base)
@@ -251,10 +282,6 @@ def _visit_task(st: _State, t) -> None:
         hist.append((tid, mode, lo, hi))
         if len(hist) > HISTORY:
             del hist[0]
-    if t.kind == "event_wait":
-        _check_stale_wait(st, t)
-    if t.kind == "event_reset" and info.get("previous_record", -1) >= 0:
-        _check_reset_while_waited(st, t)
 
 
 def _race(st: _State, t, info, region, base, gen, lo, hi, mode, oid, omode, olo, ohi,
