@@ -291,7 +291,8 @@ class Engine:
             res = task.resource
             if res is not None:
                 res.in_use -= task.units
-                self._grant(res, t)
+                if res.queue:
+                    self._grant(res, t)
             dependents = task.dependents
             if dependents is not None:
                 task.dependents = None

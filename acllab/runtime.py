@@ -27,7 +27,15 @@ from .dvpp.tasks import DvppDevice
 from .engine import Deadlock, Engine, Resource, Task
 from .errors import AclWarning, BudgetExceeded, Fail
 from .hardware import DeviceProfile, get_profile
-from .memory import AddressSpace, DeviceHeap, HostMemory, Region
+from .memory import (
+    DEVICE_BASE,
+    PAGEABLE_BASE,
+    PINNED_BASE,
+    AddressSpace,
+    DeviceHeap,
+    HostMemory,
+    Region,
+)
 from .streams import Callback, Context, DataBuffer, Event, Stream
 
 __all__ = ["Runtime", "Device"]
@@ -41,6 +49,8 @@ _HANDLE_BASE = {
     "desc": 0x0DE0_0000_1000,
 }
 _HANDLE_STEP = 0x40
+# device addresses lie below every host address (acllab.memory's layout)
+_DEVICE_END = min(PAGEABLE_BASE, PINNED_BASE)
 
 
 class Device:
@@ -477,6 +487,8 @@ class Runtime:
         getrefcount = sys.getrefcount
         for ranges, mode in ((task.reads, "r"), (task.writes, "w")):
             for addr, n in ranges:
+                if DEVICE_BASE <= addr < _DEVICE_END:
+                    continue             # device memory: the host has no view of it
                 region = find(addr)
                 if region is None or n <= 0:
                     continue
