@@ -570,6 +570,10 @@ class Runtime:
                 lazy.add(region)
             else:                       # a view of it exists now: fingerprint its ranges
                 self._materialise(region)
+        if not self._views:             # nothing fingerprinted: nothing to compare
+            self._lazy_regions = lazy
+            self._views_checked_ns = self.host_ns
+            return
         keep = []
         now_of: dict[tuple, int | None] = {}    # the bytes of one range, fingerprinted once
         epoch = self._view_epoch
@@ -623,13 +627,14 @@ class Runtime:
         if joined is None or joined.stream is None or joined.end_ns < 0:
             return
         s = joined.stream
-        keep = []
-        for v in self._views:
-            if v[0].stream is s and v[0].id <= task_id:
-                self._drop_view(v)
-            else:
-                keep.append(v)
-        self._views = deque(keep)
+        if self._views:
+            keep = []
+            for v in self._views:
+                if v[0].stream is s and v[0].id <= task_id:
+                    self._drop_view(v)
+                else:
+                    keep.append(v)
+            self._views = deque(keep)
         if self._quiet_views:
             self._quiet_views = deque((q for q in self._quiet_views
                                        if not (q[0].stream is s and q[0].id <= task_id)),

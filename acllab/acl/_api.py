@@ -13,6 +13,7 @@ import operator
 import threading
 import warnings
 
+from .. import session as _session
 from ..engine import Deadlock
 from ..errors import AclError, AclWarning, Fail, code_name
 from ..session import current_runtime
@@ -53,10 +54,13 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
 
         mode = "bare" if bare else ("status" if not outs else ("one" if len(outs) == 1
                                                                   else "many"))
+        status = mode == "status"
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            runtime = rt()
+            runtime = _session._runtime
+            if runtime is None:
+                runtime = rt()
             runtime.calls += 1
             if runtime.calls > runtime.call_budget:
                 runtime.over_budget("API call", f"{runtime.call_budget:,} calls", "call_budget")
@@ -76,7 +80,7 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
                            "no thread processes, or an event that is never recorded)")
             runtime.api_log.append((py_name, start, runtime.host_ns, code))
             if code == 0:
-                if mode == "status":
+                if status:
                     return 0
                 if mode == "one":
                     return result, 0
