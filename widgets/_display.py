@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["CONFIG", "figure_widget", "widget_bundle"]
+__all__ = ["CONFIG", "TITLE_CLEAR", "figure_widget", "widget_bundle"]
 
 
 def _preload() -> None:
@@ -42,6 +42,11 @@ def widget_bundle(static: dict, make_view: Callable, include=None, exclude=None)
 CONFIG = {"displaylogo": False,     # an offline course: nothing to share or upload
           "modeBarButtonsToRemove": ["sendChartToCloud", "sendDataToCloud", "lasso2d",
                                      "select2d"]}
+
+
+# A title's place that plotly's modebar (about 25 px at the top right of the figure) never
+# covers: its top 30 px below the figure's top edge. The top margin must hold the title below.
+TITLE_CLEAR = {"yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 30}}
 
 
 def figure_widget(*args, **kwargs):

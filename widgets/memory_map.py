@@ -34,7 +34,7 @@ from acllab.analysis.smi import smi_text
 from acllab.constants import MALLOC_POLICY_NAMES
 from acllab.hardware import HUGE_PAGE, MiB, ceil_div
 
-from ._display import figure_widget, widget_bundle
+from ._display import TITLE_CLEAR, figure_widget, widget_bundle
 from ._live import LiveRedraw
 
 __all__ = ["Block", "MemoryLayout", "memory_layout", "page_map", "MemoryMap", "COLOURS",
@@ -260,7 +260,8 @@ def figure(layout: MemoryLayout) -> go.Figure:
                                "x0": p * 2, "x1": p * 2, "y0": 0, "y1": 1, "layer": "above",
                                "line": {"color": "white", "width": 1}})
     fig.update_layout(
-        title={"text": _title(layout), "font": {"size": 13}}, barmode="overlay", height=420,
+        title={"text": _title(layout), "font": {"size": 13}, **TITLE_CLEAR},
+        barmode="overlay", height=420,
         margin={"l": 120, "r": 20, "t": 70, "b": 40}, template="plotly_white",
         hovermode="closest", shapes=shapes,
         legend={"orientation": "h", "y": -0.15, "font": {"size": 10}}, width=640)
