@@ -92,9 +92,13 @@ def _move(nb, label: str, selector: str, how: str, nth: int, moves: int) -> list
     for k in range(moves):
         before = gd.evaluate(SIGNATURE)
         start = time.perf_counter()
-        if how == "keys":
+        if how == "keys":               # first away from the end the slider sits at
             control.focus()
-            page.keyboard.press("ArrowRight" if k % 2 == 0 else "ArrowLeft")
+            if k == 0:
+                at_end = control.get_attribute("aria-valuenow") == \
+                    control.get_attribute("aria-valuemax")
+                keys = ("ArrowLeft", "ArrowRight") if at_end else ("ArrowRight", "ArrowLeft")
+            page.keyboard.press(keys[k % 2])
         elif how == "select":
             control.select_option(index=1 if k % 2 == 0 else 0)
         else:
