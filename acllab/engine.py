@@ -148,15 +148,29 @@ class Engine:
         self.record = record
         self.submitted = 0
 
-    def submit(self, task: Task, at_ns: int) -> Task:
-        """Submit ``task`` at virtual time ``at_ns`` (not earlier than anything processed)."""
+    def submit(self, task: Task, at_ns: int, after: Task | None = None) -> Task:
+        """Submit ``task`` at virtual time ``at_ns`` (not earlier than anything processed).
+
+        ``after``: its stream's previous task, a dependency labelled "stream" that comes
+        first in ``task.deps`` (given apart, so the runtime builds no tuple for it).
+        """
         task.id = self.submitted
         self.submitted += 1
-        if self.record:
+        record = self.record
+        if record:
             self.tasks.append(task)
         task.submit_ns = at_ns
         pending = 0
         floor = at_ns
+        if after is not None:
+            if after.end_ns < 0:
+                pending = 1
+                if after.dependents is None:
+                    after.dependents = [task]
+                else:
+                    after.dependents.append(task)
+            elif after.end_ns > floor:
+                floor = after.end_ns
         deps = task.deps
         if deps:
             for dep, _label in deps:
@@ -168,12 +182,16 @@ class Engine:
                         dep.dependents.append(task)
                 elif dep.end_ns > floor:
                     floor = dep.end_ns
-            if not self.record:
+            if not record:
                 task.deps = ()
+            elif after is not None:
+                task.deps = ((after.id, "stream"), *[(d.id, label) for d, label in deps])
             elif len(deps) == 1:
                 task.deps = ((deps[0][0].id, deps[0][1]),)
             else:
                 task.deps = tuple([(d.id, label) for d, label in deps])
+        elif after is not None and record:
+            task.deps = ((after.id, "stream"),)
         task.floor_ns = floor
         task.pending = pending
         if pending == 0:
@@ -185,7 +203,7 @@ class Engine:
                 heapq.heappush(heap, (floor, _READY, self._seq, task))
         return task
 
-    def submit_at(self, task: Task, at_ns: int) -> Task:
+    def submit_at(self, task: Task, at_ns: int, after: Task | None = None) -> Task:
         """Run everything up to ``at_ns``, submit ``task`` at ``at_ns``, then run what that
         makes due at ``at_ns`` (a zero-length task ends at once): what the runtime does for
         each task the host submits, in one call."""
@@ -195,7 +213,7 @@ class Engine:
             step()
         if at_ns > self.now_ns:
             self.now_ns = at_ns
-        self.submit(task, at_ns)
+        self.submit(task, at_ns, after)
         while heap and heap[0][0] <= at_ns:
             step()
         return task

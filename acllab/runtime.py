@@ -716,12 +716,12 @@ class Runtime:
         Call ``launch(ns)`` (not ``spend``) for the host cost just before: the engine catches
         up once, here, after the submission.
         """
-        if self.engine.submitted >= self.task_budget:
+        eng = self.engine
+        if eng.submitted >= self.task_budget:
             self.over_budget("task", f"{self.task_budget:,} tasks", "task_budget")
+        after = None
         if stream is not None:
-            last = stream.last
-            if last is not None:
-                task.deps = ((last, "stream"), *task.deps) if task.deps else ((last, "stream"),)
+            after = stream.last         # the engine puts it first in deps, as "stream"
             stream.last = task
             stream.submitted += 1
             task.stream = stream
@@ -732,18 +732,17 @@ class Runtime:
                 while queue and (queue[0].start_ns >= 0 or queue[0].cancelled):
                     queue.popleft()
             queue.append(task)
-            if self.engine.record and (task.reads or task.writes):
+            if eng.record and (task.reads or task.writes):
                 self._watch_host_ranges(task)
         host = self.host_ns
-        eng = self.engine
         if self._due_reports or self._callbacks_ahead:
             self.process(host)            # the device catches up to the host first ...
-            eng.submit(task, host)
+            eng.submit(task, host, after)
             nxt = eng.peek()
             if nxt is not None and nxt <= host:
                 self.process(host)        # ... then runs what ends at once (zero-length tasks)
             return task
-        return eng.submit_at(task, host)  # as above, when no callback report can fall due
+        return eng.submit_at(task, host, after)   # as above, when no report can fall due
 
     def _wrote(self, task: Task) -> None:
         """A task's on_end wrote memory: rebaseline the watched host ranges it covers."""
