@@ -38,33 +38,40 @@ DIRECTION_LABEL = {"h2d": "HostToDevice", "d2h": "DeviceToHost", "d2d": "DeviceT
 _NAMES = {k: f"Memcpy{v}" for k, v in DIRECTION_LABEL.items()}
 
 
-def _move(dst: Region, doff: int, src: Region, soff: int, n: int):
-    """on_start / on_end closures that copy src[soff:soff+n] to dst[doff:doff+n]: the bytes
-    are read when the copy starts (a snapshot, so a source that changes while the copy is in
+class _Move:
+    """The data effect of one copy of src[soff:soff+n] to dst[doff:doff+n]: the bytes are
+    read when the copy starts (a snapshot, so a source that changes while the copy is in
     flight does not change what it delivers) and written when it ends."""
-    moved = None
-    # host memory as bytes (one copy, and write takes bytes as they are); device memory as
-    # the array its store gives (no second copy into bytes)
-    read = src.read if src.kind == "device" else src.read_bytes
 
-    def on_start(task: Task) -> None:
-        nonlocal moved
+    __slots__ = ("dst", "doff", "src", "soff", "n", "read", "moved")
+
+    def __init__(self, dst: Region, doff: int, src: Region, soff: int, n: int):
+        self.dst, self.doff, self.src, self.soff, self.n = dst, doff, src, soff, n
+        # host memory as bytes (one copy, and write takes bytes as they are); device memory
+        # as the array its store gives (no second copy into bytes)
+        self.read = src.read if src.kind == "device" else src.read_bytes
+        self.moved = None
+
+    def start(self, task: Task) -> None:
         try:
-            moved = read(soff, n)
+            self.moved = self.read(self.soff, self.n)
         except Fail as exc:   # the source object vanished: the copy reads nothing
             task.info = dict(task.info, fault=exc.message)   # its own dict (may be shared)
 
-    def on_end(task: Task) -> None:
-        nonlocal moved
-        if moved is None or dst.dangling:
+    def end(self, task: Task) -> None:
+        moved, self.moved = self.moved, None
+        if moved is None or self.dst.dangling:
             return
         try:
-            dst.write(doff, moved)
+            self.dst.write(self.doff, moved)
         except Fail as exc:
             task.info = dict(task.info, fault=exc.message)   # its own dict (may be shared)
-        moved = None
 
-    return on_start, on_end
+
+def _move(dst: Region, doff: int, src: Region, soff: int, n: int):
+    """on_start / on_end effects that copy src[soff:soff+n] to dst[doff:doff+n]."""
+    m = _Move(dst, doff, src, soff, n)
+    return m.start, m.end
 
 
 _SHARED_MAX = 4096    # distinct pinned copies remembered per device (then forgotten at once)
