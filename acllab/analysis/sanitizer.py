@@ -100,6 +100,7 @@ class _State:
         self.by_key: dict = {}
         self.regions: dict = {}
         self.accesses: dict = {}            # (id(info), id(reads), id(writes)) -> accesses
+        self.waited: dict = {}              # (stream key, event) -> the record last waited for
 
     def add(self, key, finding: Finding) -> None:
         if key not in self.seen:
@@ -355,20 +356,26 @@ def _check_stale_wait(st: _State, w) -> None:
     rec_id = w.info.get("record_task", -1)
     if rec_id < 0:
         return
+    # the record this stream last waited for on this event: a wait always takes the event's
+    # latest record, so waiting on a record again means waiting on the last one waited for
+    marker = (st.key[w.id], w.info.get("event"))
+    waited = st.waited.get(marker)
+    st.waited[marker] = rec_id
+    if waited != rec_id:
+        return
     rec = st.tasks[rec_id]
-    marker = ("waited", st.key[w.id], rec_id)
-    if marker in st.seen:
-        later = [x for x in st.tasks[rec_id + 1: w.id] if x.stream is rec.stream]
-        if later:
-            st.add(("stale", w.id), Finding(
-                "stale-event-wait",
-                f"{_tdesc(w)} waits on event 0x{w.info['event']:x} whose latest record is still "
-                f"task {rec_id} on {_sname(rec)}, which this stream already waited for; the "
-                f"{len(later)} tasks {_sname(rec)} queued since then are not waited for.",
-                "record the event again after the producer's new work, before each wait "
-                "(record inside the loop, not once before it)",
-                [rec_id, w.id], [_sname(rec), _sname(w)], [], [rec.end_ns, w.submit_ns]))
-    st.seen.add(marker)
+    # the tasks the record's stream queued since the record (every task before this wait
+    # has been visited, so its count on that stream says how many there are)
+    later = st.counter.get(st.key[rec_id], 0) - st.cnt[rec_id]
+    if later:
+        st.add(("stale", w.id), Finding(
+            "stale-event-wait",
+            f"{_tdesc(w)} waits on event 0x{w.info['event']:x} whose latest record is still "
+            f"task {rec_id} on {_sname(rec)}, which this stream already waited for; the "
+            f"{later} tasks {_sname(rec)} queued since then are not waited for.",
+            "record the event again after the producer's new work, before each wait "
+            "(record inside the loop, not once before it)",
+            [rec_id, w.id], [_sname(rec), _sname(w)], [], [rec.end_ns, w.submit_ns]))
 
 
 def _check_reset_while_waited(st: _State, z) -> None:
@@ -469,11 +476,15 @@ def analyze(runtime) -> list[Finding]:
         check()                       # host writes through views since the last sync
     st = _State(runtime)
     ops = runtime.host_ops
-    i = 0
+    i, n_ops = 0, len(ops)
+    never = len(st.tasks) + 1
+    next_op = ops[0][2] if ops else never     # the task count the next host op came after
     for t in st.tasks:
-        while i < len(ops) and ops[i][2] <= t.id:
-            _visit_op(st, ops[i])
-            i += 1
+        if t.id >= next_op:
+            while i < n_ops and ops[i][2] <= t.id:
+                _visit_op(st, ops[i])
+                i += 1
+            next_op = ops[i][2] if i < n_ops else never
         _visit_task(st, t)
     for op in ops[i:]:
         _visit_op(st, op)
