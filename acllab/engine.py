@@ -45,7 +45,13 @@ class Resource:
 
 
 class Task:
-    """One unit of work on the virtual timeline; also its trace record."""
+    """One unit of work on the virtual timeline; also its trace record.
+
+    A record is read-only once submitted: tasks may share their ``reads``, ``writes`` and
+    ``info`` objects (identical copies in a loop do, see :func:`acllab.transfers.copy_tasks`),
+    so code that must change a task's ``info`` gives the task its own dict first
+    (``task.info = dict(task.info, ...)``).
+    """
 
     __slots__ = (
         "id", "name", "kind", "stream", "device", "resource", "units", "duration_ns",
