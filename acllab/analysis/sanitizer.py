@@ -264,22 +264,25 @@ def _visit_accesses(st: _State, t, info, key, vc, accesses) -> None:
         hist = st.history.get(hk)
         if hist is None:
             hist = st.history[hk] = []
-        dominated = False
-        for (oid, omode, olo, ohi) in hist:
+        dominated = None
+        for j, (oid, omode, olo, ohi) in enumerate(hist):
             okey = keys[oid]
             if okey == key:
                 # an older access of this stream inside this range is dominated by the new
                 # one: any later access that races with it races with the new one too
                 if lo <= olo and ohi <= hi and (mode == "w" or omode == "r"):
-                    dominated = True
+                    if dominated is None:
+                        dominated = [j]
+                    else:
+                        dominated.append(j)
                 continue                 # ordered: the same stream (or the same host)
             if not (olo < hi and lo < ohi) or ("w" not in mode and "w" not in omode) \
                     or vc.get(okey, 0) >= cnts[oid]:
                 continue
             _race(st, t, info, region, base, gen, lo, hi, mode, oid, omode, olo, ohi, key)
-        if dominated:
-            hist[:] = [h for h in hist if not (keys[h[0]] == key and lo <= h[2] and h[3] <= hi
-                                               and (mode == "w" or h[1] == "r"))]
+        if dominated is not None:
+            for j in reversed(dominated):
+                del hist[j]
         hist.append((tid, mode, lo, hi))
         if len(hist) > HISTORY:
             del hist[0]
