@@ -310,6 +310,29 @@ def test_a_device_write_into_a_watched_host_buffer_is_not_the_hosts():
     assert sanitizer.analyze(rt()) == []
 
 
+def test_a_view_taken_after_a_copy_was_queued_is_watched_from_the_next_check():
+    """A copy queued while no view of its pinned source existed is not fingerprinted; once
+    the host holds a view (here a slice of Region.data, not through acl.util), a check
+    fingerprints the range, and a later write through the view is the host's."""
+    from acllab.analysis import sanitizer
+
+    stream = setup_device()
+    other = ok(acl.rt.create_stream())
+    ev = ok(acl.rt.create_event())
+    host, dev = ok(acl.rt.malloc_host(BATCH)), ok(acl.rt.malloc(BATCH, 0))
+    ok(acl.rt.memcpy_async(dev, BATCH, host, BATCH, 1, stream))      # about 0.1 ms
+    copy = rt().tasks[-1]
+    assert rt()._quiet_views and not rt()._views                     # not fingerprinted
+    view = rt().region(host).data                                    # a view, no API call
+    ok(acl.rt.record_event(ev, other))
+    ok(acl.rt.synchronize_event(ev))       # a check: the range gets its fingerprint now
+    assert rt()._views and copy.end_ns < 0
+    view[:16] = 7                          # the copy may still read it
+    ok(acl.rt.synchronize_stream(stream))
+    hits = [f for f in sanitizer.analyze(rt()) if f.kind == "host-write-while-read"]
+    assert [f.tasks for f in hits] == [[copy.id]], hits
+
+
 # -- a callback that has run does not keep the program's objects alive ------------------------
 
 def test_a_run_callback_keeps_only_its_name():
