@@ -330,11 +330,9 @@ def overlap(a, b) -> float:
 
 
 def check_titles_clear_of_modebar(nb) -> None:
-    """No widget figure's title sits under plotly's modebar (its buttons would hide words).
-
-    Figures a lesson draws itself with plotly (not through a widget) are the lesson's own.
-    """
-    plots = nb.panel.locator(".jupyter-widgets .js-plotly-plot")
+    """No figure's title sits under plotly's modebar (its buttons would hide words): the
+    widgets' figures and those a lesson draws itself with plotly alike."""
+    plots = nb.panel.locator(".js-plotly-plot")
     clashes = []
     for k in range(plots.count()):
         plot = plots.nth(k)
