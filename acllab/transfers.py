@@ -43,7 +43,7 @@ class _Move:
     read when the copy starts (a snapshot, so a source that changes while the copy is in
     flight does not change what it delivers) and written when it ends."""
 
-    __slots__ = ("dst", "doff", "src", "soff", "n", "read", "moved")
+    __slots__ = ("dst", "doff", "src", "soff", "n", "read", "moved", "into_pinned")
 
     def __init__(self, dst: Region, doff: int, src: Region, soff: int, n: int):
         self.dst, self.doff, self.src, self.soff, self.n = dst, doff, src, soff, n
@@ -51,6 +51,10 @@ class _Move:
         # as the array its store gives (no second copy into bytes)
         self.read = src.read if src.kind == "device" else src.read_bytes
         self.moved = None
+        # device memory into pinned host memory (a download): the uint8 array goes straight
+        # into the host buffer's array (host memory is dense; device memory is only ever
+        # touched through the byte API)
+        self.into_pinned = dst.kind == "pinned" and src.kind == "device"
 
     def start(self, task: Task) -> None:
         try:
@@ -63,7 +67,10 @@ class _Move:
         if moved is None or self.dst.dangling:
             return
         try:
-            self.dst.write(self.doff, moved)
+            if self.into_pinned:
+                self.dst.data[self.doff:self.doff + self.n] = moved
+            else:
+                self.dst.write(self.doff, moved)
         except Fail as exc:
             task.info = dict(task.info, fault=exc.message)   # its own dict (may be shared)
 
