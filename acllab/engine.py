@@ -181,6 +181,8 @@ class Engine:
         if deps:
             for dep, _label in deps:
                 if dep.end_ns < 0:
+                    if dep is after:
+                        continue     # already waited for as "stream": one wake-up is enough
                     pending += 1
                     if dep.dependents is None:
                         dep.dependents = [task]
@@ -190,10 +192,14 @@ class Engine:
                     floor = dep.end_ns
             if not record:
                 task.deps = ()
+            elif len(deps) == 1:
+                dep, label = deps[0]
+                if after is not None:
+                    task.deps = ((after.id, "stream"), (dep.id, label))
+                else:
+                    task.deps = ((dep.id, label),)
             elif after is not None:
                 task.deps = ((after.id, "stream"), *[(d.id, label) for d, label in deps])
-            elif len(deps) == 1:
-                task.deps = ((deps[0][0].id, deps[0][1]),)
             else:
                 task.deps = tuple([(d.id, label) for d, label in deps])
         elif after is not None and record:

@@ -241,6 +241,21 @@ def test_dependency_ready_time_equals_dep_end_and_reuses_resource():
     assert (b.ready_ns, b.start_ns, b.end_ns) == (10, 10, 20)
 
 
+
+def test_a_dependency_that_is_also_the_stream_predecessor_is_waited_for_once():
+    # a model's ops: each names the previous op as "model" and has it as its stream's last
+    s = Story()
+    core = Resource("AI Core", 2)
+    first = s.submit(s.task("op0", 10, core, units=2))
+    second = s.task("op1", 5, core, units=2, deps=(first,))
+    s.engine.submit(second, 0, after=first)
+    assert second.pending == 1 and first.dependents == [second]
+    assert second.deps == ((first.id, "stream"), (first.id, "test"))   # the trace keeps both
+    heap_before = s.engine._seq
+    s.engine.run_all()
+    assert s.log == [("op0 start", 0), ("op0 end", 10), ("op1 start", 10), ("op1 end", 15)]
+    assert s.engine._seq - heap_before == 1   # op1's end only: no ready entry on the heap
+
 # -- open durations ---------------------------------------------------------------------
 
 def test_open_duration_task_ends_when_finished():
