@@ -973,3 +973,40 @@ def test_the_sanitizer_sees_a_model_reading_inputs_nothing_wrote(om):
     ok(acl.mdl.execute(mid, io.ins, io.outs))
     kinds = [f.kind for f in sanitizer.analyze(acllab.current_runtime())]
     assert kinds == ["uninitialised-read"]
+
+
+def test_repeated_unordered_executions_on_two_streams_count_every_overlap(om):
+    """The sanitizer's shortcut for a model's interior ops never hides a repeat."""
+    start()
+    s1, s2 = ok(acl.rt.create_stream()), ok(acl.rt.create_stream())
+    mid, desc = load(om["tiny"].path)
+    io1, io2 = make_io(desc), make_io(desc)
+    images, _ = tiny_dataset(2, seed=1)
+    put(io1.in_ptrs[0], images[:1])
+    put(io2.in_ptrs[0], images[1:])
+    for _ in range(3):
+        ok(acl.mdl.execute_async(mid, io1.ins, io1.outs, s1))
+        ok(acl.mdl.execute_async(mid, io2.ins, io2.outs, s2))
+    ok(acl.rt.synchronize_device())
+    findings = [f for f in sanitizer.analyze(rt()) if f.kind == "model-two-streams"]
+    assert len(findings) == 1
+    assert findings[0].message.endswith("(Seen 35 times in all.)"), findings[0].message
+
+
+def test_the_sanitizer_walks_the_history_for_a_models_first_and_last_op_only(om, monkeypatch):
+    start()
+    stream = ok(acl.rt.create_stream())
+    mid, desc = load(om["r50"].path)
+    io = make_io(desc)
+    before = len(rt().tasks)
+    for _ in range(3):
+        ok(acl.mdl.execute_async(mid, io.ins, io.outs, stream))
+    ok(acl.rt.synchronize_stream(stream))
+    ops = model_ops(new_tasks(before))
+    assert len(ops) > 3 * 10
+    walked = []
+    real = sanitizer._visit_accesses
+    monkeypatch.setattr(sanitizer, "_visit_accesses",
+                        lambda st, t, *rest: (walked.append(t.kind), real(st, t, *rest)))
+    sanitizer.analyze(rt())
+    assert walked.count("model_op") == 3 * 2

@@ -189,7 +189,9 @@ def _visit_task(st: _State, t) -> None:
     vc = None
     if last is not None:
         prev, version = last
-        if len(deps) == 1 and deps[0][0] == prev:     # the stream's previous task only
+        if (len(deps) == 1 and deps[0][0] == prev) or \
+                (len(deps) == 2 and deps[0][0] == prev and deps[1][0] == prev):
+            # the stream's previous task only (a model's op names it twice: stream, model)
             vc = vcs[prev]
             if version != st.host_version:
                 vc = _merge(vc, key, ((st.host, key, 0),))
@@ -225,7 +227,21 @@ def _visit_task(st: _State, t) -> None:
             "allocate the host buffer with acl.rt.malloc_host (pinned memory)",
             [t.id], [_sname(t)], [info.get("src", 0), info.get("dst", 0)], [t.submit_ns]))
     if "mem" in info:
-        _visit_accesses(st, t, info, key, vc, info["mem"])
+        mem = info["mem"]
+        if len(mem) == 1:
+            # a model's interior op: it writes the workspace, as the stream's previous op
+            # did; when that write is the buffer's whole history the new one replaces it
+            # (it dominates it, races with nothing and marks nothing new): what
+            # _visit_accesses would do, without its loop
+            base, gen, lo, hi, mode = mem[0]
+            if mode == "w":
+                hist = st.history.get((base, gen))
+                if hist is not None and len(hist) == 1:
+                    oid, omode, olo, ohi = hist[0]
+                    if omode == "w" and olo == lo and ohi == hi and keys[oid] == key:
+                        hist[0] = (tid, "w", lo, hi)
+                        return _after_accesses(st, t, info)
+        _visit_accesses(st, t, info, key, vc, mem)
     elif t.reads or t.writes:
         # identical copies share reads, writes and info (transfers.copy_tasks): their
         # accesses are worked out once (every task is alive, so ids are not reused here)
@@ -237,6 +253,11 @@ def _visit_task(st: _State, t) -> None:
             accesses = st.accesses[ckey] = _accesses(t)
         if accesses:
             _visit_accesses(st, t, info, key, vc, accesses)
+    _after_accesses(st, t, info)
+
+
+def _after_accesses(st: _State, t, info) -> None:
+    """The event checks of a task's visit."""
     kind = t.kind
     if kind == "event_wait":
         _check_stale_wait(st, t)
