@@ -122,6 +122,116 @@ def _pattern_into(dst: np.ndarray, off: int) -> None:
         dst[s:s + k] = _PATTERN[p:p + k]
 
 
+class CopyCounter:
+    """How many times, and how many bytes, the byte API copied (an instrument for tests and
+    benchmarks: :meth:`Region.snapshot`, :meth:`Region.write_owned`, :meth:`Region.read`,
+    :meth:`Region.write` and a store turning shared pieces into one array count here)."""
+
+    __slots__ = ("copies", "bytes")
+
+    def __init__(self):
+        self.copies = 0
+        self.bytes = 0
+
+    def add(self, n: int) -> None:
+        self.copies += 1
+        self.bytes += n
+
+    def reset(self) -> tuple[int, int]:
+        """Zero the counts; return what they were (copies, bytes)."""
+        was = (self.copies, self.bytes)
+        self.copies = self.bytes = 0
+        return was
+
+
+#: every copy of real bytes the byte API makes (see :class:`CopyCounter`)
+COPIES = CopyCounter()
+
+_MAX_PIECES = 16     # a chunk of more shared pieces becomes one array of its own
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr
+
+
+class _Pieces:
+    """A chunk made of immutable parts: ``base`` (None: the pattern, an int: a memset value,
+    or a read-only array of the whole chunk) under sorted, disjoint pieces ``[lo, hi)``, each
+    a read-only array or an int. Every array in it is shared as it is (never written): a write
+    replaces pieces, so a snapshot that holds one keeps the bytes it was given."""
+
+    __slots__ = ("base", "los", "his", "parts")
+
+    def __init__(self, base):
+        self.base = base
+        self.los: list[int] = []
+        self.his: list[int] = []
+        self.parts: list = []
+
+    def find(self, a: int, b: int):
+        """The part holding all of ``[a, b)`` and its start, or (None, 0)."""
+        los, his = self.los, self.his
+        for k in range(len(los)):
+            if los[k] <= a and b <= his[k]:
+                return self.parts[k], los[k]
+            if los[k] >= b:
+                break
+        return None, 0
+
+    def put(self, a: int, b: int, part) -> int:
+        """Lay ``part`` over ``[a, b)`` (trimming what it covers); return the piece count."""
+        los, his, parts = [], [], []
+        placed = False
+        for lo, hi, x in zip(self.los, self.his, self.parts, strict=True):
+            if hi <= a or lo >= b:
+                if lo >= b and not placed:
+                    los.append(a), his.append(b), parts.append(part)
+                    placed = True
+                los.append(lo), his.append(hi), parts.append(x)
+                continue
+            if lo < a:                                   # the part left of the new one
+                los.append(lo), his.append(a)
+                parts.append(x if type(x) is int else x[:a - lo])
+            if not placed:
+                los.append(a), his.append(b), parts.append(part)
+                placed = True
+            if hi > b:                                   # and right of it
+                los.append(b), his.append(hi)
+                parts.append(x if type(x) is int else x[b - lo:])
+        if not placed:
+            los.append(a), his.append(b), parts.append(part)
+        self.los, self.his, self.parts = los, his, parts
+        return len(los)
+
+    @property
+    def nbytes(self) -> int:
+        base = self.base
+        held = base.nbytes if type(base) is np.ndarray else 0
+        return held + sum(x.nbytes for x in self.parts if type(x) is not int)
+
+
+def _chunk_into(dst: np.ndarray, c, base: int, a: int, b: int) -> None:
+    """Put bytes ``[a, b)`` of chunk ``c`` (starting at ``base`` in its block) into ``dst``."""
+    t = type(c)
+    if t is np.ndarray:
+        dst[:] = c[a:b]
+    elif c is None:
+        _pattern_into(dst, base + a)
+    elif t is int:
+        dst.fill(c)
+    else:
+        _chunk_into(dst, c.base, base, a, b)
+        for lo, hi, x in zip(c.los, c.his, c.parts, strict=True):
+            if hi <= a or lo >= b:
+                continue
+            s, e = max(lo, a), min(hi, b)
+            if type(x) is int:
+                dst[s - a:e - a] = x
+            else:
+                dst[s - a:e - a] = x[s - lo:e - lo]
+
+
 class SparseBytes:
     """The bytes of one device block, stored sparsely: host RAM only where bytes were written.
 
@@ -134,6 +244,12 @@ class SparseBytes:
     array. A write that covers a chunk entirely stores a copy of the source without filling
     the pattern first.
 
+    Copy on write: a chunk may also be a read-only array, or :class:`_Pieces` (read-only
+    parts over a base), which snapshots share (:meth:`view`) and :meth:`write_owned` adopts
+    without a copy. Such arrays are never written: a write into a shared chunk lays a new
+    piece over it (and a chunk of too many pieces becomes one array of its own), so every
+    snapshot keeps the bytes it was given.
+
     Every read is exact: the bytes are those a dense array filled with the pattern and then
     given the same writes and memsets would hold. Nothing observable differs from hardware
     (or from a dense store): only the host RAM the simulation takes does.
@@ -145,7 +261,7 @@ class SparseBytes:
         self.size = size
         # a chunk is 1 << _shift bytes: CHUNK_BYTES, or at least the whole block
         self._shift = _CHUNK_SHIFT if size > WHOLE_MAX_BYTES else max(size - 1, 1).bit_length()
-        self._chunks: dict[int, int | np.ndarray] = {}
+        self._chunks: dict = {}
 
     @property
     def written(self) -> bool:
@@ -154,24 +270,32 @@ class SparseBytes:
 
     @property
     def held_bytes(self) -> int:
-        """Host RAM the chunk arrays hold (memset-only chunks and absent ones hold none)."""
-        return sum(c.nbytes for c in self._chunks.values() if type(c) is not int)
+        """Host RAM the chunk arrays hold (memset-only chunks and absent ones hold none;
+        an array shared with snapshots or other stores counts in each)."""
+        held = 0
+        for c in self._chunks.values():
+            t = type(c)
+            if t is np.ndarray:
+                held += c.nbytes
+            elif t is _Pieces:
+                held += c.nbytes
+        return held
 
     def _check(self, off: int, n: int) -> None:
         if off < 0 or n < 0 or off + n > self.size:
             raise IndexError(f"bytes [{off}, {off + n}) are outside a store of {self.size} B")
 
     def _chunk(self, i: int) -> np.ndarray:
-        """Chunk ``i`` as an array (made from the pattern or its fill value if it has none)."""
+        """Chunk ``i`` as a writable array of its own (made from the pattern, its fill value or
+        its shared parts if it is not one)."""
         c = self._chunks.get(i)
-        if type(c) is np.ndarray:
+        if type(c) is np.ndarray and c.flags.writeable:
             return c
         base = i << self._shift
         arr = np.empty(min(1 << self._shift, self.size - base), dtype=np.uint8)
-        if c is None:
-            _pattern_into(arr, base)
-        else:
-            arr.fill(c)
+        _chunk_into(arr, c, base, 0, arr.size)
+        if c is not None and type(c) is not int:
+            COPIES.add(arr.size)
         self._chunks[i] = arr
         return arr
 
@@ -184,34 +308,64 @@ class SparseBytes:
         a = off - (i << shift)
         if a + n <= step:                              # within one chunk: the common case
             c = chunks.get(i)
-            if type(c) is np.ndarray:
+            t = type(c)
+            if t is np.ndarray:
                 return c[a:a + n].copy()
+            if t is _Pieces:
+                x, lo = c.find(a, a + n)
+                if type(x) is np.ndarray:
+                    return x[a - lo:a - lo + n].copy()
             out = np.empty(n, dtype=np.uint8)
-            if c is None:
-                _pattern_into(out, off)
-            else:
-                out.fill(c)
+            _chunk_into(out, c, i << shift, a, a + n)
             return out
         out = np.empty(n, dtype=np.uint8)
         pos, end = off, off + n
         while pos < end:
             base = i << shift
             a, b = pos - base, min(end - base, step)
-            dst = out[pos - off:pos - off + b - a]
-            c = chunks.get(i)
-            if c is None:
-                _pattern_into(dst, pos)
-            elif type(c) is int:
-                dst.fill(c)
-            else:
-                dst[:] = c[a:b]
+            _chunk_into(out[pos - off:pos - off + b - a], chunks.get(i), base, a, b)
             pos = base + b
             i += 1
         return out
 
+    def view(self, off: int, n: int) -> np.ndarray:
+        """Bytes ``[off, off + n)`` as a read-only array that never changes: shared with the
+        store where one chunk's array holds them all (no copy), else a copy. A chunk array of
+        its own that the range covers at least half of becomes shared (read-only) for it."""
+        self._check(off, n)
+        shift = self._shift
+        i = off >> shift
+        a = off - (i << shift)
+        if a + n <= 1 << shift:
+            c = self._chunks.get(i)
+            t = type(c)
+            if t is np.ndarray:
+                if c.flags.writeable:
+                    if 2 * n < c.size:                 # a small part of a large chunk: copy
+                        COPIES.add(n)
+                        return _frozen(c[a:a + n].copy())
+                    c.flags.writeable = False          # shared from now on (copy on write)
+                return c[a:a + n]
+            if t is _Pieces:
+                x, lo = c.find(a, a + n)
+                if type(x) is np.ndarray:
+                    return x[a - lo:a - lo + n]
+        out = self.read(off, n)
+        COPIES.add(n)
+        return _frozen(out)
+
     def write(self, off: int, raw: np.ndarray) -> None:
-        """Store the uint8 array ``raw`` at offset ``off``."""
+        """Store (a copy of) the uint8 array ``raw`` at offset ``off``."""
+        self._put(off, raw, False)
+
+    def write_owned(self, off: int, raw: np.ndarray) -> None:
+        """Store the read-only uint8 array ``raw``, which nobody writes (a snapshot), at offset
+        ``off``: kept as it is (shared, no copy) where the chunk is not an array of its own."""
+        self._put(off, raw, True)
+
+    def _put(self, off: int, raw: np.ndarray, owned: bool) -> None:
         n = raw.size
+        owned = owned and not raw.flags.writeable      # a writable array is never adopted
         self._check(off, n)
         chunks, shift = self._chunks, self._shift
         step = 1 << shift
@@ -221,14 +375,32 @@ class SparseBytes:
             base = i << shift
             a, b = pos - base, min(end - base, step)
             src = raw[pos - off:pos - off + b - a]
+            c = chunks.get(i)
+            t = type(c)
+            own = t is np.ndarray and c.flags.writeable
             if a == 0 and b == min(step, self.size - base):
-                c = chunks.get(i)
-                if type(c) is np.ndarray:
+                if owned:                              # covered whole: adopt the array
+                    chunks[i] = src
+                elif own:
                     c[:] = src
-                else:
-                    chunks[i] = src.copy()             # covered whole: no pattern to fill
-            else:
+                    COPIES.add(b - a)
+                else:                                  # no pattern to fill
+                    chunks[i] = src.copy()
+                    COPIES.add(b - a)
+            elif own:                                  # an array of its own: write into it
+                c[a:b] = src
+                COPIES.add(b - a)
+            elif c is None or t is int:
                 self._chunk(i)[a:b] = src
+                COPIES.add(b - a)
+            else:                                      # shared: lay a piece over it
+                if not owned:
+                    src = _frozen(src.copy())
+                    COPIES.add(b - a)
+                if t is not _Pieces:
+                    c = chunks[i] = _Pieces(c)
+                if c.put(a, b, src) > _MAX_PIECES:
+                    self._chunk(i)
             pos = base + b
             i += 1
 
@@ -248,7 +420,13 @@ class SparseBytes:
                 chunks[i] = value                      # covered whole: one value, no array
             else:
                 c = chunks.get(i)
-                if type(c) is not int or c != value:   # a chunk of that value stays so
+                t = type(c)
+                if t is _Pieces or t is np.ndarray and not c.flags.writeable:
+                    if t is not _Pieces:
+                        c = chunks[i] = _Pieces(c)
+                    if c.put(a, b, value) > _MAX_PIECES:
+                        self._chunk(i)
+                elif t is not int or c != value:       # a chunk of that value stays so
                     self._chunk(i)[a:b] = value
             pos = base + b
             i += 1
@@ -264,6 +442,7 @@ class Region:
     __slots__ = (
         "start", "size", "requested", "kind", "device", "page", "reserved", "policy", "live",
         "generation", "label", "_data", "_store", "_obj", "_real_addr", "dangling",
+        "_version", "_snap",
     )
 
     def __init__(self, start: int, size: int, kind: str, *, device: int = -1, page: str = "",
@@ -284,6 +463,8 @@ class Region:
         self._obj = None              # pageable: the Python object that owns the buffer
         self._real_addr = 0
         self.dangling = False
+        self._version = 0             # bumped by every write, memset and handing out of data
+        self._snap = None             # pinned: (off, n, version, read-only copy), see snapshot
 
     @property
     def end(self) -> int:
@@ -302,7 +483,15 @@ class Region:
         A device block keeps one store for all its pages (``reserved`` bytes), so a block the
         caching pool hands out again with another size is still the same memory; this property
         shows its first ``size`` bytes.
+
+        Whoever holds the array may write through it, so handing it out counts as a write
+        (:meth:`snapshot` does not give an older copy again).
         """
+        self._version += 1
+        return self._dense()
+
+    def _dense(self) -> np.ndarray:
+        """:attr:`data` without counting as a write (for this module's readers)."""
         d = self._data
         if d is not None:
             return d if d.size == self.size else d[:self.size]
@@ -328,6 +517,13 @@ class Region:
             store = self._store = SparseBytes(max(self.size, self.reserved))
         return store
 
+    def _span(self, off: int, n: int) -> np.ndarray:
+        """:meth:`span` without counting as a write (for this module's readers)."""
+        data = self._dense()
+        if off + n > data.size and self._data is not None:
+            data = self._data
+        return data[off:off + n]
+
     def span(self, off: int, n: int) -> np.ndarray:
         """Bytes ``[off, off + n)`` of the region's memory as a writable view (of a device
         block: after making its store dense, see :attr:`data`).
@@ -336,10 +532,8 @@ class Region:
         pool has handed out again with a smaller size still holds the bytes an older task
         (of an earlier generation) was given, so that task reads or writes the same memory.
         """
-        data = self.data
-        if off + n > data.size and self._data is not None:
-            data = self._data
-        return data[off:off + n]
+        self._version += 1
+        return self._span(off, n)
 
     # The byte API. Every reader and writer of a region's memory outside this module goes
     # through these (never through ``data`` for device memory), so a device block's bytes
@@ -349,15 +543,59 @@ class Region:
     def read(self, off: int, n: int) -> np.ndarray:
         """A copy of bytes ``[off, off + n)`` as a uint8 array (unwritten bytes read as the
         uninitialised pattern)."""
+        COPIES.add(n)
         if self.kind == "device" and self._data is None:
             return self._sparse().read(off, n)
-        return self.span(off, n).copy()
+        return self._span(off, n).copy()
 
     def read_bytes(self, off: int, n: int) -> bytes:
         """Bytes ``[off, off + n)`` as ``bytes``."""
+        COPIES.add(n)
         if self.kind == "device" and self._data is None:
             return self._sparse().read(off, n).tobytes()
-        return self.span(off, n).tobytes()
+        return self._span(off, n).tobytes()
+
+    def snapshot(self, off: int, n: int) -> np.ndarray:
+        """Bytes ``[off, off + n)`` as they are now, as a read-only uint8 array that never
+        changes (what a copy task reads when it starts; give it to :meth:`write_owned`).
+
+        Device memory: shared with the block's store where one array holds the range (no
+        copy; the store copies on write). Pinned host memory: a copy, which is given again
+        while the buffer cannot have changed: no write or memset into it since, and no view
+        of it held when the copy was made (each view comes from :attr:`data`, which counts as
+        a write). Pageable host memory, which its Python object may change at any time: a
+        copy every time.
+        """
+        if self.kind == "device" and self._data is None:
+            return self._sparse().view(off, n)
+        if self.kind == "pinned":
+            snap = self._snap
+            if snap is not None and snap[2] == self._version and snap[0] == off \
+                    and snap[1] == n:
+                return snap[3]
+            if self._data is None:
+                self._dense()                  # untouched memory: the pattern, no view of it
+            quiet = _host_quiet(self)
+            arr = self._data[off:off + n].copy()
+            arr.flags.writeable = False
+            COPIES.add(n)
+            if quiet and arr.size == n:
+                self._snap = (off, n, self._version, arr)
+            return arr
+        arr = self._span(off, n).copy()
+        arr.flags.writeable = False
+        COPIES.add(n)
+        return arr
+
+    def write_owned(self, off: int, snap: np.ndarray) -> None:
+        """Store ``snap``, a uint8 array from :meth:`snapshot` (read-only, never written by
+        anyone), at offset ``off``: a device block's store keeps the array itself where it
+        can (no copy); host memory copies it in."""
+        if self.kind == "device" and self._data is None:
+            self._sparse().write_owned(off, snap)
+        else:
+            self.span(off, snap.size)[:] = snap
+            COPIES.add(snap.size)
 
     def write(self, off: int, src) -> None:
         """Store ``src`` (bytes-like, or any array, by its raw bytes) at offset ``off``."""
@@ -369,6 +607,7 @@ class Region:
             self._sparse().write(off, raw)
         else:
             self.span(off, raw.size)[:] = raw
+            COPIES.add(raw.size)
 
     def fill(self, off: int, n: int, value: int) -> None:
         """Set bytes ``[off, off + n)`` to ``value`` (a memset: 0..255)."""
@@ -411,6 +650,20 @@ class Region:
     def __repr__(self) -> str:
         state = "live" if self.live else ("dangling" if self.dangling else "freed")
         return f"<Region {self.describe()}, {state}>"
+
+
+def _host_quiet(region: Region) -> bool:
+    """True when nothing but ``region`` holds its host array (no view of it exists)."""
+    return sys.getrefcount(region._data) <= _QUIET_HOST
+
+
+def _calibrate_quiet() -> int:
+    probe = Region(0, 1, "pinned")
+    probe._dense()
+    return sys.getrefcount(probe._data)   # same depth as in _host_quiet
+
+
+_QUIET_HOST = _calibrate_quiet()
 
 
 class AddressSpace:

@@ -41,24 +41,22 @@ _NAMES = {k: f"Memcpy{v}" for k, v in DIRECTION_LABEL.items()}
 class _Move:
     """The data effect of one copy of src[soff:soff+n] to dst[doff:doff+n]: the bytes are
     read when the copy starts (a snapshot, so a source that changes while the copy is in
-    flight does not change what it delivers) and written when it ends."""
+    flight does not change what it delivers) and written when it ends.
 
-    __slots__ = ("dst", "doff", "src", "soff", "n", "read", "moved", "into_pinned")
+    The bytes move once at most: the snapshot is a read-only array that never changes
+    (:meth:`Region.snapshot`: device memory shares its store's array, pinned host memory gives
+    the same copy again while the buffer cannot have changed), and the destination keeps it
+    (:meth:`Region.write_owned`: device memory adopts it, host memory copies it in)."""
+
+    __slots__ = ("dst", "doff", "src", "soff", "n", "moved")
 
     def __init__(self, dst: Region, doff: int, src: Region, soff: int, n: int):
         self.dst, self.doff, self.src, self.soff, self.n = dst, doff, src, soff, n
-        # host memory as bytes (one copy, and write takes bytes as they are); device memory
-        # as the array its store gives (no second copy into bytes)
-        self.read = src.read if src.kind == "device" else src.read_bytes
         self.moved = None
-        # device memory into pinned host memory (a download): the uint8 array goes straight
-        # into the host buffer's array (host memory is dense; device memory is only ever
-        # touched through the byte API)
-        self.into_pinned = dst.kind == "pinned" and src.kind == "device"
 
     def start(self, task: Task) -> None:
         try:
-            self.moved = self.read(self.soff, self.n)
+            self.moved = self.src.snapshot(self.soff, self.n)
         except Fail as exc:   # the source object vanished: the copy reads nothing
             task.info = dict(task.info, fault=exc.message)   # its own dict (may be shared)
 
@@ -67,10 +65,7 @@ class _Move:
         if moved is None or self.dst.dangling:
             return
         try:
-            if self.into_pinned:
-                self.dst.data[self.doff:self.doff + self.n] = moved
-            else:
-                self.dst.write(self.doff, moved)
+            self.dst.write_owned(self.doff, moved)
         except Fail as exc:
             task.info = dict(task.info, fault=exc.message)   # its own dict (may be shared)
 
