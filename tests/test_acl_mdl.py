@@ -1010,3 +1010,22 @@ def test_the_sanitizer_walks_the_history_for_a_models_first_and_last_op_only(om,
                         lambda st, t, *rest: (walked.append(t.kind), real(st, t, *rest)))
     sanitizer.analyze(rt())
     assert walked.count("model_op") == 3 * 2
+
+
+def test_executions_of_one_gear_share_their_interior_ops_info(om):
+    start()
+    stream = ok(acl.rt.create_stream())
+    mid, desc = load(om["tiny"].path)
+    io = make_io(desc)
+    before = len(rt().tasks)
+    ok(acl.mdl.execute_async(mid, io.ins, io.outs, stream))
+    middle = len(rt().tasks)
+    ok(acl.mdl.execute_async(mid, io.ins, io.outs, stream))
+    ok(acl.rt.synchronize_stream(stream))
+    first = model_ops(rt().tasks[before:middle])
+    second = model_ops(rt().tasks[middle:])
+    assert len(first) == len(second) > 2
+    assert all(a.info is b.info for a, b in zip(first[1:-1], second[1:-1], strict=True))
+    # the first op reads the inputs, the last writes the outputs: their own dicts
+    assert first[0].info is not second[0].info and first[-1].info is not second[-1].info
+    assert [a.info for a in first] == [b.info for b in second]

@@ -46,6 +46,8 @@ class LoadedModel:
         self.current_gear = None          # set by set_dynamic_batch_size / set_dynamic_hw_size
         self.last_task: Task | None = None
         self.executions = 0
+        # (gear, workspace access) -> (steps, the interior ops' info dicts, shared by executions)
+        self.op_infos: dict = {}
 
     @property
     def huge_pages(self) -> bool:
@@ -166,19 +168,34 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
     last = len(steps) - 1
     aicore, units, dev_id, mid = dev.aicore, dev.aicore.capacity, dev.id, model.id
     only = (ws_access,)
+    # the interior ops' info dicts are the same at every execution of this gear (records are
+    # read-only once submitted, see Task), so the model keeps them and its ops share them
+    ikey = (gear, ws_access)
+    cached = model.op_infos.get(ikey)
+    if cached is None or cached[0] is not steps:
+        cached = model.op_infos[ikey] = (steps, tuple(
+            {"model": mid, "op_type": op_type, "bound": bound, "gear": gear, "mem": only}
+            for _name, op_type, bound, _ns, _flops in steps))
+    infos = cached[1]
+    prev = None
     for i, (name, op_type, bound, total_ns, flops) in enumerate(steps):
-        mem = only
-        if i == 0:
-            mem = reads + mem
-        if i == last:
-            mem = mem + writes
-        info = {"model": mid, "op_type": op_type, "bound": bound, "gear": gear, "mem": mem}
-        tasks.append(Task(name, "model_op", resource=aicore, units=units,
-                          duration_ns=total_ns, stream=stream, device=dev_id,
-                          flops=flops, info=info, api=api,
-                          deps=((tasks[-1], "model"),) if tasks else (),
-                          on_start=read_inputs if i == 0 else None,
-                          on_end=write_outputs if i == last else None))
+        if i == 0 or i == last:
+            mem = only
+            if i == 0:
+                mem = reads + mem
+            if i == last:
+                mem = mem + writes
+            info = {"model": mid, "op_type": op_type, "bound": bound, "gear": gear,
+                    "mem": mem}
+        else:
+            info = infos[i]
+        prev = Task(name, "model_op", resource=aicore, units=units,
+                    duration_ns=total_ns, stream=stream, device=dev_id,
+                    flops=flops, info=info, api=api,
+                    deps=((prev, "model"),) if prev is not None else (),
+                    on_start=read_inputs if i == 0 else None,
+                    on_end=write_outputs if i == last else None)
+        tasks.append(prev)
     return tasks
 
 
