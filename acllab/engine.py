@@ -22,6 +22,9 @@ __all__ = ["Engine", "Resource", "Task", "Deadlock"]
 _END = 0
 _READY = 1
 
+_heappush = heapq.heappush
+_heappop = heapq.heappop
+
 
 class Deadlock(Exception):
     """The host waits for a task that can never end (nothing left that could wake it)."""
@@ -212,7 +215,7 @@ class Engine:
                 self._ready(task, floor)   # nothing else is due first: skip the heap
             else:
                 self._seq += 1
-                heapq.heappush(heap, (floor, _READY, self._seq, task))
+                _heappush(heap, (floor, _READY, self._seq, task))
         return task
 
     def submit_at(self, task: Task, at_ns: int, after: Task | None = None) -> Task:
@@ -297,7 +300,7 @@ class Engine:
         return not self._heap
 
     def _step(self) -> None:
-        t, phase, _seq, task = heapq.heappop(self._heap)
+        t, phase, _seq, task = _heappop(self._heap)
         self.now_ns = t
         if phase == _END:
             task.end_ns = t
@@ -337,7 +340,7 @@ class Engine:
                             self._ready(nxt, t)   # nothing else is due at t: skip the heap
                         else:
                             self._seq += 1
-                            heapq.heappush(heap, (nxt.floor_ns, _READY, self._seq, nxt))
+                            _heappush(heap, (nxt.floor_ns, _READY, self._seq, nxt))
                     return
                 for nxt in dependents:
                     if t > nxt.floor_ns:
@@ -345,21 +348,20 @@ class Engine:
                     nxt.pending -= 1
                     if nxt.pending == 0:
                         self._seq += 1
-                        heapq.heappush(self._heap, (nxt.floor_ns, _READY, self._seq, nxt))
+                        _heappush(self._heap, (nxt.floor_ns, _READY, self._seq, nxt))
         else:
             self._ready(task, t)
 
     def _ready(self, task: Task, t: int) -> None:
         task.ready_ns = t
         res = task.resource
-        if res is None:
-            self._start(task, t)
-        elif not res.queue and res.in_use + task.units <= res.capacity:
+        if res is not None:
+            if res.queue or res.in_use + task.units > res.capacity:
+                res.queue.append(task)
+                self._grant(res, t)
+                return
             res.in_use += task.units
-            self._start(task, t)
-        else:
-            res.queue.append(task)
-            self._grant(res, t)
+        self._start(task, t)
 
     def _grant(self, res: Resource, t: int) -> None:
         q = res.queue
@@ -382,13 +384,13 @@ class Engine:
                 if info and "fault" in info:
                     self._faulted(task)
         d = task.duration_ns
-        if not isinstance(d, int):
+        if d.__class__ is not int and not isinstance(d, int):
             d = d(task)
             if d is None:        # ends when someone calls finish()
                 return
             d = task.duration_ns = int(d)
         self._seq += 1
-        heapq.heappush(self._heap, (t + d, _END, self._seq, task))
+        _heappush(self._heap, (t + d, _END, self._seq, task))
 
     def _failed(self, task: Task, exc: Exception) -> None:
         """A task's effect raised: report it to ``fault`` (or let it propagate without one)."""
@@ -405,4 +407,4 @@ class Engine:
         """End a started task whose duration was open (a blocking host callback) at ``t_ns``."""
         task.duration_ns = t_ns - task.start_ns
         self._seq += 1
-        heapq.heappush(self._heap, (t_ns, _END, self._seq, task))
+        _heappush(self._heap, (t_ns, _END, self._seq, task))
