@@ -744,6 +744,32 @@ class Runtime:
             return task
         return eng.submit_at(task, host, after)   # as above, when no report can fall due
 
+    def submit_chain(self, tasks: list[Task], stream: Stream | None) -> None:
+        """``submit`` each of ``tasks`` in order, at the current host time (a model
+        execution's ops): the same submissions, with the per-call checks done once."""
+        eng = self.engine
+        if (stream is None or self._due_reports or self._callbacks_ahead
+                or eng.submitted + len(tasks) > self.task_budget
+                or any(t.reads or t.writes for t in tasks)):
+            for task in tasks:
+                self.submit(task, stream)
+            return
+        queue = self._queued.get(stream)
+        if queue is None:
+            queue = self._queued[stream] = deque()
+        submit_at = eng.submit_at
+        host = self.host_ns
+        for task in tasks:
+            after = stream.last
+            stream.last = task
+            stream.submitted += 1
+            task.stream = stream
+            if len(queue) >= 32:
+                while queue and (queue[0].start_ns >= 0 or queue[0].cancelled):
+                    queue.popleft()
+            queue.append(task)
+            submit_at(task, host, after)
+
     def _wrote(self, task: Task) -> None:
         """A task's on_end wrote memory: rebaseline the watched host ranges it covers."""
         if self._views:

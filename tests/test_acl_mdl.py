@@ -1029,3 +1029,38 @@ def test_executions_of_one_gear_share_their_interior_ops_info(om):
     # the first op reads the inputs, the last writes the outputs: their own dicts
     assert first[0].info is not second[0].info and first[-1].info is not second[-1].info
     assert [a.info for a in first] == [b.info for b in second]
+
+
+def test_an_execution_on_a_stream_submits_its_ops_as_one_chain(om, monkeypatch):
+    from acllab.runtime import Runtime
+    start()
+    stream = ok(acl.rt.create_stream())
+    mid, desc = load(om["tiny"].path)
+    io = make_io(desc)
+    calls = []
+    real = Runtime.submit
+    monkeypatch.setattr(Runtime, "submit",
+                        lambda self, t, s: (calls.append(t), real(self, t, s))[1])
+    s = rt().stream_for(stream)
+    before, submitted = len(rt().tasks), s.submitted
+    ok(acl.mdl.execute_async(mid, io.ins, io.outs, stream))
+    ops = model_ops(new_tasks(before))
+    assert calls == [] and len(ops) > 2
+    assert s.submitted == submitted + len(ops) and s.last is ops[-1]
+    assert all(t.stream is s for t in ops)
+    assert list(rt().queued_tasks(s))[-len(ops) + 1:] == ops[1:]
+    ok(acl.rt.synchronize_stream(stream))
+    assert all(b.start_ns == a.end_ns for a, b in zip(ops, ops[1:], strict=False))
+
+
+def test_an_execution_that_crosses_the_task_budget_stops_at_the_budget(om):
+    start()
+    stream = ok(acl.rt.create_stream())
+    mid, desc = load(om["tiny"].path)
+    io = make_io(desc)
+    budget = len(rt().tasks) + 3
+    rt().task_budget = budget
+    with pytest.raises(acllab.errors.BudgetExceeded):
+        acl.mdl.execute_async(mid, io.ins, io.outs, stream)
+    assert len(rt().tasks) == budget
+    rt().task_budget = 5_000_000

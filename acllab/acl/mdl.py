@@ -510,8 +510,7 @@ def _run(model_id, inputs, outputs, stream):
     r.launch(2 * r.profile.launch_ns)
     api_name = "execute" if stream is None else "execute_async"
     tasks = execution_tasks(m, ins, outs, gear, s, api_name)
-    for t in tasks:
-        r.submit(t, s)
+    r.submit_chain(tasks, s)
     m.executions += 1
     if tasks:
         m.last_task = tasks[-1]
