@@ -390,10 +390,10 @@ class SparseBytes:
             elif own:                                  # an array of its own: write into it
                 c[a:b] = src
                 COPIES.add(b - a)
-            elif c is None or t is int:
+            elif not owned and (c is None or t is int):
                 self._chunk(i)[a:b] = src
                 COPIES.add(b - a)
-            else:                                      # shared: lay a piece over it
+            else:                                      # shared or adopted: a piece over it
                 if not owned:
                     src = _frozen(src.copy())
                     COPIES.add(b - a)
