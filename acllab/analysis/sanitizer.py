@@ -81,16 +81,20 @@ class _State:
     tasks that learns nothing new costs no dict per task, and the analysis's memory grows by
     a few machine words a task."""
 
+    __slots__ = ("rt", "tasks", "vc", "key", "cnt", "host", "host_version", "last_of",
+                 "host_keys", "history", "init", "findings", "seen", "repeats", "by_key",
+                 "regions", "accesses", "waited", "pairs")
+
     def __init__(self, runtime):
         self.rt = runtime
         self.tasks = runtime.engine.tasks
         self.vc: list[dict] = []            # shared: never changed once made
         self.key: list = []                 # task -> its clock key (stream handle, host)
         self.cnt = array("q")               # task -> its number on that key
-        self.counter: dict = {}
         self.host: dict = {}                # copy on write: replaced, never changed
         self.host_version = 0
-        self.last_of: dict = {}             # key -> (its latest task, host_version then)
+        # key -> (its latest task, host_version then); that task's cnt is the key's count
+        self.last_of: dict = {}
         self.host_keys: dict = {}           # device -> ("host", device), one tuple each
         self.history: dict[tuple, list] = {}
         self.init: dict[tuple, list] = {}
@@ -101,6 +105,7 @@ class _State:
         self.regions: dict = {}
         self.accesses: dict = {}            # (id(info), id(reads), id(writes)) -> accesses
         self.waited: dict = {}              # (stream key, event) -> the record last waited for
+        self.pairs: dict = {}               # (base, gen, key, other key) -> race finding key
 
     def add(self, key, finding: Finding) -> None:
         if key not in self.seen:
@@ -181,14 +186,15 @@ def _visit_task(st: _State, t) -> None:
         key = st.host_keys.get(t.device)
         if key is None:
             key = st.host_keys[t.device] = ("host", t.device)
-    cnt = st.counter.get(key, 0) + 1
-    st.counter[key] = cnt
     last = st.last_of.get(key)
     vcs, keys, cnts = st.vc, st.key, st.cnt
     deps = t.deps
     vc = None
-    if last is not None:
+    if last is None:
+        cnt = 1
+    else:
         prev, version = last
+        cnt = cnts[prev] + 1
         if (len(deps) == 1 and deps[0][0] == prev) or \
                 (len(deps) == 2 and deps[0][0] == prev and deps[1][0] == prev):
             # the stream's previous task only (a model's op names it twice: stream, model)
@@ -240,7 +246,7 @@ def _visit_task(st: _State, t) -> None:
                     oid, omode, olo, ohi = hist[0]
                     if omode == "w" and olo == lo and ohi == hi and keys[oid] == key:
                         hist[0] = (tid, "w", lo, hi)
-                        return _after_accesses(st, t, info)
+                        return
         _visit_accesses(st, t, info, key, vc, mem)
     elif t.reads or t.writes:
         # identical copies share reads, writes and info (transfers.copy_tasks): their
@@ -253,11 +259,6 @@ def _visit_task(st: _State, t) -> None:
             accesses = st.accesses[ckey] = _accesses(t)
         if accesses:
             _visit_accesses(st, t, info, key, vc, accesses)
-    _after_accesses(st, t, info)
-
-
-def _after_accesses(st: _State, t, info) -> None:
-    """The event checks of a task's visit."""
     kind = t.kind
     if kind == "event_wait":
         _check_stale_wait(st, t)
@@ -272,16 +273,30 @@ def _visit_accesses(st: _State, t, info, key, vc, accesses) -> None:
     """Check ``t``'s memory accesses against each buffer's history, then add them to it."""
     keys, cnts = st.key, st.cnt
     tid = t.id
+    init = st.init
     for base, gen, lo, hi, mode in accesses:
         region = st.regions.get(base, False)
         if region is False:
             region = st.regions[base] = st.rt.space.find(base) or st.rt.space.find_dead(base)
+        hk = (base, gen)
+        # the common cases of _check_init and _mark_init inline: the range already written
         if mode == "r":
             if region is not None and region.kind == "device":
-                _check_init(st, t, base, gen, lo, hi)
+                for wlo, whi in init.get(hk, ()):
+                    if wlo <= lo and hi <= whi:
+                        break
+                else:
+                    _check_init(st, t, base, gen, lo, hi)
         elif mode == "w":
-            _mark_init(st, (base, gen), lo, hi)
-        hk = (base, gen)
+            ranges = init.get(hk)
+            if ranges is None:
+                init[hk] = [(lo, hi)]
+            else:
+                for wlo, whi in ranges:
+                    if wlo <= lo and hi <= whi:
+                        break
+                else:
+                    _mark_init(st, hk, lo, hi)
         hist = st.history.get(hk)
         if hist is None:
             hist = st.history[hk] = []
@@ -312,8 +327,12 @@ def _visit_accesses(st: _State, t, info, key, vc, accesses) -> None:
 def _race(st: _State, t, info, region, base, gen, lo, hi, mode, oid, omode, olo, ohi,
           key) -> None:
     """Report (once per pair of streams and buffer) that ``t`` and task ``oid`` race."""
+    okey = st.key[oid]
+    pkey = (base, gen, key, okey)
+    pair = st.pairs.get(pkey)
+    if pair is None:
+        pair = st.pairs[pkey] = ("race", base, gen, *sorted((str(okey), str(key))))
     other = st.tasks[oid]
-    pair = ("race", base, gen, *sorted((str(st.key[oid]), str(key))))
     if pair in st.seen:
         st.repeats[pair] = st.repeats.get(pair, 1) + 1
         return
@@ -390,7 +409,8 @@ def _check_stale_wait(st: _State, w) -> None:
     rec = st.tasks[rec_id]
     # the tasks the record's stream queued since the record (every task before this wait
     # has been visited, so its count on that stream says how many there are)
-    later = st.counter.get(st.key[rec_id], 0) - st.cnt[rec_id]
+    newest = st.last_of.get(st.key[rec_id])
+    later = (st.cnt[newest[0]] if newest is not None else 0) - st.cnt[rec_id]
     if later:
         st.add(("stale", w.id), Finding(
             "stale-event-wait",
