@@ -212,7 +212,16 @@ class Engine:
         if pending == 0:
             heap = self._heap
             if floor == self.now_ns and (not heap or heap[0][0] > floor):
-                self._ready(task, floor)   # nothing else is due first: skip the heap
+                # nothing else is due first: skip the heap (_ready, inline)
+                task.ready_ns = floor
+                res = task.resource
+                if res is not None:
+                    if res.queue or res.in_use + task.units > res.capacity:
+                        res.queue.append(task)
+                        self._grant(res, floor)
+                        return task
+                    res.in_use += task.units
+                self._start(task, floor)
             else:
                 self._seq += 1
                 _heappush(heap, (floor, _READY, self._seq, task))
@@ -337,7 +346,16 @@ class Engine:
                     if nxt.pending == 0:
                         heap = self._heap
                         if nxt.floor_ns == t and (not heap or heap[0][0] > t):
-                            self._ready(nxt, t)   # nothing else is due at t: skip the heap
+                            # nothing else is due at t: skip the heap (_ready, inline)
+                            nxt.ready_ns = t
+                            res = nxt.resource
+                            if res is not None:
+                                if res.queue or res.in_use + nxt.units > res.capacity:
+                                    res.queue.append(nxt)
+                                    self._grant(res, t)
+                                    return
+                                res.in_use += nxt.units
+                            self._start(nxt, t)
                         else:
                             self._seq += 1
                             _heappush(heap, (nxt.floor_ns, _READY, self._seq, nxt))
