@@ -240,14 +240,15 @@ class SparseBytes:
     array's copy costs (and writing part of one takes RAM for all of it). A chunk nobody wrote
     is absent and reads as the uninitialised pattern, byte ``i`` of the block being
     ``UNINIT_PATTERN[i % 4]`` as if the whole block had been filled with it; a chunk a memset
-    covered entirely is one int (its value); a chunk partly written or memset is a uint8
-    array. A write that covers a chunk entirely stores a copy of the source without filling
-    the pattern first.
+    covered entirely is one int (its value); a chunk partly written is a uint8 array. A write
+    that covers a chunk entirely stores a copy of the source without filling the pattern
+    first.
 
     Copy on write: a chunk may also be a read-only array, or :class:`_Pieces` (read-only
-    parts over a base), which snapshots share (:meth:`view`) and :meth:`write_owned` adopts
-    without a copy. Such arrays are never written: a write into a shared chunk lays a new
-    piece over it (and a chunk of too many pieces becomes one array of its own), so every
+    parts, or memset values, over a base: a partial memset of an absent or memset chunk is
+    such a piece, no array), which snapshots share (:meth:`view`) and :meth:`write_owned`
+    adopts without a copy. Such arrays are never written: a write into a shared chunk lays a
+    new piece over it (and a chunk of too many pieces becomes one array of its own), so every
     snapshot keeps the bytes it was given.
 
     Every read is exact: the bytes are those a dense array filled with the pattern and then
@@ -387,8 +388,8 @@ class SparseBytes:
                 else:                                  # no pattern to fill
                     chunks[i] = src.copy()
                     COPIES.add(b - a)
-            elif own:                                  # an array of its own: write into it
-                c[a:b] = src
+            elif own and not (owned and 2 * (b - a) >= c.size):
+                c[a:b] = src                           # an array of its own: write into it
                 COPIES.add(b - a)
             elif not owned and (c is None or t is int):
                 self._chunk(i)[a:b] = src
@@ -397,6 +398,8 @@ class SparseBytes:
                 if not owned:
                     src = _frozen(src.copy())
                     COPIES.add(b - a)
+                elif own:                              # most of it adopted: the rest is shared
+                    c.flags.writeable = False
                 if t is not _Pieces:
                     c = chunks[i] = _Pieces(c)
                 if c.put(a, b, src) > _MAX_PIECES:
@@ -421,13 +424,13 @@ class SparseBytes:
             else:
                 c = chunks.get(i)
                 t = type(c)
-                if t is _Pieces or t is np.ndarray and not c.flags.writeable:
-                    if t is not _Pieces:
+                if t is np.ndarray and c.flags.writeable:
+                    c[a:b] = value
+                elif t is not int or c != value:       # a chunk of that value stays so
+                    if t is not _Pieces:               # a value over the rest: no array
                         c = chunks[i] = _Pieces(c)
                     if c.put(a, b, value) > _MAX_PIECES:
                         self._chunk(i)
-                elif t is not int or c != value:       # a chunk of that value stays so
-                    self._chunk(i)[a:b] = value
             pos = base + b
             i += 1
 

@@ -305,3 +305,37 @@ def test_a_device_to_device_copy_moves_no_bytes(r):
     acl.rt.memcpy(a, n, b, n, D2D)
     assert COPIES.reset() == (0, 0)
     assert np.array_equal(device_bytes(r, b, n), content(n, 17))
+
+
+def test_a_partial_memset_holds_no_array_and_an_upload_over_it_no_copy():
+    store = SparseBytes(1 << 20)
+    store.fill(0, 1000 * 1000, 0)                      # most of the block: a value, no array
+    assert store.held_bytes == 0
+    assert store.read(999_998, 4).tolist() == [0, 0, *pattern(1000 * 1000, 2)]
+    snap = _frozen_copy(content(1000 * 1000, 18))
+    COPIES.reset()
+    store.write_owned(0, snap)
+    assert COPIES.reset() == (0, 0)
+    assert np.array_equal(store.read(0, 1000 * 1000), content(1000 * 1000, 18))
+    assert np.array_equal(store.read(1000 * 1000, 8), pattern(1000 * 1000, 8))
+
+
+def test_an_upload_over_most_of_an_array_of_its_own_keeps_it_without_a_copy():
+    store = SparseBytes(1 << 20)
+    store.write(8, content(100, 19))                   # one array of its own
+    old = store.view(0, 1 << 19)                       # a copy (a small part): the array stays
+    COPIES.reset()
+    store.write_owned(0, _frozen_copy(content(1000 * 1000, 20)))
+    assert COPIES.reset() == (0, 0)
+    want = content(1000 * 1000, 20)
+    assert np.array_equal(store.read(0, 1000 * 1000), want)
+    assert np.array_equal(store.read(1000 * 1000, 8), pattern(1000 * 1000, 8))
+    assert np.array_equal(old[8:108], content(100, 19))
+    store.write(0, np.full(4, 1, np.uint8))            # into the shared chunk: a piece
+    assert store.read(0, 6).tolist() == [1, 1, 1, 1, *want[4:6]]
+
+
+def _frozen_copy(arr: np.ndarray) -> np.ndarray:
+    out = arr.copy()
+    out.flags.writeable = False
+    return out
