@@ -297,3 +297,21 @@ def test_an_empty_runtime(rt):
     assert {e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"
             and e["name"] == "process_name"} == {"CANN"}
     assert "tasks: 0 (none)" in trace.summary(rt)
+
+
+def test_union_of_busy_intervals_covers_exactly_the_busy_points():
+    import random
+
+    from acllab.analysis.trace import _union
+    rng = random.Random(11)
+    for _ in range(3000):
+        spans = []
+        for _ in range(rng.randint(0, 7)):
+            a = rng.randint(0, 40)
+            spans.append((a, a + rng.randint(-2, 15)))
+        t0, t1 = rng.randint(-3, 30), rng.randint(0, 60)
+        merged = _union(spans, t0, t1)
+        points = {x for a, b in spans for x in range(max(a, t0), min(b, t1))}
+        assert {x for a, b in merged for x in range(a, b)} == points
+        assert all(a < b for a, b in merged)
+        assert all(b1 < a2 for (_, b1), (a2, _) in zip(merged, merged[1:], strict=False))

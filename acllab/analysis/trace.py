@@ -110,9 +110,24 @@ def _spans(runtime: Runtime) -> list[tuple[Task, int, int]]:
 
 def _window(runtime: Runtime, t0: int | None, t1: int | None) -> tuple[int, int]:
     if t0 is None or t1 is None:
-        spans = _spans(runtime)
-        lo = min((s for _, s, _ in spans), default=0)
-        hi = max((e for _, _, e in spans), default=lo)
+        # min and max over _spans, without building it
+        now = runtime.engine.now_ns
+        lo = hi = None
+        for t in runtime.engine.tasks:
+            s = t.start_ns
+            if s < 0 or t.cancelled:
+                continue
+            e = t.end_ns
+            if e < 0:
+                e = now if now > s else s
+            if lo is None or s < lo:
+                lo = s
+            if hi is None or e > hi:
+                hi = e
+        if lo is None:
+            lo = 0
+        if hi is None:
+            hi = lo
         t0 = lo if t0 is None else t0
         t1 = hi if t1 is None else t1
     return int(t0), int(t1)
@@ -120,9 +135,13 @@ def _window(runtime: Runtime, t0: int | None, t1: int | None) -> tuple[int, int]
 
 def _union(intervals, t0: int, t1: int) -> list[tuple[int, int]]:
     """Merged intervals, clipped to [t0, t1)."""
-    clipped = sorted((max(a, t0), min(b, t1)) for a, b in intervals)
+    # sorted, then clipped: clipping keeps the starts in order, and the union is the same
     merged: list[list[int]] = []
-    for a, b in clipped:
+    for a, b in sorted(intervals):
+        if a < t0:
+            a = t0
+        if b > t1:
+            b = t1
         if b <= a:
             continue
         if merged and a <= merged[-1][1]:
@@ -133,12 +152,19 @@ def _union(intervals, t0: int, t1: int) -> list[tuple[int, int]]:
 
 
 def _on(runtime: Runtime, res: Resource) -> list[tuple[Task, int, int]]:
-    return [(t, s, e) for t, s, e in _spans(runtime) if t.resource is res]
+    """_spans of the tasks on ``res`` (filtered first)."""
+    now = runtime.engine.now_ns
+    return [(t, t.start_ns, t.end_ns if t.end_ns >= 0 else max(now, t.start_ns))
+            for t in runtime.engine.tasks
+            if t.resource is res and t.start_ns >= 0 and not t.cancelled]
 
 
 def _busy(runtime: Runtime, resource, device: int, lo: int, hi: int) -> list[tuple[int, int]]:
     res = resolve_resource(runtime, resource, device)
-    return _union([(s, e) for _, s, e in _on(runtime, res)], lo, hi)
+    now = runtime.engine.now_ns
+    return _union([(t.start_ns, t.end_ns if t.end_ns >= 0 else max(now, t.start_ns))
+                   for t in runtime.engine.tasks
+                   if t.resource is res and t.start_ns >= 0 and not t.cancelled], lo, hi)
 
 
 def busy_ns(runtime: Runtime, resource: Resource | str, t0: int | None = None,
