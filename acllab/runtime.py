@@ -635,10 +635,15 @@ class Runtime:
                 else:
                     keep.append(v)
             self._views = deque(keep)
-        if self._quiet_views:
-            self._quiet_views = deque((q for q in self._quiet_views
-                                       if not (q[0].stream is s and q[0].id <= task_id)),
-                                      maxlen=self.MAX_VIEWS)
+        quiet = self._quiet_views
+        if quiet and quiet[0][0].id <= task_id:
+            # in submission order: only the entries up to task_id can go
+            keep = []
+            while quiet and quiet[0][0].id <= task_id:
+                q = quiet.popleft()
+                if q[0].stream is not s:
+                    keep.append(q)
+            quiet.extendleft(reversed(keep))
 
     def _rebaseline_views(self, task: Task) -> None:
         """A task wrote host memory: fingerprint again what it covers (not the host's doing)."""
