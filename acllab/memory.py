@@ -181,6 +181,12 @@ class _Pieces:
 
     def put(self, a: int, b: int, part) -> int:
         """Lay ``part`` over ``[a, b)`` (trimming what it covers); return the piece count."""
+        los = self.los
+        if a in los:                                     # the same range again: replace it
+            k = los.index(a)
+            if self.his[k] == b:
+                self.parts[k] = part
+                return len(los)
         los, his, parts = [], [], []
         placed = False
         for lo, hi, x in zip(self.los, self.his, self.parts, strict=True):
@@ -370,6 +376,14 @@ class SparseBytes:
         self._check(off, n)
         chunks, shift = self._chunks, self._shift
         step = 1 << shift
+        i = off >> shift
+        a = off - (i << shift)
+        if owned and n and a + n <= step:              # a snapshot into one chunk's pieces
+            c = chunks.get(i)
+            if type(c) is _Pieces and (a or n != min(step, self.size - (i << shift))):
+                if c.put(a, a + n, raw) > _MAX_PIECES:
+                    self._chunk(i)
+                return
         pos, end = off, off + n
         i = off >> shift
         while pos < end:
@@ -594,8 +608,14 @@ class Region:
         """Store ``snap``, a uint8 array from :meth:`snapshot` (read-only, never written by
         anyone), at offset ``off``: a device block's store keeps the array itself where it
         can (no copy); host memory copies it in."""
-        if self.kind == "device" and self._data is None:
-            self._sparse().write_owned(off, snap)
+        d = self._data
+        if d is not None:                  # host memory (or a dense device block): dense
+            n = snap.size
+            self._version += 1
+            d[off:off + n] = snap          # as span's view (past size: into reserved bytes)
+            COPIES.add(n)
+        elif self.kind == "device":
+            self._sparse()._put(off, snap, True)
         else:
             self.span(off, snap.size)[:] = snap
             COPIES.add(snap.size)
