@@ -396,3 +396,60 @@ def test_copies_in_a_loop_fingerprint_nothing_and_share_their_records(monkeypatc
     assert len(copies) == 100
     assert len({id(t.info) for t in copies}) == 1
     assert len({id(t.reads) for t in copies}) == len({id(t.writes) for t in copies}) == 1
+
+
+def _fresh_findings(runtime) -> list:
+    runtime._sanitizer_kept = None          # forget the kept analysis: start from task 0
+    return sanitizer.analyze(runtime)
+
+
+def test_an_analysis_goes_on_from_the_last_one_with_the_same_findings(monkeypatch):
+    runtime = _pipeline(30, False)           # one race, seen 29 times
+    first = sanitizer.analyze(runtime)
+    assert [f.kind for f in first] == ["race"] and "(Seen 29 times" in first[0].message
+    # more work after the analysis: new streams racing on new buffers
+    a, _ = acl.rt.create_stream()
+    b, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(4096, 0)
+    host, _ = acl.rt.malloc_host(4096)
+    for _ in range(3):
+        acl.rt.memcpy_async(dev, 4096, host, 4096, 1, a)
+        acl.rt.memcpy_async(host, 4096, dev, 4096, 2, b)
+    acl.rt.synchronize_stream(a)
+    acl.rt.synchronize_stream(b)
+    visited = []
+    real = sanitizer._visit_task
+    monkeypatch.setattr(sanitizer, "_visit_task", lambda st, t: (visited.append(t.id),
+                                                                 real(st, t)))
+    second = sanitizer.analyze(runtime)
+    assert visited == list(range(4 * 30, 4 * 30 + 6))   # only the new tasks were visited
+    assert second == _fresh_findings(runtime)
+    assert [f.kind for f in second] == ["race"] * 3   # the old one, two new buffers
+    assert "(Seen 29 times" in second[0].message    # the kept finding was not changed
+    second[0].message = "changed by the caller"
+    assert sanitizer.analyze(runtime) == _fresh_findings(runtime)
+
+
+def test_an_analysis_with_tasks_still_queued_is_not_kept():
+    runtime = acllab.reset()
+    acl.init()
+    acl.rt.set_device(0)
+    s, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(4096, 0)
+    host, _ = acl.rt.malloc_host(4096)
+    acl.rt.memcpy_async(dev, 4096, host, 4096, 1, s)
+    assert sanitizer.analyze(runtime) == _fresh_findings(runtime)
+    assert runtime._sanitizer_kept is None          # the copy has not ended yet
+    acl.rt.synchronize_stream(s)
+    sanitizer.analyze(runtime)
+    assert runtime._sanitizer_kept is not None
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_every_corpus_program_gives_the_fresh_findings_when_analysed_again(case):
+    """Programs that analyse (acl.finalize does) and then analyse again: the analysis that
+    goes on from a kept one finds what one started afresh finds."""
+    for program in (case.bug, case.fixed):
+        runtime, _, first = run(program)
+        assert first == _fresh_findings(runtime)
+        assert sanitizer.analyze(runtime) == first

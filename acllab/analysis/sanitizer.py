@@ -514,32 +514,80 @@ def _visit_op(st: _State, op) -> None:
 
 
 def analyze(runtime) -> list[Finding]:
-    """Every finding for what ``runtime`` has run so far, in the order they happened."""
+    """Every finding for what ``runtime`` has run so far, in the order they happened.
+
+    When every task of the previous analysis had ended (nothing about them can change any
+    more) and the trace has only grown since, the analysis goes on from where that one
+    stopped: the same result as starting afresh, for the new tasks and host actions only.
+    """
     check = getattr(runtime, "check_host_views", None)
     if check is not None:
         check()                       # host writes through views since the last sync
-    st = _State(runtime)
+    tasks = runtime.engine.tasks
     ops = runtime.host_ops
-    i, n_ops = 0, len(ops)
-    never = len(st.tasks) + 1
-    next_op = ops[0][2] if ops else never     # the task count the next host op came after
-    for t in st.tasks:
+    st, start, i = _resume(runtime, tasks, ops)
+    if st is None:
+        st, start, i = _State(runtime), 0, 0
+    n_ops, n_tasks = len(ops), len(tasks)
+    never = n_tasks + 1
+    next_op = ops[i][2] if i < n_ops else never   # the task count the next host op came after
+    done = True
+    for k in range(start, n_tasks):
+        t = tasks[k]
         if t.id >= next_op:
             while i < n_ops and ops[i][2] <= t.id:
                 _visit_op(st, ops[i])
                 i += 1
             next_op = ops[i][2] if i < n_ops else never
         _visit_task(st, t)
+        if t.end_ns < 0:
+            done = False
     for op in ops[i:]:
         _visit_op(st, op)
-    for pair, count in st.repeats.items():
-        st.by_key[pair].message += f" (Seen {count} times in all.)"
+    _keep(runtime, st if done else None, tasks, ops)
+    seen = {id(st.by_key[pair]): count for pair, count in st.repeats.items()}
+    findings = []
+    for f in st.findings:          # copies: the kept state's findings never change
+        count = seen.get(id(f))
+        message = f.message if count is None else f"{f.message} (Seen {count} times in all.)"
+        findings.append(Finding(f.kind, message, f.fix, list(f.tasks), list(f.streams),
+                                list(f.buffers), list(f.times_ns)))
     for leak in runtime.leaks:
-        st.findings.append(Finding(
+        findings.append(Finding(
             "leak", f"leaked: {leak}",
             "release it yourself before the teardown: destroy events, then streams, then "
             "contexts, free memory, then reset_device and finalize"))
-    return st.findings
+    return findings
+
+
+def _keep(runtime, st, tasks, ops) -> None:
+    """Keep ``st`` (None: nothing) for the next analysis of ``runtime``."""
+    kept = None
+    if st is not None:
+        kept = (st, tasks, len(tasks), tasks[-1] if tasks else None, ops, len(ops),
+                ops[-1] if ops else None)
+    try:
+        runtime._sanitizer_kept = kept
+    except AttributeError:        # a runtime-like object that takes no new attribute
+        pass
+
+
+def _resume(runtime, tasks, ops):
+    """(state, first task to visit, first host op to visit) of the kept analysis, when it
+    still describes a prefix of this trace; (None, 0, 0) otherwise."""
+    kept = getattr(runtime, "_sanitizer_kept", None)
+    if kept is None:
+        return None, 0, 0
+    st, ktasks, n_tasks, last_task, kops, n_ops, last_op = kept
+    if (ktasks is not tasks or kops is not ops or len(tasks) < n_tasks or len(ops) < n_ops
+            or (n_tasks and tasks[n_tasks - 1] is not last_task)
+            or (n_ops and ops[n_ops - 1] is not last_op)):
+        return None, 0, 0
+    space = runtime.space
+    for base, region in st.regions.items():   # buffers found by address: still the same
+        if (space.find(base) or space.find_dead(base)) is not region:
+            return None, 0, 0
+    return st, n_tasks, n_ops
 
 
 def report(runtime) -> str:
