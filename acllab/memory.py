@@ -587,8 +587,8 @@ class Region:
             return self._sparse().view(off, n)
         if self.kind == "pinned":
             snap = self._snap
-            if snap is not None and snap[2] == self._version and snap[0] == off \
-                    and snap[1] == n:
+            version = self._version            # read first: a later write makes it stale
+            if snap is not None and snap[2] == version and snap[0] == off and snap[1] == n:
                 return snap[3]
             if self._data is None:
                 self._dense()                  # untouched memory: the pattern, no view of it
@@ -596,8 +596,8 @@ class Region:
             arr = self._data[off:off + n].copy()
             arr.flags.writeable = False
             COPIES.add(n)
-            if quiet and arr.size == n:
-                self._snap = (off, n, self._version, arr)
+            if quiet and self.live and arr.size == n:
+                self._snap = (off, n, version, arr)
             return arr
         arr = self._span(off, n).copy()
         arr.flags.writeable = False
@@ -912,6 +912,7 @@ class HostMemory:
         self.pinned_bytes -= region.size
         region.live = False
         region.dangling = True
+        region._snap = None           # a tombstone holds no copy of the bytes
         self.space.remove(region)
 
     def release_all(self) -> list[Region]:

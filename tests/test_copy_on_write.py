@@ -339,3 +339,15 @@ def _frozen_copy(arr: np.ndarray) -> np.ndarray:
     out = arr.copy()
     out.flags.writeable = False
     return out
+
+
+def test_a_freed_pinned_buffer_keeps_no_snapshot(r):
+    n = 1 * MiB
+    dev, _ = acl.rt.malloc(n, HUGE_FIRST)
+    host = pinned(r, n, 21)
+    region = r.region(host)
+    acl.rt.memcpy(dev, n, host, n, H2D)
+    assert region._snap is not None                    # kept for the next copy
+    acl.rt.free_host(host)
+    assert region._snap is None                        # the tombstone holds no bytes
+    assert np.array_equal(device_bytes(r, dev, n), content(n, 21))
