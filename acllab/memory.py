@@ -122,6 +122,23 @@ def _pattern_into(dst: np.ndarray, off: int) -> None:
         dst[s:s + k] = _PATTERN[p:p + k]
 
 
+_PATTERN_SHARED = [np.empty(0, dtype=np.uint8)]   # see _pattern_view
+
+
+def _pattern_view(off: int, n: int) -> np.ndarray:
+    """The uninitialised pattern as it lies at ``[off, off + n)`` of a block, as a read-only
+    array shared by every caller (one array, grown to the largest range asked for, never
+    written), so a snapshot of untouched memory copies nothing."""
+    arr = _PATTERN_SHARED[0]
+    if arr.size < n + 4:
+        arr = np.empty(max(n + 4, 2 * arr.size), dtype=np.uint8)
+        _pattern_into(arr, 0)
+        arr.flags.writeable = False
+        _PATTERN_SHARED[0] = arr
+    p = off & 3
+    return arr[p:p + n]
+
+
 class CopyCounter:
     """How many times, and how many bytes, the byte API copied (an instrument for tests and
     benchmarks: :meth:`Region.snapshot`, :meth:`Region.write_owned`, :meth:`Region.read`,
@@ -357,6 +374,8 @@ class SparseBytes:
                 x, lo = c.find(a, a + n)
                 if type(x) is np.ndarray:
                     return x[a - lo:a - lo + n]
+            elif c is None:                            # never written: the shared pattern
+                return _pattern_view(off, n)
         out = self.read(off, n)
         COPIES.add(n)
         return _frozen(out)
@@ -590,8 +609,8 @@ class Region:
             version = self._version            # read first: a later write makes it stale
             if snap is not None and snap[2] == version and snap[0] == off and snap[1] == n:
                 return snap[3]
-            if self._data is None:
-                self._dense()                  # untouched memory: the pattern, no view of it
+            if self._data is None:             # untouched memory: the pattern, no bytes yet
+                return _pattern_view(off, n)
             quiet = _host_quiet(self)
             arr = self._data[off:off + n].copy()
             arr.flags.writeable = False

@@ -351,3 +351,21 @@ def test_a_freed_pinned_buffer_keeps_no_snapshot(r):
     acl.rt.free_host(host)
     assert region._snap is None                        # the tombstone holds no bytes
     assert np.array_equal(device_bytes(r, dev, n), content(n, 21))
+
+
+def test_a_snapshot_of_untouched_memory_is_the_shared_pattern_and_stays_so():
+    host = Region(0x1000, 3 * MiB + 3, "pinned")
+    dev = Region(0x10_0000_0000, 3 * MiB + 64, "device", reserved=4 * MiB)
+    COPIES.reset()
+    snaps = [(host.snapshot(off, n), off, n) for off, n in [(0, 8), (1, 3 * MiB + 2), (2, 5)]]
+    snaps += [(dev.snapshot(off, n), off, n) for off, n in [(3, 7), (0, 3 * MiB + 64)]]
+    assert COPIES.reset() == (0, 0) and host._data is None     # no bytes made for it
+    dev.write_owned(0, snaps[1][0][:100])
+    host.data[:] = 1                                   # the memory itself, now written
+    dev.write(0, np.zeros(8, np.uint8))
+    bigger = Region(0x2000_0000, 8 * MiB, "pinned").snapshot(1, 8 * MiB - 1)   # grows it
+    assert np.array_equal(bigger, pattern(1, 8 * MiB - 1))
+    for snap, off, n in snaps:
+        assert not snap.flags.writeable and np.array_equal(snap, pattern(off, n))
+    want = np.r_[np.zeros(8, np.uint8), pattern(9, 92), pattern(100, 8)]   # host's phase, then
+    assert np.array_equal(dev.read(0, 108), want)                          # the block's own
