@@ -188,22 +188,18 @@ class _Pieces:
 
     def find(self, a: int, b: int):
         """The part holding all of ``[a, b)`` and its start, or (None, 0)."""
-        los, his = self.los, self.his
-        for k in range(len(los)):
-            if los[k] <= a and b <= his[k]:
-                return self.parts[k], los[k]
-            if los[k] >= b:
-                break
+        k = bisect.bisect_right(self.los, a) - 1
+        if k >= 0 and b <= self.his[k]:
+            return self.parts[k], self.los[k]
         return None, 0
 
     def put(self, a: int, b: int, part) -> int:
         """Lay ``part`` over ``[a, b)`` (trimming what it covers); return the piece count."""
         los = self.los
-        if a in los:                                     # the same range again: replace it
-            k = los.index(a)
-            if self.his[k] == b:
-                self.parts[k] = part
-                return len(los)
+        k = bisect.bisect_left(los, a)
+        if k < len(los) and los[k] == a and self.his[k] == b:   # the same range: replace it
+            self.parts[k] = part
+            return len(los)
         los, his, parts = [], [], []
         placed = False
         for lo, hi, x in zip(self.los, self.his, self.parts, strict=True):
@@ -356,7 +352,8 @@ class SparseBytes:
         """Bytes ``[off, off + n)`` as a read-only array that never changes: shared with the
         store where one chunk's array holds them all (no copy), else a copy. A chunk array of
         its own that the range covers at least half of becomes shared (read-only) for it."""
-        self._check(off, n)
+        if off < 0 or n < 0 or off + n > self.size:
+            self._check(off, n)
         shift = self._shift
         i = off >> shift
         a = off - (i << shift)
@@ -369,11 +366,11 @@ class SparseBytes:
                         COPIES.add(n)
                         return _frozen(c[a:a + n].copy())
                     c.flags.writeable = False          # shared from now on (copy on write)
-                return c[a:a + n]
+                return c if n == c.size else c[a:a + n]
             if t is _Pieces:
                 x, lo = c.find(a, a + n)
                 if type(x) is np.ndarray:
-                    return x[a - lo:a - lo + n]
+                    return x if a == lo and n == x.size else x[a - lo:a - lo + n]
             elif c is None:                            # never written: the shared pattern
                 return _pattern_view(off, n)
         out = self.read(off, n)
@@ -392,7 +389,8 @@ class SparseBytes:
     def _put(self, off: int, raw: np.ndarray, owned: bool) -> None:
         n = raw.size
         owned = owned and not raw.flags.writeable      # a writable array is never adopted
-        self._check(off, n)
+        if off < 0 or off + n > self.size:
+            self._check(off, n)
         chunks, shift = self._chunks, self._shift
         step = 1 << shift
         i = off >> shift
@@ -603,7 +601,7 @@ class Region:
         copy every time.
         """
         if self.kind == "device" and self._data is None:
-            return self._sparse().view(off, n)
+            return (self._store or self._sparse()).view(off, n)
         if self.kind == "pinned":
             snap = self._snap
             version = self._version            # read first: a later write makes it stale
@@ -634,7 +632,7 @@ class Region:
             d[off:off + n] = snap          # as span's view (past size: into reserved bytes)
             COPIES.add(n)
         elif self.kind == "device":
-            self._sparse()._put(off, snap, True)
+            (self._store or self._sparse())._put(off, snap, True)
         else:
             self.span(off, snap.size)[:] = snap
             COPIES.add(snap.size)
