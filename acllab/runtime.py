@@ -17,7 +17,6 @@ import threading
 import time
 import traceback
 import warnings
-import weakref
 import zlib
 from collections import deque
 from threading import get_ident
@@ -134,23 +133,6 @@ class _ReportThread:
         self.taken = 0            # reports its polls have returned
 
 
-def _engine_hooks(ref):
-    """The engine's ``fault`` and ``wrote`` hooks for the runtime behind ``ref``."""
-
-    def fault(task: Task, message: str) -> None:
-        runtime = ref()
-        if runtime is not None:
-            runtime.task_fault(task, message)
-
-    def wrote(task: Task) -> None:
-        # a task's on_end wrote memory: rebaseline the watched host ranges it covers
-        runtime = ref()
-        if runtime is not None and runtime._views:
-            runtime._rebaseline_views(task)
-
-    return fault, wrote
-
-
 class Runtime:
     """Everything a pyACL program can touch, in one deterministic object."""
 
@@ -170,10 +152,8 @@ class Runtime:
         # a task's effect that fails becomes a fault of the task (see task_fault) instead of
         # escaping whatever API call happened to advance the device; a fault the effect
         # recorded itself (info['fault'], as copies do) is reported the same way
-        # through a weak reference: the engine's hooks do not keep the runtime alive, so a
-        # runtime that acllab.reset() replaces is freed at once, without the cyclic garbage
-        # collector walking its trace to find it
-        self.engine.fault, self.engine.wrote = _engine_hooks(weakref.ref(self))
+        self.engine.fault = self.task_fault
+        self.engine.wrote = self._wrote
         self.space = AddressSpace()
         n = self.profile.device_count if device_count is None else int(device_count)
         self.devices = [Device(i, self.profile, self.space, hugepage_pool_bytes)
@@ -794,6 +774,11 @@ class Runtime:
                     queue.popleft()
             queue.append(task)
             submit_at(task, host, after)
+
+    def _wrote(self, task: Task) -> None:
+        """A task's on_end wrote memory: rebaseline the watched host ranges it covers."""
+        if self._views:
+            self._rebaseline_views(task)
 
     def task_fault(self, task: Task, message: str) -> None:
         """Record that ``task``'s data effect failed; the next synchronisation reports it.

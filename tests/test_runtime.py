@@ -129,34 +129,3 @@ def test_reprs_show_state_and_virtual_time():
     assert "recorded, complete at" in repr(r.handles[ev])
     assert repr(r.devices[0]).startswith("<Device 0 (Ascend310): set 1x, ")
     assert "Memset" in repr(r.tasks[0])
-
-
-def test_a_runtime_that_reset_replaces_is_freed_without_the_cyclic_collector():
-    """Nothing of a runtime refers back to it (the engine's hooks hold it weakly, the kept
-    sanitizer state not at all), so its trace goes when acllab.reset() replaces it."""
-    import gc
-    import weakref
-
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        runtime = acllab.reset()
-        _ready()
-        s, _ = acl.rt.create_stream()
-        dev, _ = acl.rt.malloc(4096, 0)
-        host, _ = acl.rt.malloc_host(4096)
-        acl.rt.memcpy_async(dev, 4096, host, 4096, 1, s)
-        acl.rt.synchronize_stream(s)
-        acl.rt.free(dev)
-        acl.rt.free_host(host)
-        acl.rt.destroy_stream(s)
-        acl.rt.reset_device(0)
-        assert acl.finalize() == 0          # the sanitizer ran and kept its analysis
-        assert runtime._sanitizer_kept is not None
-        ref = weakref.ref(runtime)
-        del runtime
-        acllab.reset()
-        assert ref() is None
-    finally:
-        if was_enabled:
-            gc.enable()

@@ -564,7 +564,6 @@ def _keep(runtime, st, tasks, ops) -> None:
     """Keep ``st`` (None: nothing) for the next analysis of ``runtime``."""
     kept = None
     if st is not None:
-        st.rt = None              # no cycle through the runtime: _resume gives it back
         kept = (st, tasks, len(tasks), tasks[-1] if tasks else None, ops, len(ops),
                 ops[-1] if ops else None)
     try:
@@ -588,7 +587,6 @@ def _resume(runtime, tasks, ops):
     for base, region in st.regions.items():   # buffers found by address: still the same
         if (space.find(base) or space.find_dead(base)) is not region:
             return None, 0, 0
-    st.rt = runtime
     return st, n_tasks, n_ops
 
 
