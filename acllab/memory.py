@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import sys
+import weakref
 from collections.abc import Iterator
 
 import numpy as np
@@ -406,7 +407,7 @@ class SparseBytes:
         while pos < end:
             base = i << shift
             a, b = pos - base, min(end - base, step)
-            src = raw[pos - off:pos - off + b - a]
+            src = raw if b - a == n else raw[pos - off:pos - off + b - a]
             c = chunks.get(i)
             t = type(c)
             own = t is np.ndarray and c.flags.writeable
@@ -470,6 +471,9 @@ class SparseBytes:
         return self.read(0, self.size)
 
 
+_SPARSE = SparseBytes    # the class itself (benchmarks swap the name for a stand-in store)
+
+
 class Region:
     """A contiguous range of addresses with one owner: a device block or a host buffer."""
 
@@ -498,7 +502,7 @@ class Region:
         self._real_addr = 0
         self.dangling = False
         self._version = 0             # bumped by every write, memset and handing out of data
-        self._snap = None             # pinned: (off, n, version, read-only copy), see snapshot
+        self._snap = None             # pinned: (off, n, version, weak ref to the copy): snapshot
 
     @property
     def end(self) -> int:
@@ -597,16 +601,23 @@ class Region:
         copy; the store copies on write). Pinned host memory: a copy, which is given again
         while the buffer cannot have changed: no write or memset into it since, and no view
         of it held when the copy was made (each view comes from :attr:`data`, which counts as
-        a write). Pageable host memory, which its Python object may change at any time: a
-        copy every time.
+        a write); the region holds it weakly, so it is given again while a device block (or a
+        copy in flight) still keeps it, and costs no RAM once nothing does. Pageable host
+        memory, which its Python object may change at any time: a copy every time.
         """
         if self.kind == "device" and self._data is None:
-            return (self._store or self._sparse()).view(off, n)
+            store = self._store or self._sparse()
+            if type(store) is _SPARSE:
+                return store.view(off, n)
+            COPIES.add(n)                      # a store with the byte API only (a stand-in)
+            return _frozen(store.read(off, n))
         if self.kind == "pinned":
             snap = self._snap
             version = self._version            # read first: a later write makes it stale
             if snap is not None and snap[2] == version and snap[0] == off and snap[1] == n:
-                return snap[3]
+                arr = snap[3]()                # alive while a store or a copy holds it
+                if arr is not None:
+                    return arr
             if self._data is None:             # untouched memory: the pattern, no bytes yet
                 return _pattern_view(off, n)
             quiet = _host_quiet(self)
@@ -614,7 +625,7 @@ class Region:
             arr.flags.writeable = False
             COPIES.add(n)
             if quiet and self.live and arr.size == n:
-                self._snap = (off, n, version, arr)
+                self._snap = (off, n, version, weakref.ref(arr))
             return arr
         arr = self._span(off, n).copy()
         arr.flags.writeable = False
@@ -632,7 +643,12 @@ class Region:
             d[off:off + n] = snap          # as span's view (past size: into reserved bytes)
             COPIES.add(n)
         elif self.kind == "device":
-            (self._store or self._sparse())._put(off, snap, True)
+            store = self._store or self._sparse()
+            if type(store) is _SPARSE:
+                store._put(off, snap, True)
+            else:                              # a store with the byte API only (a stand-in)
+                store.write(off, snap)
+                COPIES.add(snap.size)
         else:
             self.span(off, snap.size)[:] = snap
             COPIES.add(snap.size)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import acllab
-from acllab import acl, session
+from acllab import acl, memory, session
 from acllab.memory import CHUNK_BYTES, COPIES, UNINIT_PATTERN, Region, SparseBytes
 
 H2D, D2H, D2D = (acl.ACL_MEMCPY_HOST_TO_DEVICE, acl.ACL_MEMCPY_DEVICE_TO_HOST,
@@ -369,3 +369,43 @@ def test_a_snapshot_of_untouched_memory_is_the_shared_pattern_and_stays_so():
         assert not snap.flags.writeable and np.array_equal(snap, pattern(off, n))
     want = np.r_[np.zeros(8, np.uint8), pattern(9, 92), pattern(100, 8)]   # host's phase, then
     assert np.array_equal(dev.read(0, 108), want)                          # the block's own
+
+
+def test_a_pinned_snapshot_is_kept_only_while_someone_holds_it():
+    region = Region(0x1000, 1 << 16, "pinned")
+    region.write(0, content(1 << 16, 22))
+    dev = SparseBytes(1 << 17)
+    dev.write_owned(0, region.snapshot(0, 1 << 16))    # the device keeps it
+    COPIES.reset()
+    again = region.snapshot(0, 1 << 16)
+    assert COPIES.reset() == (0, 0) and again is dev.view(0, 1 << 16)
+    del again
+    dev.fill(0, 1 << 17, 0)                            # nobody holds it now: it is gone
+    assert region._snap[3]() is None
+    assert np.array_equal(region.snapshot(0, 1 << 16), content(1 << 16, 22))
+    assert COPIES.reset() == (1, 1 << 16)
+
+
+def test_a_stand_in_store_with_the_byte_api_only_still_copies_exactly(r, monkeypatch):
+    class Plain:                                       # read, write, fill: nothing more
+        written = True
+
+        def __init__(self, size):
+            self.a = np.zeros(size, np.uint8)
+
+        def read(self, off, n):
+            return self.a[off:off + n].copy()
+
+        def write(self, off, raw):
+            self.a[off:off + raw.size] = raw
+
+        def fill(self, off, n, value):
+            self.a[off:off + n] = value
+
+    monkeypatch.setattr(memory, "SparseBytes", Plain)
+    n = 1 * MiB
+    dev, _ = acl.rt.malloc(n, HUGE_FIRST)
+    acl.rt.memcpy(dev, n, pinned(r, n, 23), n, H2D)
+    out, _ = acl.rt.malloc_host(n)
+    acl.rt.memcpy(out, n, dev, n, D2H)
+    assert np.array_equal(host_bytes(out, n), content(n, 23))
