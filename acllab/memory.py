@@ -22,6 +22,11 @@ memset of gigabytes costs a few hundred KB, reads of unwritten bytes give the pa
 program may allocate all of a card's memory on a laptop and memset it; host memory is real
 memory, one array.
 
+A copy moves its bytes once at most: the source gives a read-only snapshot that never changes
+(:meth:`Region.snapshot`) and the destination keeps it (:meth:`Region.write_owned`). Device
+stores share such arrays and copy on write; a pinned buffer gives the same snapshot again while
+it cannot have changed. :data:`COPIES` counts the copies the byte API makes.
+
 Differs from hardware: the huge-page pool is a fixed partition of device memory (configurable
 per profile); real drivers size it at boot. Device addresses are deterministic, not real.
 """
@@ -48,7 +53,7 @@ from .hardware import HUGE_PAGE, NORMAL_PAGE, DeviceProfile, MiB, ceil_div
 __all__ = [
     "Region", "AddressSpace", "DeviceHeap", "HostMemory", "UNINIT_PATTERN", "round_device_size",
     "page_choices", "page_bytes", "reserved_bytes",
-    "DEVICE_BASE", "PINNED_BASE", "PAGEABLE_BASE",
+    "DEVICE_BASE", "PINNED_BASE", "PAGEABLE_BASE", "COPIES", "CopyCounter",
 ]
 
 UNINIT_PATTERN = bytes([0xDE, 0xAD, 0xBE, 0xEF])
