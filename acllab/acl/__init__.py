@@ -17,7 +17,7 @@ from ..constants import *  # noqa: F403  (the real names, re-exported as pyACL u
 from ..errors import AclWarning, Fail
 from ..streams import DataBuffer
 from . import constants, mdl, media, rt, util
-from ._api import api, as_int
+from ._api import api, as_int, leak_warning
 from ._api import rt as _runtime
 
 #: aclLogLevel, for app_log (AscendCL's acl_base.h; not in acllab.constants).
@@ -83,7 +83,7 @@ def finalize():
     r.spend(r.profile.api_ns)
     r.initialized = False
     r.finalized = True
-    rt._leak_warning(r, "acl.finalize()", leaked)
+    leak_warning(r, "acl.finalize()", leaked)
     if r.sanitize and r.engine.record:
         _sanitizer_warning(r)
 

@@ -13,7 +13,6 @@ import operator
 import threading
 import warnings
 
-from .. import session as _session
 from ..engine import Deadlock
 from ..errors import AclError, AclWarning, Fail, code_name
 from ..session import current_runtime
@@ -58,9 +57,7 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            runtime = _session._runtime
-            if runtime is None:
-                runtime = rt()
+            runtime = current_runtime()
             runtime.calls += 1
             if runtime.calls > runtime.call_budget:
                 runtime.over_budget("API call", f"{runtime.call_budget:,} calls", "call_budget")
@@ -106,3 +103,55 @@ def _report(runtime, where: str, c_name: str, code: int, message: str, quiet: bo
     if runtime.strict:
         raise AclError(code, where, message)
     warnings.warn(text, AclWarning, stacklevel=3)
+
+
+# -- what every section shares: addresses resolved to allocations, the leak warning -----------
+
+def region_at(r, addr: int, what: str, require_live: bool = True):
+    """The region holding ``addr``, or Fail with the reason."""
+    if addr == 0:
+        raise Fail(100000, f"{what} is a null pointer")
+    region = r.space.find(addr)
+    if region is None:
+        dead = r.space.find_dead(addr)
+        if dead is not None and dead.kind == "pageable":
+            raise Fail(107000, f"{what} 0x{addr:x} is dangling: the Python object behind it "
+                               "(bytes_to_ptr / numpy_to_ptr) no longer exists")
+        if dead is not None and dead.kind == "pinned":
+            raise Fail(107000, f"{what} 0x{addr:x} was freed by acl.rt.free_host")
+        if dead is not None:
+            raise Fail(107000, f"{what} 0x{addr:x} belonged to memory that was released "
+                               "(reset_device or finalize)")
+        raise Fail(107000, f"{what} 0x{addr:x} is not inside any allocation or registered "
+                           "host buffer")
+    if region.kind == "pageable" and not r.host.check_alive(region):
+        raise Fail(107000, f"{what} 0x{addr:x} is dangling: the Python object behind it no "
+                           "longer exists")
+    if require_live and region.kind == "device" and not region.live:
+        raise Fail(107000, f"{what} 0x{addr:x} was freed by acl.rt.free (its block is back "
+                           "in the runtime's caching pool)")
+    return region
+
+
+def span(r, addr: int, n: int, what: str, device=None):
+    """Resolve [addr, addr+n) to (region, offset), bounds- and device-checked."""
+    region = region_at(r, addr, what)
+    off = addr - region.start
+    if off + n > region.size:
+        raise Fail(107000, f"{what} 0x{addr:x} + {n} B runs {off + n - region.size} B past the "
+                           f"end of its {region.describe()}")
+    if device is not None and region.kind == "device" and region.device != device.id:
+        raise Fail(107000, f"{what} 0x{addr:x} is memory of device {region.device}, but the "
+                           f"current context is on device {device.id} (peer access is not "
+                           "modelled)")
+    return region, off
+
+
+def leak_warning(runtime, where: str, leaked: list[str], stacklevel: int = 4) -> None:
+    """Record ``leaked`` as the runtime's leaks and warn once, naming what ``where`` released."""
+    if not leaked:
+        return
+    runtime.leaks.extend(f"{where}: {item}" for item in leaked)
+    shown = "; ".join(leaked[:5]) + (f"; and {len(leaked) - 5} more" if len(leaked) > 5 else "")
+    warnings.warn(f"{where} released resources the program never released itself: {shown}",
+                  AclWarning, stacklevel=stacklevel)

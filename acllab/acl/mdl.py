@@ -16,9 +16,8 @@ from .. import model as _model
 from ..errors import Fail
 from ..model.loaded import LoadedModel, execution_tasks, load_on
 from ..streams import DataBuffer
-from . import rt as _rt
 from . import util as _util
-from ._api import api, as_int, rt
+from ._api import api, as_int, rt, span
 
 __all__ = [
     "load_from_file", "load_from_mem", "unload", "query_size", "execute", "execute_async",
@@ -96,7 +95,7 @@ def load_from_mem(model, model_size):
     r.current_context()
     if size <= 0:
         raise Fail(100000, f"model_size must be positive (got {size})")
-    region, off = _rt._span(r, ptr, size, "model")
+    region, off = span(r, ptr, size, "model")
     if region.kind == "device":
         raise Fail(100000, "load_from_mem takes the model in host memory, not device memory")
     data = region.read_bytes(off, size)
@@ -411,7 +410,7 @@ def _set_gear(model_id, dataset, index, gear, kind: str):
                                f"gears {[list(g) for g in c.gears]}")
         values = list(gear)
     try:
-        region, off = _rt._span(r, buf.addr, c.inputs[i].size, "dynamic-shape input", m.device)
+        region, off = span(r, buf.addr, c.inputs[i].size, "dynamic-shape input", m.device)
     except Fail as exc:
         raise Fail(145011, exc.message) from None
     if region.kind != "device":
@@ -480,7 +479,7 @@ def _plan_execute(m: LoadedModel, inputs, outputs):
                 raise Fail(145006, f"{kind} {i} ({t.name}) holds {buf.size} B; this gear needs "
                                    f"{need} B")
             try:
-                region, off = _rt._span(r, buf.addr, need, f"{kind} {i}", ctx.device)
+                region, off = span(r, buf.addr, need, f"{kind} {i}", ctx.device)
             except Fail as exc:
                 raise Fail(145007, exc.message) from None
             if region.kind != "device":

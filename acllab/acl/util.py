@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import AclWarning, Fail
 from . import rt as _rt
-from ._api import api, as_int, rt
+from ._api import api, as_int, rt, span
 
 # imported here, not at call time: a call made from __del__ at interpreter exit cannot import
 try:
@@ -89,7 +89,7 @@ def numpy_contiguous_to_ptr(array):
 
 def _host_view(ptr: int, size: int, what: str, mode: str) -> np.ndarray:
     r = rt()
-    region, off = _rt._span(r, ptr, size, what)
+    region, off = span(r, ptr, size, what)
     if region.kind == "device":
         raise Fail(107000, f"0x{ptr:x} is device memory, which the host cannot read: copy "
                            "it to host memory with acl.rt.memcpy first")

@@ -31,7 +31,6 @@ from .copy import (
     memset_async,
 )
 from .device import (
-    _leak_warning,  # noqa: F401 (for acl.finalize; not part of acl.rt's API)
     get_device,
     get_device_count,
     get_run_mode,
@@ -57,8 +56,6 @@ from .kernel import (
     launch_kernel,
 )
 from .memory import (
-    _region,  # noqa: F401 (for acl.mdl and acl.util; not part of acl.rt's API)
-    _span,  # noqa: F401
     free,
     free_host,
     get_mem_info,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from ...errors import Fail
 from ...streams import Context
-from .._api import api, as_int, rt
-from .device import _leak_warning
+from .._api import api, as_int, leak_warning, rt
 
 __all__ = ["create_context", "destroy_context", "set_context", "get_context"]
 
@@ -31,7 +30,7 @@ def destroy_context(context):
         raise Fail(100000, f"context 0x{ctx.handle:x} is device {ctx.device.id}'s default "
                            "context; it cannot be destroyed (reset_device releases it)")
     r.spend(r.profile.api_ns)
-    _leak_warning(r, f"acl.rt.destroy_context(0x{ctx.handle:x})", r.destroy_context(ctx))
+    leak_warning(r, f"acl.rt.destroy_context(0x{ctx.handle:x})", r.destroy_context(ctx))
 
 
 @api("aclrtSetContext")

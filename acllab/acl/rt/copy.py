@@ -6,8 +6,7 @@ from ... import constants as C
 from ...engine import Deadlock
 from ...errors import Fail
 from ...transfers import copy_tasks, memset_task
-from .._api import api, as_int, rt
-from .memory import _span
+from .._api import api, as_int, rt, span
 
 __all__ = ["memset", "memset_async", "memcpy", "memcpy_async"]
 
@@ -45,7 +44,7 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
     find = r.space.find
     dreg, sreg = find(dst), find(src)
     # the common case at once: pinned or live device memory of this device, in bounds (any
-    # other case, and every error, goes through _span, which explains what is wrong)
+    # other case, and every error, goes through span, which explains what is wrong)
     if (dreg is not None and sreg is not None
             and dst - dreg.start + count <= dreg.size and src - sreg.start + count <= sreg.size
             and (dreg.kind == "pinned" or dreg.kind == "device" and dreg.live
@@ -54,8 +53,8 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
                  and sreg.device == dev.id)):
         doff, soff = dst - dreg.start, src - sreg.start
     else:
-        dreg, doff = _span(r, dst, count, "dst", dev)
-        sreg, soff = _span(r, src, count, "src", dev)
+        dreg, doff = span(r, dst, count, "dst", dev)
+        sreg, soff = span(r, src, count, "src", dev)
     actual = _ACTUAL[sreg.kind == "device", dreg.kind == "device"]
     if kind != C.ACL_MEMCPY_DEFAULT and is_async and _KIND_DIRECTION[kind] != actual \
             and (sreg.kind == "pageable" or dreg.kind == "pageable"):
@@ -151,7 +150,7 @@ def _plan_memset(r, dev_ptr, max_size, value, count):
         raise Fail(107000, f"count {count} is larger than max_size {max_size}")
     if count == 0:
         return None
-    region, off = _span(r, dev_ptr, count, "dev_ptr", ctx.device)
+    region, off = span(r, dev_ptr, count, "dev_ptr", ctx.device)
     return ctx.device, region, off, value & 0xFF, count
 
 

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import warnings
-
 from ... import constants as C
-from ...errors import AclWarning, Fail
-from .._api import api, as_int, rt
+from ...errors import Fail
+from .._api import api, as_int, leak_warning, rt
 
 __all__ = ["set_device", "reset_device", "reset_device_force", "get_device",
            "get_device_count", "get_run_mode", "synchronize_device"]
 
-
-
-def _leak_warning(runtime, where: str, leaked: list[str], stacklevel: int = 4) -> None:
-    if not leaked:
-        return
-    runtime.leaks.extend(f"{where}: {item}" for item in leaked)
-    shown = "; ".join(leaked[:5]) + (f"; and {len(leaked) - 5} more" if len(leaked) > 5 else "")
-    warnings.warn(f"{where} released resources the program never released itself: {shown}",
-                  AclWarning, stacklevel=stacklevel)
 
 
 @api("aclrtSetDevice")
@@ -46,7 +35,7 @@ def _reset(device_id, force: bool):
     dev.refcount = 0 if force else dev.refcount - 1
     if dev.refcount == 0:
         where = f"acl.rt.reset_device{'_force' if force else ''}({dev.id})"
-        _leak_warning(r, where, r.release_device(dev), stacklevel=5)
+        leak_warning(r, where, r.release_device(dev), stacklevel=5)
 
 
 @api("aclrtResetDevice")

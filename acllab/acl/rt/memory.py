@@ -1,12 +1,13 @@
 """``acl.rt`` memory: device and pinned host allocations, and the driver's figures.
 
-``_region`` and ``_span`` resolve an address to its allocation for the other sections."""
+Addresses resolve to their allocations through ``acl._api.region_at`` and ``span``, which every
+section shares."""
 
 from __future__ import annotations
 
 from ... import constants as C
 from ...errors import Fail
-from .._api import api, as_int, rt
+from .._api import api, as_int, region_at, rt
 
 __all__ = ["malloc", "malloc_align32", "malloc_cached", "free", "malloc_host", "free_host",
            "get_mem_info"]
@@ -57,52 +58,12 @@ def malloc_cached(size, policy):
     return _malloc(size, policy, False)
 
 
-def _region(r, addr: int, what: str, require_live: bool = True):
-    """The region holding ``addr``, or Fail with the reason."""
-    if addr == 0:
-        raise Fail(100000, f"{what} is a null pointer")
-    region = r.space.find(addr)
-    if region is None:
-        dead = r.space.find_dead(addr)
-        if dead is not None and dead.kind == "pageable":
-            raise Fail(107000, f"{what} 0x{addr:x} is dangling: the Python object behind it "
-                               "(bytes_to_ptr / numpy_to_ptr) no longer exists")
-        if dead is not None and dead.kind == "pinned":
-            raise Fail(107000, f"{what} 0x{addr:x} was freed by acl.rt.free_host")
-        if dead is not None:
-            raise Fail(107000, f"{what} 0x{addr:x} belonged to memory that was released "
-                               "(reset_device or finalize)")
-        raise Fail(107000, f"{what} 0x{addr:x} is not inside any allocation or registered "
-                           "host buffer")
-    if region.kind == "pageable" and not r.host.check_alive(region):
-        raise Fail(107000, f"{what} 0x{addr:x} is dangling: the Python object behind it no "
-                           "longer exists")
-    if require_live and region.kind == "device" and not region.live:
-        raise Fail(107000, f"{what} 0x{addr:x} was freed by acl.rt.free (its block is back "
-                           "in the runtime's caching pool)")
-    return region
-
-
-def _span(r, addr: int, n: int, what: str, device=None):
-    """Resolve [addr, addr+n) to (region, offset), bounds- and device-checked."""
-    region = _region(r, addr, what)
-    off = addr - region.start
-    if off + n > region.size:
-        raise Fail(107000, f"{what} 0x{addr:x} + {n} B runs {off + n - region.size} B past the "
-                           f"end of its {region.describe()}")
-    if device is not None and region.kind == "device" and region.device != device.id:
-        raise Fail(107000, f"{what} 0x{addr:x} is memory of device {region.device}, but the "
-                           f"current context is on device {device.id} (peer access is not "
-                           "modelled)")
-    return region, off
-
-
 @api("aclrtFree")
 def free(dev_ptr):
     """Return device memory to the runtime's caching pool, at once, without synchronising."""
     r = rt()
     addr = as_int(dev_ptr, "dev_ptr")
-    region = _region(r, addr, "dev_ptr", require_live=False)
+    region = region_at(r, addr, "dev_ptr", require_live=False)
     if region.kind != "device":
         raise Fail(107000, f"0x{addr:x} is host memory: free it with acl.rt.free_host"
                    if region.kind == "pinned" else f"0x{addr:x} is not device memory")
@@ -132,7 +93,7 @@ def malloc_host(size):
 def free_host(host_ptr):
     r = rt()
     addr = as_int(host_ptr, "host_ptr")
-    region = _region(r, addr, "host_ptr")
+    region = region_at(r, addr, "host_ptr")
     if region.kind != "pinned" or addr != region.start:
         raise Fail(107000, f"0x{addr:x} is not the start of a buffer from acl.rt.malloc_host")
     r.spend(r.profile.api_ns)
