@@ -453,3 +453,30 @@ def test_every_corpus_program_gives_the_fresh_findings_when_analysed_again(case)
         runtime, _, first = run(program)
         assert first == _fresh_findings(runtime)
         assert sanitizer.analyze(runtime) == first
+
+
+def test_findings_name_the_allocation_call_and_a_teardown_order_that_works():
+    """An unwritten DVPP buffer is named as dvpp_malloc's (not acl.rt.malloc's); the leak fix
+    frees and destroys before reset_device, never memory after the contexts."""
+    acllab.reset()
+    acl.init()
+    acl.rt.set_device(0)
+    dvpp, _ = acl.media.dvpp_malloc(4096)
+    dev, _ = acl.rt.malloc(4096, 0)
+    host, _ = acl.rt.malloc_host(4096)
+    assert acl.rt.memcpy(host, 4096, dvpp, 4096, 2) == 0
+    assert acl.rt.memcpy(host, 4096, dev, 4096, 2) == 0
+    runtime = acllab.current_runtime()
+    uninit = [f.message for f in sanitizer.analyze(runtime) if f.kind == "uninitialised-read"]
+    assert len(uninit) == 2
+    assert "since acl.media.dvpp_malloc" in uninit[0] and "since acl.rt.malloc:" in uninit[1]
+    acl.rt.free(dev)
+    acl.rt.free_host(host)
+    with pytest.warns(acllab.AclWarning):
+        acl.rt.reset_device(0)                 # the DVPP buffer leaks
+    leaks = [f for f in sanitizer.analyze(runtime) if f.kind == "leak"]
+    assert leaks and "DVPP buffer" in leaks[0].message
+    fix = leaks[0].fix
+    assert fix.index("free") < fix.index("reset_device") < fix.index("finalize")
+    assert "contexts, free" not in fix
+    acl.finalize()

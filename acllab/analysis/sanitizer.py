@@ -387,10 +387,13 @@ def _check_init(st: _State, t, base, gen, lo, hi) -> None:
     for wlo, whi in st.init.get((base, gen), ()):
         if wlo <= lo and hi <= whi:
             return
+    region = st.regions.get(base) or st.rt.space.find(base) or st.rt.space.find_dead(base)
+    where = ("acl.media.dvpp_malloc" if region is not None and region.label == "dvpp"
+             else "acl.rt.malloc")
     st.add(("uninit", base, gen), Finding(
         "uninitialised-read",
         f"{_tdesc(t)} reads device memory 0x{lo:x}-0x{hi:x} that nothing wrote since "
-        f"acl.rt.malloc: it holds whatever was there (acllab fills it with DE AD BE EF).",
+        f"{where}: it holds whatever was there (acllab fills it with DE AD BE EF).",
         "copy data into the buffer or clear it with acl.rt.memset before reading it",
         [t.id], [_sname(t)], [base], [t.start_ns]))
 
@@ -555,8 +558,8 @@ def analyze(runtime) -> list[Finding]:
     for leak in runtime.leaks:
         findings.append(Finding(
             "leak", f"leaked: {leak}",
-            "release it yourself before the teardown: destroy events, then streams, then "
-            "contexts, free memory, then reset_device and finalize"))
+            "release it yourself before the teardown: free device and host memory and "
+            "destroy events, streams and contexts, then reset_device, then finalize"))
     return findings
 
 
