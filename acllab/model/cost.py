@@ -68,9 +68,11 @@ SHAPE_DISPATCH_NS = 500
 VECTOR_PEAK_FRACTION = 1 / 32
 #: Kernel memory phases in normal pages pay this multiple of the profile's DMA page penalty:
 #: a DMA streams each 4 KB page once, while a kernel's tile loads (im2col windows, strided
-#: 5-D tiles) touch many pages per tile and miss the TLB more often. COST_MODEL.md cites up to
-#: 20% lost to IOTLB misses; 2 x 10% = 20% on memory-bound phases moves ResNet-50's K by about
-#: 10% (half its time is memory-bound at batch 32).
+#: 5-D tiles) touch many pages per tile and miss the TLB more often. The misses are address
+#: translations on the NPU side (the device's SMMU/TLB walking 4 KB page tables), which huge
+#: pages avoid; COST_MODEL.md cites up to 20% lost to them (it calls them IOTLB misses).
+#: 2 x 10% = 20% on memory-bound phases moves ResNet-50's K by about 10% (half its time is
+#: memory-bound at batch 32).
 KERNEL_PAGE_PENALTY_SCALE = 2
 #: Cube fractal (M, K, N) per precision: matrices are padded to multiples of these.
 FRACTAL = {"int8": (16, 32, 16), "fp16": (16, 16, 16), "fp32": (16, 16, 16)}
