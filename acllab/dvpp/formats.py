@@ -263,22 +263,7 @@ def decode_jpeg(data: bytes) -> tuple[np.ndarray, np.ndarray]:
     Differs from hardware: JPEGD hands out the JPEG's own 4:2:0 chroma samples; the
     upsample-then-average round trip here may differ by a level or two.
     """
-    try:
-        img = _open(data)
-        if img.mode in ("RGB", "YCbCr"):
-            img.draft("YCbCr", img.size)
-        img.load()
-    except ValueError:
-        raise
-    except Exception as exc:   # noqa: BLE001 (truncated or corrupt entropy data)
-        raise ValueError(f"the JPEG bitstream cannot be decoded: {exc}") from None
-    if img.mode == "L":
-        y = _even(np.asarray(img, dtype=np.uint8))
-        h, w = y.shape
-        return y, np.full((h // 2, w // 2, 2), 128, dtype=np.uint8)
-    if img.mode != "YCbCr":
-        img = img.convert("RGB").convert("YCbCr")
-    ycc = np.asarray(img, dtype=np.uint8)
+    ycc = decode_ycbcr(data)
     return _even(ycc[:, :, 0]), _subsample(ycc[:, :, 1:])
 
 
