@@ -8,6 +8,10 @@ Python side can send. The browser tests (tests/test_browser_lessons.py) check th
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import types
+
 import plotly.graph_objects as go
 import pytest
 
@@ -67,3 +71,34 @@ def test_preload_makes_the_library_only_in_a_kernel(fresh_library, monkeypatch):
     monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
     _plotlyjs.preload()
     assert _plotlyjs._LIBRARY is not None
+
+
+def test_the_first_figure_loads_neither_plotly_renderers_nor_nbformat():
+    # A fresh process, as a fresh kernel: the renderers module imports nbformat and jsonschema
+    # (about a second), which drawing a course figure does not need.
+    code = (
+        "import sys\n"
+        "from widgets._display import figure_widget\n"
+        "import plotly.graph_objects as go\n"
+        "fig = figure_widget(data=[go.Bar(x=[1], y=[2])])\n"
+        "assert isinstance(fig, go.FigureWidget) and 'model_id' in str(fig._repr_mimebundle_())\n"
+        "print(sorted(m for m in ('plotly.io._renderers', 'nbformat', 'jsonschema')\n"
+        "             if m in sys.modules))\n"
+        "import plotly.io as pio\n"               # later uses get plotly's own module
+        "print('notebook' in pio.renderers, pio._renderers.renderers is pio.renderers)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == ["[]", "True True"]
+
+
+def test_the_version_check_runs_once_plotly_renderers_are_loaded(monkeypatch):
+    calls = []
+    loaded = types.ModuleType(_figure._RENDERERS)
+    loaded.renderers = object()
+    loaded.display_jupyter_version_warnings = lambda: calls.append(1)
+    monkeypatch.delitem(sys.modules, _figure._RENDERERS, raising=False)
+    _figure._version_warnings()
+    assert calls == []
+    monkeypatch.setitem(sys.modules, _figure._RENDERERS, loaded)
+    _figure._version_warnings()
+    assert calls == [1]

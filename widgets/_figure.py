@@ -20,9 +20,18 @@ side (the same ``go.FigureWidget`` API: ``batch_update()``, ``data``, ``layout``
 
 It sends no "defaults" deltas back (the trace and layout values plotly.js fills in):
 nothing in the course reads them, and they would cost a message per edit.
+
+Importing this module does not import plotly's renderers module (``plotly.io._renderers``),
+which plotly's FigureWidget module imports for one version check and which imports nbformat
+and jsonschema: about a second in a fresh kernel, spent before the first figure could be
+drawn (see :func:`_figure_widget_class`). plotly loads it as usual when something needs it
+(``fig.show()``, displaying a plain ``go.Figure``).
 """
 
 from __future__ import annotations
+
+import sys
+import types
 
 import plotly.graph_objects as go
 import traitlets
@@ -30,6 +39,40 @@ import traitlets
 from ._plotlyjs import KEY, LOAD_JS, plotly_library
 
 __all__ = ["CourseFigure", "ESM"]
+
+_RENDERERS = "plotly.io._renderers"
+
+
+def _version_warnings() -> None:
+    """plotly's "your JupyterLab or Notebook is too old" check, once plotly's renderers are loaded.
+
+    plotly's FigureWidget runs it on every display. Until something else loads plotly's
+    renderers it is skipped: it warns only under JupyterLab < 3 or Notebook < 7, and the course
+    needs JupyterLab >= 4 (pyproject).
+    """
+    renderers = sys.modules.get(_RENDERERS)
+    if renderers is not None and hasattr(renderers, "renderers"):
+        renderers.display_jupyter_version_warnings()
+
+
+def _figure_widget_class() -> type:
+    """``go.FigureWidget``, imported without plotly's renderers module if it is not loaded yet.
+
+    ``plotly.basewidget`` takes one name from ``plotly.io._renderers``: the version check
+    above. While it is imported a stand-in module holding :func:`_version_warnings` answers for
+    the renderers module, and is removed from ``sys.modules`` at once, so a later
+    ``import plotly.io`` use loads plotly's own module.
+    """
+    if "plotly.basewidget" not in sys.modules and _RENDERERS not in sys.modules:
+        stand_in = types.ModuleType(_RENDERERS)
+        stand_in.display_jupyter_version_warnings = _version_warnings
+        sys.modules[_RENDERERS] = stand_in
+        try:
+            import plotly.basewidget  # noqa: F401
+        finally:
+            if sys.modules.get(_RENDERERS) is stand_in:
+                del sys.modules[_RENDERERS]
+    return go.FigureWidget
 
 
 ESM = r"""
@@ -258,7 +301,7 @@ export default () => {
 """.replace("%KEY%", KEY).replace("%LOAD%", LOAD_JS)
 
 
-class CourseFigure(go.FigureWidget):
+class CourseFigure(_figure_widget_class()):
     """``go.FigureWidget`` with the course's light front end (see the module docstring)."""
 
     _esm = ESM
