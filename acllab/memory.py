@@ -128,19 +128,21 @@ def _pattern_into(dst: np.ndarray, off: int) -> None:
         dst[s:s + k] = _PATTERN[p:p + k]
 
 
-_PATTERN_SHARED = [np.empty(0, dtype=np.uint8)]   # see _pattern_view
+# see _pattern_view: a larger array is appended, never put in place of one (so the checks,
+# which let a private cache grow but not change, accept a first use during a learner's call)
+_PATTERN_SHARED = [np.empty(0, dtype=np.uint8)]
 
 
 def _pattern_view(off: int, n: int) -> np.ndarray:
     """The uninitialised pattern as it lies at ``[off, off + n)`` of a block, as a read-only
     array shared by every caller (one array, grown to the largest range asked for, never
     written), so a snapshot of untouched memory copies nothing."""
-    arr = _PATTERN_SHARED[0]
+    arr = _PATTERN_SHARED[-1]
     if arr.size < n + 4:
         arr = np.empty(max(n + 4, 2 * arr.size), dtype=np.uint8)
         _pattern_into(arr, 0)
         arr.flags.writeable = False
-        _PATTERN_SHARED[0] = arr
+        _PATTERN_SHARED.append(arr)
     p = off & 3
     return arr[p:p + n]
 

@@ -475,3 +475,18 @@ def test_changed_defaults_are_tampering_and_are_put_back():
     assert result.items[0].name == "acllab unchanged", str(result)
     assert "join_first was changed" in result.items[0].message
     assert common.join_first.__kwdefaults__ == saved
+
+
+def test_a_cache_acllab_fills_on_first_use_during_a_check_is_no_tampering(monkeypatch):
+    """acllab's private caches may grow while a learner's function runs (a fresh kernel's
+    first check fills them): the shared uninitialised-pattern array a snapshot of untouched
+    memory views is such a cache, so a check run first in a kernel grades the answer."""
+    import numpy as np
+
+    from acllab import memory
+    monkeypatch.setattr(memory, "_PATTERN_SHARED", [np.empty(0, dtype=np.uint8)])
+    from test_checks import pipeline_no_event  # a wrong answer: two streams, no event
+    result = check("04.overlap", pipeline_no_event, seeds=(0,))
+    assert "acllab unchanged" not in {i.name for i in result.items if not i.passed}
+    assert {"events", "sanitizer"} <= {i.name for i in result.items if not i.passed}
+    assert len(memory._PATTERN_SHARED) > 1           # the cache did grow during the check
