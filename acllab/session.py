@@ -9,7 +9,7 @@ from .hardware import DeviceProfile
 from .runtime import Runtime
 
 __all__ = ["current_runtime", "configure", "reset", "restore_defaults", "host_work",
-           "override"]
+           "override", "snapshot", "restore"]
 
 _runtime: Runtime | None = None
 _settings: dict = {}
@@ -85,6 +85,22 @@ def host_work(duration_ns: int, label: str = "host work") -> None:
     start = r.host_ns
     r.spend(ns)
     r.api_log.append((f"host: {label}", start, r.host_ns, 0))
+
+
+def snapshot() -> tuple:
+    """What configure(), reset() and override() change: (the live runtime, or None before the
+    first use; a copy of the settings; how many runtimes were made so far). Compare two
+    snapshots, or put one back with :func:`restore`."""
+    return _runtime, dict(_settings), CREATED[0]
+
+
+def restore(state: tuple) -> None:
+    """Make a :func:`snapshot`'s runtime live again, with its settings (the count of runtimes
+    made is history: it stays)."""
+    global _runtime
+    _runtime, settings, _made = state
+    _settings.clear()
+    _settings.update(settings)
 
 
 @contextmanager

@@ -407,17 +407,17 @@ def isolated(**settings) -> Iterator:
     On the way out every configure() setting is back as it was, and so is the learner's own
     runtime object, with its streams and buffers.
     """
-    # session.override restores the settings but resets the runtime on the way out; the
-    # learner's notebook runtime is put back as it was, so a check never disturbs the demo.
+    # the learner's notebook runtime and settings are put back as they were, whatever the
+    # case did (session.override restores them too), so a check never disturbs the demo
     _guard.refuse_if_learner("acllab.checks.isolated")
-    saved = session._runtime
+    saved = session.snapshot()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AclWarning)    # the check's own calls stay quiet
             with session.override(**{**GRADING_SETTINGS, **settings}) as runtime:
                 yield runtime
     finally:
-        session._runtime = saved
+        session.restore(saved)
 
 
 @dataclass
@@ -588,20 +588,18 @@ def call_learner(fn: Callable, *args, limit_s: float | None = None) -> Call:
     """
     runtime = session.current_runtime()
     call = Call(start_ns=runtime.host_ns, first_task=len(runtime.tasks))
-    settings = dict(session._settings)
-    created = session.CREATED[0]
+    before_call = session.snapshot()
     before = _records(runtime)
     limit = limit_s if limit_s is not None else (
         _limit[0] if _limit[0] is not None else DEFAULT_LIMIT_S * _time_scale())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = _guard.run_guarded(fn, args, limit, trusted=_trusted(fn))
-    configured = (session._runtime is not runtime or session._settings != settings
-                  or session.CREATED[0] != created)
+    now = session.snapshot()
+    configured = (now[0] is not runtime or now[1] != before_call[1]
+                  or now[2] != before_call[2])
     if configured:                  # put the case's runtime and settings back
-        session._runtime = runtime
-        session._settings.clear()
-        session._settings.update(settings)
+        session.restore(before_call)
     records = [] if configured else _record_changes(before, runtime)
     counts = Counter(f"{w.category.__name__}: {w.message}" for w in caught)
     call.warnings = [text if n == 1 else f"{text} (x{n})" for text, n in counts.items()][:10]
