@@ -111,6 +111,45 @@ class Task:
         self.cancelled = False
         self.floor_ns = 0        # the latest end time among dependencies that have ended
 
+    @classmethod
+    def quick(cls, name: str, kind: str, duration_ns, resource, stream, device: int, nbytes: int,
+              reads: tuple, writes: tuple, deps: tuple, on_start, on_end, info, api: str):
+        """``Task(name, kind, duration_ns=..., ...)`` (units 1, flops 0) with positional
+        arguments: the hot paths (a copy, an event record or wait) build one per call, and a
+        keyword call of the class costs three times as much. The same task; built through
+        ``__init__`` when someone has replaced it (a check that counts the tasks built)."""
+        if cls.__init__ is not _INIT:
+            return cls(name, kind, duration_ns=duration_ns, resource=resource, stream=stream,
+                       device=device, nbytes=nbytes, reads=reads, writes=writes, deps=deps,
+                       on_start=on_start, on_end=on_end, info=info, api=api)
+        t = _new(cls)
+        t.id = -1
+        t.name = name
+        t.kind = kind
+        t.stream = stream
+        t.device = device
+        t.resource = resource
+        t.units = 1
+        t.duration_ns = duration_ns
+        t.submit_ns = -1
+        t.ready_ns = -1
+        t.start_ns = -1
+        t.end_ns = -1
+        t.nbytes = nbytes
+        t.flops = 0
+        t.reads = reads
+        t.writes = writes
+        t.deps = deps
+        t.on_start = on_start
+        t.on_end = on_end
+        t.dependents = None
+        t.pending = 0
+        t.info = info
+        t.api = api
+        t.cancelled = False
+        t.floor_ns = 0
+        return t
+
     @property
     def done(self) -> bool:
         """True once the task has ended (in the engine's processed past)."""
@@ -128,6 +167,10 @@ class Task:
         else:
             state = "pending"
         return f"<Task {self.id} {self.name} on {self.engine_name}: {state}>"
+
+
+_INIT = Task.__init__
+_new = object.__new__
 
 
 class Engine:
@@ -390,11 +433,12 @@ class Engine:
 
     def _start(self, task: Task, t: int) -> None:
         task.start_ns = t
+        on_start = task.on_start
         if task.cancelled:
             task.duration_ns = 0
-        elif task.on_start is not None:
+        elif on_start is not None:
             try:
-                task.on_start(task)
+                on_start(task)
             except Exception as exc:   # noqa: BLE001 (a task's data effect failed)
                 self._failed(task, exc)
             else:
