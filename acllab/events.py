@@ -18,17 +18,20 @@ from .streams import Event, Stream
 
 __all__ = ["record", "reset", "wait", "completed"]
 
+_quick = Task.quick
+
 
 def record(runtime, ev: Event, stream: Stream) -> Task:
     """Record ``ev`` on ``stream``: capture the tasks already submitted to it."""
     prof = runtime.profile
     runtime.host_ns += prof.record_host_ns       # runtime.launch: submit() catches up
-    ev.records += 1
-    previous = ev.record.id if ev.record is not None else -1
-    task = Task("EventRecord", "event_record", duration_ns=prof.record_device_ns,
-                device=stream.device.id, info={"event": ev.handle, "record": ev.records,
-                                               "previous_record": previous},
-                api="record_event")
+    records = ev.records = ev.records + 1
+    previous = ev.record
+    task = _quick("EventRecord", "event_record", prof.record_device_ns, None, None,
+                  stream.device.id, 0, (), (), (), None, None,
+                  {"event": ev.handle, "record": records,
+                   "previous_record": previous.id if previous is not None else -1},
+                  "record_event")
     runtime.submit(task, stream)
     ev.record = task
     return task
@@ -60,14 +63,18 @@ def wait(runtime, stream: Stream, ev: Event) -> Task | None:
     pred = stream.last
     wake = prof.wait_wakeup_ns
 
-    def duration(t: Task) -> int:
-        waited = rec.end_ns > max(t.submit_ns, pred.end_ns if pred is not None else -1)
-        return wake if waited else 0
+    if pred is None:
+        def duration(t: Task) -> int:
+            return wake if rec.end_ns > t.submit_ns else 0
+    else:
+        def duration(t: Task) -> int:    # waited: the record ended after both
+            end = rec.end_ns
+            return wake if end > t.submit_ns and end > pred.end_ns else 0
 
-    return runtime.submit(Task("EventWait", "event_wait", duration_ns=duration,
-                               device=stream.device.id, deps=((rec, "event"),),
-                               info={"event": ev.handle, "record_task": rec.id},
-                               api="stream_wait_event"), stream)
+    return runtime.submit(_quick("EventWait", "event_wait", duration, None, None,
+                                 stream.device.id, 0, (), (), ((rec, "event"),), None, None,
+                                 {"event": ev.handle, "record_task": rec.id},
+                                 "stream_wait_event"), stream)
 
 
 def completed(runtime, ev: Event) -> bool:

@@ -51,7 +51,11 @@ class _Move:
     __slots__ = ("dst", "doff", "src", "soff", "n", "moved")
 
     def __init__(self, dst: Region, doff: int, src: Region, soff: int, n: int):
-        self.dst, self.doff, self.src, self.soff, self.n = dst, doff, src, soff, n
+        self.dst = dst
+        self.doff = doff
+        self.src = src
+        self.soff = soff
+        self.n = n
         self.moved = None
 
     def start(self, task: Task) -> None:
@@ -76,6 +80,7 @@ def _move(dst: Region, doff: int, src: Region, soff: int, n: int):
     return m.start, m.end
 
 
+_quick = Task.quick
 _SHARED_MAX = 4096    # distinct pinned copies remembered per device (then forgotten at once)
 
 
@@ -111,7 +116,9 @@ def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, d
         # loop holds little more than the tasks' times
         key = (src_addr, dst_addr, n, direction, src.generation, dst.generation,
                dst.page if direction == "h2d" else src.page)
-        cache = _shared(device)
+        cache = getattr(device, "shared_copies", None)
+        if cache is None:
+            cache = _shared(device)
         shared = cache.get(key)
         if shared is None:
             if direction == "h2d":
@@ -128,10 +135,9 @@ def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, d
                  "src_base": src.start, "dst_base": dst.start,
                  "src_gen": src.generation, "dst_gen": dst.generation})
         dma, dur, reads, writes, info = shared
-        on_start, on_end = _move(dst, doff, src, soff, n)
-        return [Task(_NAMES[direction], "memcpy", resource=dma, duration_ns=dur, stream=stream,
-                     device=device.id, nbytes=n, reads=reads, writes=writes, deps=first_deps,
-                     on_start=on_start, on_end=on_end, info=info, api=api)]
+        m = _Move(dst, doff, src, soff, n)
+        return [_quick(_NAMES[direction], "memcpy", dur, dma, stream, device.id, n, reads,
+                       writes, first_deps, m.start, m.end, info, api)]
     label = DIRECTION_LABEL[direction]
     name = _NAMES[direction]
 
