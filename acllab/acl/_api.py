@@ -13,6 +13,7 @@ import operator
 import threading
 import warnings
 
+from .. import session as _session
 from ..engine import Deadlock
 from ..errors import AclError, AclWarning, Fail, code_name
 from ..session import current_runtime
@@ -57,9 +58,11 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            runtime = current_runtime()
-            runtime.calls += 1
-            if runtime.calls > runtime.call_budget:
+            runtime = _session._runtime       # current_runtime(), without the call
+            if runtime is None:
+                runtime = current_runtime()
+            calls = runtime.calls = runtime.calls + 1
+            if calls > runtime.call_budget:
                 runtime.over_budget("API call", f"{runtime.call_budget:,} calls", "call_budget")
             start = runtime.host_ns
             quiet = False

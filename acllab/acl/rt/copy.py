@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from threading import get_ident
+
 from ... import constants as C
 from ...engine import Deadlock
 from ...errors import Fail
@@ -9,6 +11,8 @@ from ...transfers import copy_tasks, memset_task
 from .._api import api, as_int, rt, span
 
 __all__ = ["memset", "memset_async", "memcpy", "memcpy_async"]
+
+_KIND_NAMES = C.MEMCPY_KIND_NAMES
 
 
 
@@ -27,8 +31,10 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
             and type(count) is int and type(kind) is int):
         dst, dest_max = as_int(dst, "dst"), as_int(dest_max, "dest_max")
         src, count, kind = as_int(src, "src"), as_int(count, "count"), as_int(kind, "kind")
-    ctx = r.current_context()
-    if kind not in C.MEMCPY_KIND_NAMES:
+    ctx = r._current.get(get_ident())           # r.current_context(), inline
+    if ctx is None or not ctx.alive:
+        ctx = r.current_context()
+    if kind not in _KIND_NAMES:
         raise Fail(100000, f"kind {kind} is not an aclrtMemcpyKind (0 HOST_TO_HOST, "
                            "1 HOST_TO_DEVICE, 2 DEVICE_TO_HOST, 3 DEVICE_TO_DEVICE, 4 DEFAULT)")
     if dest_max < 0 or count < 0:
@@ -56,8 +62,8 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
         dreg, doff = span(r, dst, count, "dst", dev)
         sreg, soff = span(r, src, count, "src", dev)
     actual = _ACTUAL[sreg.kind == "device", dreg.kind == "device"]
-    if kind != C.ACL_MEMCPY_DEFAULT and is_async and _KIND_DIRECTION[kind] != actual \
-            and (sreg.kind == "pageable" or dreg.kind == "pageable"):
+    if (is_async and (sreg.kind == "pageable" or dreg.kind == "pageable")
+            and kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != actual):
         # memcpy infers the direction from the addresses whatever the kind; memcpy_async
         # corrects a wrong kind only when it knows both sides (pinned or device memory)
         where = {"h": "host", "d": "device"}
@@ -118,7 +124,7 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
         return
     dev, dreg, doff, sreg, soff, n, direction, ctx = plan
     s = r.stream_for(handle, ctx)
-    r.launch(r.profile.launch_ns)
+    r.host_ns += r.profile.launch_ns      # r.launch, inline: submit() catches up
     tasks = copy_tasks(dev, dreg, doff, sreg, soff, n, direction, s, "memcpy_async")
     if len(tasks) == 1 and sreg.kind != "pageable" and dreg.kind != "pageable":
         r.submit(tasks[0], s)            # the common case: one DMA task
