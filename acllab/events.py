@@ -60,21 +60,29 @@ def wait(runtime, stream: Stream, ev: Event) -> Task | None:
         return None
     runtime.host_ns += prof.record_host_ns       # runtime.launch: submit() catches up
     rec = ev.record
-    pred = stream.last
-    wake = prof.wait_wakeup_ns
-
-    if pred is None:
-        def duration(t: Task) -> int:
-            return wake if rec.end_ns > t.submit_ns else 0
-    else:
-        def duration(t: Task) -> int:    # waited: the record ended after both
-            end = rec.end_ns
-            return wake if end > t.submit_ns and end > pred.end_ns else 0
-
+    duration = _Wake(rec, stream.last, prof.wait_wakeup_ns).duration
     return runtime.submit(_quick("EventWait", "event_wait", duration, None, None,
                                  stream.device.id, 0, (), (), ((rec, "event"),), None, None,
                                  {"event": ev.handle, "record_task": rec.id},
                                  "stream_wait_event"), stream)
+
+
+class _Wake:
+    """A wait's duration, known when it starts: the device's wake-up time when the record
+    ended after both the wait's submission and the stream's previous task, else 0."""
+
+    __slots__ = ("rec", "pred", "wake")
+
+    def __init__(self, rec: Task, pred: Task | None, wake: int):
+        self.rec = rec
+        self.pred = pred
+        self.wake = wake
+
+    def duration(self, t: Task) -> int:
+        end = self.rec.end_ns
+        pred = self.pred
+        waited = end > t.submit_ns and (pred is None or end > pred.end_ns)
+        return self.wake if waited else 0
 
 
 def completed(runtime, ev: Event) -> bool:
