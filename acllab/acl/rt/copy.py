@@ -5,8 +5,10 @@ from __future__ import annotations
 from threading import get_ident
 
 from ... import constants as C
+from ... import session as _session
 from ...engine import Deadlock
 from ...errors import Fail
+from ...streams import Stream
 from ...transfers import copy_tasks, memset_task
 from .._api import api, as_int, rt, span
 
@@ -115,15 +117,17 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
     contradicts the addresses is corrected when both sides are device or pinned memory; with
     pageable host memory it returns 107000. count 0 returns success at once.
     """
-    r = rt()
-    plan = _plan_copy(r, dst, dest_max, src, count, kind, is_async=True)
+    r = _session._runtime or rt()       # rt(), without the call (the wrapper made it)
+    plan = _plan_copy(r, dst, dest_max, src, count, kind, True)
     handle = stream if type(stream) is int else as_int(stream, "stream")
     if plan is None:
         r.stream_for(handle)
         r.spend(r.profile.launch_ns)
         return
     dev, dreg, doff, sreg, soff, n, direction, ctx = plan
-    s = r.stream_for(handle, ctx)
+    s = r.handles.get(handle)             # r.stream_for(handle, ctx) when it succeeds
+    if type(s) is not Stream or not s.alive or s.context is not ctx:
+        s = r.stream_for(handle, ctx)
     r.host_ns += r.profile.launch_ns      # r.launch, inline: submit() catches up
     tasks = copy_tasks(dev, dreg, doff, sreg, soff, n, direction, s, "memcpy_async")
     if len(tasks) == 1 and sreg.kind != "pageable" and dreg.kind != "pageable":

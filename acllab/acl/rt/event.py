@@ -4,11 +4,14 @@ The tasks and their rules are in :mod:`acllab.events`; this module validates."""
 
 from __future__ import annotations
 
+from threading import get_ident
+
 from ... import constants as C
 from ... import events
+from ... import session as _session
 from ...engine import Deadlock
 from ...errors import Fail
-from ...streams import Event
+from ...streams import Event, Stream
 from .._api import api, as_int, rt
 
 __all__ = ["create_event", "create_event_with_flag", "create_event_ex_with_flag",
@@ -93,11 +96,15 @@ def destroy_event(event):
 @api("aclrtRecordEvent")
 def record_event(event, stream):
     """Capture the tasks already submitted to ``stream``; overwrites any earlier record."""
-    r = rt()
-    ev = r.handles.get(event) if type(event) is int else None
+    r = _session._runtime or rt()       # rt(), without the call (the wrapper made it)
+    handles = r.handles
+    ev = handles.get(event) if type(event) is int else None
     if type(ev) is not Event or not ev.alive:
         ev = r.lookup(as_int(event, "event"), Event, "event")
-    s = r.stream_for(stream if type(stream) is int else as_int(stream, "stream"))
+    s = handles.get(stream) if type(stream) is int else None   # r.stream_for, when it succeeds
+    ctx = r._current.get(get_ident())
+    if type(s) is not Stream or not s.alive or s.context is not ctx or not ctx.alive:
+        s = r.stream_for(stream if type(stream) is int else as_int(stream, "stream"))
     if ev.device is not s.device:
         raise Fail(107000, f"event 0x{ev.handle:x} lives on device {ev.device.id} but "
                            f"{s.name} is on device {s.device.id}")

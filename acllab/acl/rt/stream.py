@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from threading import get_ident
+
 from ... import constants as C
 from ... import events
+from ... import session as _session
 from ...engine import Deadlock
 from ...errors import Fail
 from ...streams import Event, Stream
@@ -131,9 +134,13 @@ def stream_wait_event(stream, event):
     The event must have been created with ACL_EVENT_SYNC (create_event always has it): for
     any other event the call returns 207000 and enqueues nothing.
     """
-    r = rt()
-    s = r.stream_for(stream if type(stream) is int else as_int(stream, "stream"))
-    ev = r.handles.get(event) if type(event) is int else None
+    r = _session._runtime or rt()       # rt(), without the call (the wrapper made it)
+    handles = r.handles
+    s = handles.get(stream) if type(stream) is int else None   # r.stream_for, when it succeeds
+    ctx = r._current.get(get_ident())
+    if type(s) is not Stream or not s.alive or s.context is not ctx or not ctx.alive:
+        s = r.stream_for(stream if type(stream) is int else as_int(stream, "stream"))
+    ev = handles.get(event) if type(event) is int else None
     if type(ev) is not Event or not ev.alive:
         ev = r.lookup(as_int(event, "event"), Event, "event")
     if not ev.flags & C.ACL_EVENT_SYNC:
