@@ -65,16 +65,16 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
             if calls > runtime.call_budget:
                 runtime.over_budget("API call", f"{runtime.call_budget:,} calls", "call_budget")
             start = runtime.host_ns
-            quiet = False
             try:
                 if needs_init and not runtime.initialized:
                     runtime.require_init()
-                result = fn(*args, **kwargs)
+                result = fn(*args, **kwargs) if kwargs else fn(*args)
                 code = 0
             except Fail as exc:
                 code, message, quiet = exc.code, exc.message, exc.quiet
             except Deadlock as exc:
                 code = 507046
+                quiet = False
                 message = ("the host would wait forever: the task it waits for "
                            f"({exc.args[0].name}) can never finish (a blocking callback that "
                            "no thread processes, or an event that is never recorded)")
