@@ -51,6 +51,7 @@ _HANDLE_BASE = {
 _HANDLE_STEP = 0x40
 # device addresses lie below every host address (acllab.memory's layout)
 _DEVICE_END = min(PAGEABLE_BASE, PINNED_BASE)
+_getrefcount = sys.getrefcount
 
 
 class Device:
@@ -481,15 +482,12 @@ class Runtime:
 
     def _watch_host_ranges(self, task: Task) -> None:
         """Fingerprint the host bytes a stream task will read or write, as they are now."""
-        find = self.space.find
         views = self._views
-        quiet_refs = self._QUIET_REFS
-        getrefcount = sys.getrefcount
-        for ranges, mode in ((task.reads, "r"), (task.writes, "w")):
-            for addr, n in ranges:
+        for mode in "rw":                # the reads, then the writes (no tuples built)
+            for addr, n in task.reads if mode == "r" else task.writes:
                 if DEVICE_BASE <= addr < _DEVICE_END:
                     continue             # device memory: the host has no view of it
-                region = find(addr)
+                region = self.space.find(addr)
                 if region is None or n <= 0:
                     continue
                 kind = region.kind
@@ -497,7 +495,7 @@ class Runtime:
                     continue
                 lo = addr - region.start
                 if kind == "pinned" and (region._data is None     # as _quiet
-                                         or getrefcount(region._data) <= quiet_refs):
+                                         or _getrefcount(region._data) <= self._QUIET_REFS):
                     self._lazy_regions.add(region)
                     self._quiet_views.append((task, region, region.generation, lo, n, mode))
                     continue
