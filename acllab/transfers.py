@@ -129,15 +129,15 @@ def copy_tasks(device, dst: Region, doff: int, src: Region, soff: int, n: int, d
             if len(cache) >= _SHARED_MAX:
                 cache.clear()
             shared = cache[key] = (
-                dma, prof.copy_latency_ns + transfer_ns(n, bw, pen), ((src_addr, n),),
-                ((dst_addr, n),),
+                _NAMES[direction], dma, prof.copy_latency_ns + transfer_ns(n, bw, pen),
+                ((src_addr, n),), ((dst_addr, n),),
                 {"src": src_addr, "dst": dst_addr, "direction": direction,
                  "src_base": src.start, "dst_base": dst.start,
                  "src_gen": src.generation, "dst_gen": dst.generation})
-        dma, dur, reads, writes, info = shared
+        name, dma, dur, reads, writes, info = shared
         m = _Move(dst, doff, src, soff, n)
-        return [_quick(_NAMES[direction], "memcpy", dur, dma, stream, device.id, n, reads,
-                       writes, first_deps, m.start, m.end, info, api)]
+        return [_quick(name, "memcpy", dur, dma, stream, device.id, n, reads, writes,
+                       first_deps, m.start, m.end, info, api)]
     label = DIRECTION_LABEL[direction]
     name = _NAMES[direction]
 
