@@ -9,19 +9,21 @@ from .hardware import DeviceProfile
 from .runtime import Runtime
 
 __all__ = ["current_runtime", "configure", "reset", "restore_defaults", "host_work",
-           "override", "snapshot", "restore"]
+           "override", "snapshot", "restore", "live"]
 
-_runtime: Runtime | None = None
+#: The live runtime, or None before the first use. Read it (the facade does, on every call);
+#: never assign it: configure(), reset(), override() and restore() do.
+live: Runtime | None = None
 _settings: dict = {}
 CREATED = [0]      # runtimes made so far (configure, reset, override): the checks compare it
 
 
 def current_runtime() -> Runtime:
     """The runtime that ``acllab.acl`` calls act on (created on first use)."""
-    global _runtime
-    if _runtime is None:
-        _runtime = _new()
-    return _runtime
+    global live
+    if live is None:
+        live = _new()
+    return live
 
 
 def _new() -> Runtime:
@@ -60,9 +62,9 @@ def configure(profile: str | DeviceProfile | None = None, *, device_count: int |
 
 def reset() -> Runtime:
     """Throw the current runtime away and start a fresh one (nothing carries over)."""
-    global _runtime
-    _runtime = _new()
-    return _runtime
+    global live
+    live = _new()
+    return live
 
 
 def restore_defaults() -> Runtime:
@@ -91,14 +93,14 @@ def snapshot() -> tuple:
     """What configure(), reset() and override() change: (the live runtime, or None before the
     first use; a copy of the settings; how many runtimes were made so far). Compare two
     snapshots, or put one back with :func:`restore`."""
-    return _runtime, dict(_settings), CREATED[0]
+    return live, dict(_settings), CREATED[0]
 
 
 def restore(state: tuple) -> None:
     """Make a :func:`snapshot`'s runtime live again, with its settings (the count of runtimes
     made is history: it stays)."""
-    global _runtime
-    _runtime, settings, _made = state
+    global live
+    live, settings, _made = state
     _settings.clear()
     _settings.update(settings)
 
@@ -110,12 +112,12 @@ def override(**settings):
     ``with acllab.session.override(hugepage_pool_bytes=0): ...`` On the way out the settings
     and the runtime that was live before (with all its state) are restored.
     """
-    global _runtime
-    saved_settings, saved_runtime = dict(_settings), _runtime
+    global live
+    saved_settings, saved_runtime = dict(_settings), live
     configure(**settings)
     try:
         yield current_runtime()
     finally:
         _settings.clear()
         _settings.update(saved_settings)
-        _runtime = saved_runtime
+        live = saved_runtime

@@ -58,7 +58,7 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            runtime = _session._runtime       # current_runtime(), without the call
+            runtime = _session.live       # current_runtime(), without the call
             if runtime is None:
                 runtime = current_runtime()
             calls = runtime.calls = runtime.calls + 1

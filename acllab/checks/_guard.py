@@ -50,7 +50,7 @@ _REFIRE_S = 0.1          # after the limit, raise again this often until the fun
 # state that changes while acllab works normally: (module, name) pairs, and containers whose
 # additions are caches
 _MUTABLE_NAMES = {
-    ("acllab.session", "_runtime"),
+    ("acllab.session", "live"),
     ("acllab.session", "_settings"),     # configure() inside the function is reported apart
     ("acllab.checks", "history"),
     ("acllab.session", "CREATED"),       # how many runtimes the session made: compared apart

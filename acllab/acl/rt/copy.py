@@ -117,7 +117,7 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
     contradicts the addresses is corrected when both sides are device or pinned memory; with
     pageable host memory it returns 107000. count 0 returns success at once.
     """
-    r = _session._runtime or rt()       # rt(), without the call (the wrapper made it)
+    r = _session.live or rt()       # rt(), without the call (the wrapper made it)
     plan = _plan_copy(r, dst, dest_max, src, count, kind, True)
     handle = stream if type(stream) is int else as_int(stream, "stream")
     if plan is None:

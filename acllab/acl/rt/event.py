@@ -96,7 +96,7 @@ def destroy_event(event):
 @api("aclrtRecordEvent")
 def record_event(event, stream):
     """Capture the tasks already submitted to ``stream``; overwrites any earlier record."""
-    r = _session._runtime or rt()       # rt(), without the call (the wrapper made it)
+    r = _session.live or rt()       # rt(), without the call (the wrapper made it)
     handles = r.handles
     ev = handles.get(event) if type(event) is int else None
     if type(ev) is not Event or not ev.alive:

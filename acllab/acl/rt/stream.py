@@ -134,7 +134,7 @@ def stream_wait_event(stream, event):
     The event must have been created with ACL_EVENT_SYNC (create_event always has it): for
     any other event the call returns 207000 and enqueues nothing.
     """
-    r = _session._runtime or rt()       # rt(), without the call (the wrapper made it)
+    r = _session.live or rt()       # rt(), without the call (the wrapper made it)
     handles = r.handles
     s = handles.get(stream) if type(stream) is int else None   # r.stream_for, when it succeeds
     ctx = r._current.get(get_ident())
