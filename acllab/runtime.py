@@ -745,19 +745,8 @@ class Runtime:
             if nxt is not None and nxt <= host:
                 self.process(host)        # ... then runs what ends at once (zero-length tasks)
             return task
-        # as above, when no report can fall due (Engine.submit_at, inline)
-        heap = eng._heap
-        if heap and heap[0][0] <= host:
-            step = eng._step
-            while heap and heap[0][0] <= host:
-                step()
-        if host > eng.now_ns:
-            eng.now_ns = host
-        eng.submit(task, host, after)
-        if heap and heap[0][0] <= host:
-            step = eng._step
-            while heap and heap[0][0] <= host:
-                step()
+        # as above, in one engine call, when no report can fall due
+        eng.submit_at(task, host, after)
         return task
 
     def submit_chain(self, tasks: list[Task], stream: Stream | None) -> None:

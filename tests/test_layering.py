@@ -265,3 +265,17 @@ def test_ruff_is_clean():
     done = subprocess.run([ruff, "check"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_only_the_engine_touches_its_heap_and_its_step():
+    """One loop (issue 9): nothing outside acllab/engine.py reads the engine's heap or calls
+    its step; everything advances virtual time through Engine.run / submit_at / peek."""
+    offenders = []
+    for path in sorted((ROOT / "acllab").rglob("*.py")):
+        if path.name == "engine.py" and path.parent.name == "acllab":
+            continue
+        text = path.read_text()
+        for needle in (r"\._heap\b", r"\._step\b"):
+            if re.search(needle, text):
+                offenders.append(f"{path.relative_to(ROOT)}: {needle}")
+    assert offenders == []
