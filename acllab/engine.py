@@ -13,11 +13,13 @@ runs: inputs are read) and *ends* ``duration_ns`` later (``on_end`` runs: output
 from __future__ import annotations
 
 import heapq
+import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Engine", "Resource", "Task", "Deadlock"]
+__all__ = ["Engine", "Resource", "Task", "Deadlock", "count_submissions"]
 
 _END = 0
 _READY = 1
@@ -116,12 +118,8 @@ class Task:
               reads: tuple, writes: tuple, deps: tuple, on_start, on_end, info, api: str):
         """``Task(name, kind, duration_ns=..., ...)`` (units 1, flops 0) with positional
         arguments: the hot paths (a copy, an event record or wait) build one per call, and a
-        keyword call of the class costs three times as much. The same task; built through
-        ``__init__`` when someone has replaced it (a check that counts the tasks built)."""
-        if cls.__init__ is not _INIT:
-            return cls(name, kind, duration_ns=duration_ns, resource=resource, stream=stream,
-                       device=device, nbytes=nbytes, reads=reads, writes=writes, deps=deps,
-                       on_start=on_start, on_end=on_end, info=info, api=api)
+        keyword call of the class costs three times as much. The same task (to count the
+        tasks a piece of code runs, count submissions: :func:`count_submissions`)."""
         t = _new(cls)
         t.id = -1
         t.name = name
@@ -169,8 +167,47 @@ class Task:
         return f"<Task {self.id} {self.name} on {self.engine_name}: {state}>"
 
 
-_INIT = Task.__init__
 _new = object.__new__
+
+# every engine, weakly (made rarely: the list costs the hot path nothing), and the engines
+# made while a count_submissions block runs, strongly (so none is lost before it is counted)
+_ENGINES: weakref.WeakSet = weakref.WeakSet()
+_COUNTING: list[list] = []
+
+
+class SubmissionCount:
+    """What :func:`count_submissions` yields: ``count`` is the number of tasks submitted to
+    any engine (in any runtime, or an engine of the caller's own) since the block began."""
+
+    __slots__ = ("_before", "_made")
+
+    def __init__(self, before: dict, made: list):
+        self._before = before
+        self._made = made
+
+    @property
+    def count(self) -> int:
+        return (sum(e.submitted - n for e, n in self._before.items())
+                + sum(e.submitted for e in self._made))
+
+
+@contextmanager
+def count_submissions() -> Iterator[SubmissionCount]:
+    """Count the tasks submitted to every engine while the block runs::
+
+        with count_submissions() as counted:
+            fn()
+        counted.count            # tasks fn ran (or queued), in any runtime
+
+    The engines alive at the start are held until the block ends, and every engine made
+    inside it too, so a runtime made and dropped inside the block still counts."""
+    made: list = []
+    counter = SubmissionCount({e: e.submitted for e in list(_ENGINES)}, made)
+    _COUNTING.append(made)
+    try:
+        yield counter
+    finally:
+        _COUNTING.remove(made)
 
 
 class Engine:
@@ -181,7 +218,7 @@ class Engine:
     """
 
     __slots__ = ("now_ns", "_heap", "_seq", "tasks", "record", "submitted", "observer",
-                 "fault", "wrote")
+                 "fault", "wrote", "__weakref__")
 
     def __init__(self, record: bool = True):
         self.now_ns = 0
@@ -199,6 +236,9 @@ class Engine:
         self.tasks: list[Task] = []
         self.record = record
         self.submitted = 0
+        _ENGINES.add(self)
+        for made in _COUNTING:
+            made.append(self)
 
     def submit(self, task: Task, at_ns: int, after: Task | None = None) -> Task:
         """Submit ``task`` at virtual time ``at_ns`` (not earlier than anything processed).

@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import acl
 from ..constants import ACL_MEM_MALLOC_HUGE_ONLY, ACL_MEMCPY_HOST_TO_DEVICE
-from ..engine import Task
+from ..engine import count_submissions
 from ..hardware import PROFILES, DeviceProfile, KiB, MiB, ceil_div, transfer_ns
 from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
@@ -477,7 +477,7 @@ def grade_predict(fn, seed: int) -> Case:
     measured = [m for p in profiles
                 for m in measure_copy_ns(p, _sizes(rng, p.staging_chunk_bytes))]
     order = rng.permutation(len(measured))
-    made: dict[int, int] = {}        # per call: the device tasks built while it ran
+    made: dict[int, int] = {}        # per call: the device tasks submitted while it ran
     with isolated() as runtime:       # the learner's calls touch a throwaway runtime
         calls: dict[int, Call] = {}
         for k in order:
@@ -504,8 +504,8 @@ def grade_predict(fn, seed: int) -> Case:
         m, n = ran[0]
         case.items.append(Item(
             "from the formula", False,
-            f"for {m.label} predict_copy_ns built {n:,} device task(s) (copies run, or built, "
-            "to be timed)" + (f", and so did {len(ran) - 1} other call(s)" if len(ran) > 1
+            f"for {m.label} predict_copy_ns ran {n:,} device task(s) (copies run to be "
+            "timed)" + (f", and so did {len(ran) - 1} other call(s)" if len(ran) > 1
                               else "") + ": a prediction comes from the formula, before "
             "anything runs",
             "compute the time from the profile's fields alone: no pyACL copies, no runtime"))
@@ -531,21 +531,11 @@ def grade_predict(fn, seed: int) -> Case:
 
 
 def _call_counting_tasks(fn, m: Measured) -> tuple[Call, int]:
-    """Call the learner's ``fn`` for ``m``, counting the device tasks built meanwhile, in any
-    runtime (a prediction that runs copies to time them is a measurement)."""
-    built = [0]
-    original = Task.__init__
-
-    def counting(self, *args, **kwargs):
-        built[0] += 1
-        original(self, *args, **kwargs)
-
-    Task.__init__ = counting
-    try:
+    """Call the learner's ``fn`` for ``m``, counting the device tasks submitted meanwhile, in
+    any runtime (a prediction that runs copies to time them is a measurement)."""
+    with count_submissions() as counted:
         call = call_learner(fn, m.profile, m.nbytes, m.pinned)
-    finally:
-        Task.__init__ = original
-    return call, built[0]
+    return call, counted.count
 
 
 def _prediction_item(group: list[tuple[Measured, int]], pinned: bool) -> Item:
