@@ -724,17 +724,7 @@ class Runtime:
             self.over_budget("task", f"{self.task_budget:,} tasks", "task_budget")
         after = None
         if stream is not None:
-            after = stream.last         # the engine puts it first in deps, as "stream"
-            stream.last = task
-            stream.submitted += 1
-            task.stream = stream
-            queue = self._queued.get(stream)
-            if queue is None:
-                queue = self._queued[stream] = deque()
-            elif len(queue) >= 32:   # drop the started prefix now and then (queued_tasks does)
-                while queue and (queue[0].start_ns >= 0 or queue[0].cancelled):
-                    queue.popleft()
-            queue.append(task)
+            after = self._enqueue(task, stream)
             if eng.record and (task.reads or task.writes):
                 self._watch_host_ranges(task)
         host = self.host_ns
@@ -759,21 +749,27 @@ class Runtime:
             for task in tasks:
                 self.submit(task, stream)
             return
+        submit_at = eng.submit_at
+        enqueue = self._enqueue
+        host = self.host_ns
+        for task in tasks:
+            submit_at(task, host, enqueue(task, stream))
+
+    def _enqueue(self, task: Task, stream: Stream) -> Task | None:
+        """Make ``task`` the last of ``stream``'s queue; return the task it follows there (the
+        engine puts it first in deps, as "stream")."""
+        after = stream.last
+        stream.last = task
+        stream.submitted += 1
+        task.stream = stream
         queue = self._queued.get(stream)
         if queue is None:
             queue = self._queued[stream] = deque()
-        submit_at = eng.submit_at
-        host = self.host_ns
-        for task in tasks:
-            after = stream.last
-            stream.last = task
-            stream.submitted += 1
-            task.stream = stream
-            if len(queue) >= 32:
-                while queue and (queue[0].start_ns >= 0 or queue[0].cancelled):
-                    queue.popleft()
-            queue.append(task)
-            submit_at(task, host, after)
+        elif len(queue) >= 32:       # drop the started prefix now and then (queued_tasks does)
+            while queue and (queue[0].start_ns >= 0 or queue[0].cancelled):
+                queue.popleft()
+        queue.append(task)
+        return after
 
     def _wrote(self, task: Task) -> None:
         """A task's on_end wrote memory: rebaseline the watched host ranges it covers."""
