@@ -25,6 +25,7 @@ from ..constants import (
     ACL_MEMCPY_DEVICE_TO_HOST,
     ACL_MEMCPY_HOST_TO_DEVICE,
 )
+from ._bulk import collector_paused
 
 __all__ = ["SEED", "SeedConstants", "LoopResult", "build_models", "execute_throughput",
            "serial_loop", "double_stream_loop", "seed_table", "format_table", "BANDS"]
@@ -166,6 +167,7 @@ def _pages(hugepages: bool | None):
     return session.override(hugepage_pool_bytes=0) if hugepages is False else nullcontext()
 
 
+@collector_paused()
 def execute_throughput(path: str, batch: int, runs: int = 20) -> float:
     """Images per second of back-to-back execute_async calls, timed with events (S1-S4)."""
     acl = _start()
@@ -221,6 +223,7 @@ def _measure(acl, stream, run, free_before) -> LoopResult:
     return LoopResult(images / (ms / 1000), util, free_before - free_now, findings)
 
 
+@collector_paused()
 def serial_loop(path: str, batches: int = 100, seed: SeedConstants = SEED,
                 hugepages: bool | None = None) -> LoopResult:
     """The seed's serial loop: prepare, pageable copy, execute, copy back, post-process."""
@@ -257,6 +260,7 @@ def _serial(path: str, batches: int, seed: SeedConstants) -> LoopResult:
     return result
 
 
+@collector_paused()
 def double_stream_loop(path: str, batches: int = 100, seed: SeedConstants = SEED,
                        hugepages: bool | None = None, single_buffer: bool = False
                        ) -> LoopResult:
@@ -319,6 +323,7 @@ def _double(path: str, batches: int, seed: SeedConstants, single_buffer: bool) -
     return result
 
 
+@collector_paused()
 def _two_model_memory(paths: dict[str, str]) -> tuple[int, int, int, int, bool]:
     """Device memory of one dynamic model vs two fixed models (S9), two ways: the bytes
     get_mem_info's free figure drops by when they load, and the MB npu-smi shows in use
@@ -344,6 +349,7 @@ def _two_model_memory(paths: dict[str, str]) -> tuple[int, int, int, int, bool]:
     return used[0], used[1], smi_mb[0], smi_mb[1], agree
 
 
+@collector_paused()
 def seed_table(batches: int = 100, directory: str | None = None,
                seed: SeedConstants = SEED) -> list[dict]:
     """Recompute S1-S9 from fresh simulations; one dict per row (id, figure, value, band, ok)."""
