@@ -419,6 +419,30 @@ def _namespace_changes(name: str, before: dict, after: dict, modules: dict) -> l
 
 # -- the time limit ----------------------------------------------------------------------------
 
+class _Flush(BaseException):
+    """Raised asynchronously in a thread by the guard itself, to cancel a pending timeout."""
+
+
+def _cancel_async_exc() -> None:
+    """Cancel any asynchronous exception pending in this thread, and lower the flag it raised.
+
+    ``PyThreadState_SetAsyncExc(id, NULL)`` cancels the exception but leaves the interpreter's
+    "an asynchronous exception is pending" flag raised with nothing to deliver: every thread
+    then runs its eval-breaker code at every check, and on CPython 3.11 a thread with a profile
+    or trace function spins for ever at its next Python call. Only delivering an asynchronous
+    exception lowers the flag, so this one replaces whatever is pending by :class:`_Flush` and
+    takes it here (at the call's return, or at the loop's first jump back).
+    """
+    tid = ctypes.c_ulong(threading.get_ident())
+    try:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(tid, ctypes.py_object(_Flush))
+        for _ in range(1_000_000):
+            pass
+    except _Flush:
+        return
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(tid, None)  # never delivered: cancel it at least
+
+
 class _Alarm:
     """Raise :class:`CaseTimeout` in the calling thread after ``seconds`` of wall-clock time."""
 
@@ -468,20 +492,33 @@ class _Alarm:
         self._watchdog.start()
 
     def disarm(self) -> None:
-        if not self.armed:
-            return
-        self.armed = False
+        """Stop the limit. Idempotent; a call a late timeout interrupted is finished by the next.
+
+        Off the main thread, nothing of the watchdog outlives this: it is joined, and a timeout
+        it set but that was not yet delivered is cancelled with the interpreter's flag for it
+        lowered (:func:`_cancel_async_exc`), so no later thread, nor the grader, sees either.
+        """
         if self._signal:
+            if not self.armed:
+                return
+            self.armed = False
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self._old_handler or signal.SIG_DFL)
-        else:
-            self._stop.set()
-            if self._watchdog is not None:
-                self._watchdog.join()
-            if self.fired:
-                # an exception set asynchronously but not yet delivered must not hit the grader
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()),
-                                                           None)
+            return
+        if self._watchdog is None:
+            self.armed = False
+            return
+        self.armed = False          # the watchdog raises at most once more after this ...
+        for _ in range(3):
+            try:
+                self._stop.set()
+                self._watchdog.join()   # ... and, joined, cannot raise at all
+                if self.fired:
+                    _cancel_async_exc()
+                self._watchdog = None
+                return
+            except CaseTimeout:         # set just before the watchdog stopped, delivered here
+                self.fired = True
 
 
 # -- one guarded call --------------------------------------------------------------------------
