@@ -18,6 +18,10 @@ side (the same ``go.FigureWidget`` API: ``batch_update()``, ``data``, ``layout``
 * reports the learner's zooms, pans, autoscales and legend clicks back to Python as plotly's
   FigureWidget does, so ``layout.xaxis.on_change`` callbacks still run.
 
+The widgets redraw with ``widgets._update.update_in_place``: it sends only the trace and
+layout values that differ from what the figure shows, in one update message (one
+``Plotly.react`` here).
+
 It sends no "defaults" deltas back (the trace and layout values plotly.js fills in):
 nothing in the course reads them, and they would cost a message per edit.
 
@@ -310,4 +314,5 @@ class CourseFigure(_figure_widget_class()):
     @traitlets.default("_library")
     def _library_ref(self) -> str:
         return "IPY_MODEL_" + plotly_library().model_id
+
 

@@ -16,7 +16,8 @@ end to end in address order:
 So a freed block turns orange in the runtime's row and stays grey in the driver's row: that is
 why npu-smi does not drop after free. :func:`memory_layout` computes the blocks from a
 :class:`acllab.memory.DeviceHeap` (a pure function); the widget holds view state only (the
-device shown) and redraws with :meth:`MemoryMap.refresh`, in one batch update. The view puts
+device shown) and redraws with :meth:`MemoryMap.refresh`, sending only the bars, texts and
+lines that changed, in one message. The view puts
 ``acllab.analysis.smi.smi_text`` beside the figure. Where no widget front end runs (nbconvert,
 GitHub), the same output carries a static HTML drawing and the smi text.
 """
@@ -36,6 +37,7 @@ from acllab.hardware import HUGE_PAGE, MiB, ceil_div
 
 from ._display import TITLE_CLEAR, figure_widget, widget_bundle
 from ._live import LiveRedraw
+from ._update import update_in_place
 
 __all__ = ["Block", "MemoryLayout", "memory_layout", "page_map", "MemoryMap", "COLOURS",
            "LEGEND", "ROWS", "PAGES"]
@@ -231,27 +233,23 @@ def _panel_title(layout: MemoryLayout, page: str) -> str:
     return f"normal pages (4 KB): {_mib(held)} of {_mib(total)} held by the driver"
 
 
-def figure(layout: MemoryLayout) -> go.Figure:
-    """The map of ``layout`` as a plotly figure: two panels, two rows each."""
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.22,
-                        subplot_titles=[_panel_title(layout, p) for p in PAGES])
-    shapes = []
+def _values(layout: MemoryLayout) -> tuple[list[dict], dict]:
+    """What the map of ``layout`` draws, as plain values: per trace (panel by panel, one per
+    legend entry) its bars, and the layout's texts, axis ranges and page lines by path."""
+    traces, values, shapes = [], {"title.text": _title(layout)}, []
     for k, page in enumerate(PAGES, start=1):
-        for key, bars in _bars(layout, page).items():
-            fig.add_trace(go.Bar(
-                name=LEGEND[key], legendgroup=key, showlegend=k == 1, orientation="h",
-                y=[ROWS[row] for *_, row in bars],
-                base=[lo / MiB for lo, *_ in bars], x=[(hi - lo) / MiB for lo, hi, *_ in bars],
-                marker={"color": COLOURS[key], "line": {"width": 0.5, "color": "white"}},
-                hovertext=[hover for _, _, hover, _ in bars], hoverinfo="text", width=0.7),
-                row=k, col=1)
+        for bars in _bars(layout, page).values():
+            traces.append({"y": [ROWS[row] for *_, row in bars],
+                           "base": [lo / MiB for lo, *_ in bars],
+                           "x": [(hi - lo) / MiB for lo, hi, *_ in bars],
+                           "hovertext": [hover for _, _, hover, _ in bars]})
         span = _span(layout, page)
         pages = span // HUGE_PAGE
-        fig.update_xaxes(range=[0, span / MiB], row=k, col=1,
-                         title={"text": _axis_title(layout, page), "standoff": 2},
-                         dtick=2 * ceil_div(pages, 16) if page == "huge" and pages else None)
-        fig.update_yaxes(categoryorder="array", categoryarray=list(ROWS), autorange="reversed",
-                         row=k, col=1)
+        axis = "xaxis" if k == 1 else f"xaxis{k}"
+        values[f"annotations[{k - 1}].text"] = _panel_title(layout, page)   # the panel's title
+        values[f"{axis}.range"] = [0, span / MiB]
+        values[f"{axis}.title.text"] = _axis_title(layout, page)
+        values[f"{axis}.dtick"] = 2 * ceil_div(pages, 16) if page == "huge" and pages else None
         xref = "x" if k == 1 else f"x{k}"
         yref = "y" if k == 1 else f"y{k}"
         if page == "huge" and span // HUGE_PAGE <= _MAX_PAGE_LINES:
@@ -259,11 +257,33 @@ def figure(layout: MemoryLayout) -> go.Figure:
                 shapes.append({"type": "line", "xref": xref, "yref": f"{yref} domain",
                                "x0": p * 2, "x1": p * 2, "y0": 0, "y1": 1, "layer": "above",
                                "line": {"color": "white", "width": 1}})
+    values["shapes"] = shapes
+    return traces, values
+
+
+def figure(layout: MemoryLayout) -> go.Figure:
+    """The map of ``layout`` as a plotly figure: two panels, two rows each."""
+    traces, values = _values(layout)
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.22,
+                        subplot_titles=[values[f"annotations[{k}].text"] for k in (0, 1)])
+    bars = iter(traces)
+    for k, _page in enumerate(PAGES, start=1):
+        for key in COLOURS:
+            fig.add_trace(go.Bar(
+                name=LEGEND[key], legendgroup=key, showlegend=k == 1, orientation="h",
+                marker={"color": COLOURS[key], "line": {"width": 0.5, "color": "white"}},
+                hoverinfo="text", width=0.7, **next(bars)), row=k, col=1)
+        axis = "xaxis" if k == 1 else f"xaxis{k}"
+        fig.update_xaxes(range=values[f"{axis}.range"], row=k, col=1,
+                         title={"text": values[f"{axis}.title.text"], "standoff": 2},
+                         dtick=values[f"{axis}.dtick"])
+        fig.update_yaxes(categoryorder="array", categoryarray=list(ROWS), autorange="reversed",
+                         row=k, col=1)
     fig.update_layout(
-        title={"text": _title(layout), "font": {"size": 13}, **TITLE_CLEAR},
+        title={"text": values["title.text"], "font": {"size": 13}, **TITLE_CLEAR},
         barmode="overlay", height=420,
         margin={"l": 120, "r": 20, "t": 70, "b": 40}, template="plotly_white",
-        hovermode="closest", shapes=shapes,
+        hovermode="closest", shapes=values["shapes"],
         legend={"orientation": "h", "y": -0.15, "font": {"size": 10}}, width=640)
     fig.update_annotations(font_size=12)             # the panel titles
     return fig
@@ -343,17 +363,13 @@ class MemoryMap(LiveRedraw):
 
     def refresh(self, what: str = "showing") -> None:
         """Redraw the widget (and the smi text) from the heap as it is now."""
+        if self._fig is not None:                # the figure first: it is what moves most
+            traces, values = _values(self.layout())
+            update_in_place(self._fig, traces, values)    # what changed, in one message
         if self._smi is not None:
             self._smi.value = _pre(self.smi())
         if self._status is not None:
             self._status.value = html.escape(self.status(what))
-        if self._fig is None:
-            return
-        new = self.to_figure()
-        with self._fig.batch_update():
-            for old, fresh in zip(self._fig.data, new.data, strict=True):
-                old.update(fresh.to_plotly_json(), overwrite=True)
-            self._fig.update_layout(new.layout.to_plotly_json(), overwrite=True)
 
     def show_device(self, device: int) -> None:
         """Show another device (view state only) and redraw."""

@@ -18,9 +18,9 @@ settings: going back to settings already seen re-runs nothing.
 
 The explorer holds view state only: the settings, the last result and its figures. Sliders
 update on release (``continuous_update=False``), and each update redraws the figures in one
-``batch_update()`` each (the bars' values and the title; the timeline's traces, built once
-per run and kept for the last few). Where no widget front end runs (nbconvert, GitHub), it
-shows a table and a static drawing of the timeline instead.
+message each (the bars' values and the title; the timeline's traces, built once per run and
+kept for the last few, of which only the values that changed are sent). Where no widget front
+end runs (nbconvert, GitHub), it shows a table and a static drawing of the timeline instead.
 
 Settings: ``batch`` (images per batch; host work scales with it), ``link_gbps`` (PCIe
 bandwidth each way, pinned), ``compute_scale`` (multiplies the AI Core's compute and memory
@@ -48,6 +48,7 @@ from acllab.teaching.pipeline import (
 )
 
 from ._display import figure_widget, widget_bundle
+from ._update import update_in_place
 from .timeline import Timeline
 
 __all__ = ["PipelineSettings", "PipelineRun", "Comparison", "run_pipeline", "comparison_figure",
@@ -261,15 +262,14 @@ class PipelineExplorer:
 
 
 def _replace(fig: go.FigureWidget, new: dict) -> None:
-    """Show ``new`` (a figure's plotly JSON) in ``fig``, in one batch update: traces updated
-    in place when their names and types match, else replaced."""
+    """Show ``new`` (a figure's plotly JSON) in ``fig``: when the traces' names and types match,
+    only the values that changed, in one message (``widgets._update.update_in_place``), else
+    every trace replaced in one batch update."""
     data = new["data"]
+    if [(t.name, t.type) for t in fig.data] == [(t.get("name"), t["type"]) for t in data]:
+        update_in_place(fig, data, new["layout"])
+        return
     with fig.batch_update():
-        if [(t.name, t.type) for t in fig.data] == [(t.get("name"), t["type"]) for t in data]:
-            for old, fresh in zip(fig.data, data, strict=True):
-                old.update(fresh, overwrite=True)
-        else:
-            fig.data = ()
-            fig.add_traces(data)
+        fig.data = ()
+        fig.add_traces(data)
         fig.update_layout(new["layout"], overwrite=True)
-

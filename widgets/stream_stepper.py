@@ -13,7 +13,8 @@ trace cannot rebuild it at earlier instants). A small figure shows each stream's
 time with a cursor at the instant shown.
 
 The widget holds view state only (the moment shown); the figure is built once and the cursor
-moves in a batch update; :meth:`StreamStepper.refresh` re-reads the runtime's trace. Where no
+moves in one small update message (``widgets._update.update_in_place``: its two x values);
+:meth:`StreamStepper.refresh` re-reads the runtime's trace. Where no
 widget front end runs (nbconvert, GitHub), the output carries the table at the instant shown
 as static HTML.
 """
@@ -29,6 +30,7 @@ from acllab.analysis import stepper
 from acllab.analysis.stepper import Snapshot, TaskView
 
 from ._display import figure_widget, widget_bundle
+from ._update import update_in_place
 
 __all__ = ["StreamStepper", "snapshot_html"]
 
@@ -124,6 +126,7 @@ class StreamStepper:
         self._view = self._play = self._slider = self._back = self._forward = None
         self._table = self._clock = None
         self._drawn_key: tuple | None = None    # the trace the slider and figure show
+        self._drawing = False
 
     @property
     def runtime(self):
@@ -177,23 +180,28 @@ class StreamStepper:
     # -- the widget ----------------------------------------------------------------------
     def to_figure(self) -> go.Figure:
         """Each stream's queue depth (running + queued tasks) over time, with a cursor."""
-        depths = stepper.queue_depths(self.runtime)
+        traces, dtick = self._traces()
         fig = go.Figure()
-        for name, steps in depths.items():
-            fig.add_trace(go.Scatter(
-                x=[t / 1000 for t, _ in steps], y=[d for _, d in steps], name=name,
-                mode="lines", line={"shape": "hv", "width": 1.5},
-                hovertemplate=f"{html.escape(name)}: %{{y}} task(s) at %{{x:,.3f}} us"
-                              "<extra></extra>"))
-        top = max((d for steps in depths.values() for _, d in steps), default=1)
+        for trace in traces:
+            fig.add_trace(go.Scatter(mode="lines", line={"shape": "hv", "width": 1.5},
+                                     **trace))
         fig.update_layout(
             height=200, margin={"l": 50, "r": 20, "t": 30, "b": 35}, template="plotly_white",
             title={"text": "tasks on each stream (running + queued)", "font": {"size": 12}},
             xaxis={"title": {"text": "virtual time (us)"}},
-            yaxis={"title": {"text": "tasks"}, "rangemode": "tozero", "dtick": 1 if top < 8
-                   else None},
+            yaxis={"title": {"text": "tasks"}, "rangemode": "tozero", "dtick": dtick},
             legend={"font": {"size": 10}}, shapes=[self._cursor()])
         return fig
+
+    def _traces(self) -> tuple[list[dict], int | None]:
+        """Per stream the queue-depth trace's varying properties, and the y axis' tick step."""
+        depths = stepper.queue_depths(self.runtime)
+        traces = [{"x": [t / 1000 for t, _ in steps], "y": [d for _, d in steps], "name": name,
+                   "hovertemplate": f"{html.escape(name)}: %{{y}} task(s) at %{{x:,.3f}} us"
+                                    "<extra></extra>"}
+                  for name, steps in depths.items()]
+        top = max((d for steps in depths.values() for _, d in steps), default=1)
+        return traces, 1 if top < 8 else None
 
     def _cursor(self) -> dict:
         x = self.t_ns / 1000
@@ -248,11 +256,17 @@ class StreamStepper:
             w.max = max(n - 1, 0)
             w.disabled = n < 2
         self._back.disabled = self._forward.disabled = n < 2
-        fresh = self.to_figure()
-        with self._fig.batch_update():
-            self._fig.data = ()
-            self._fig.add_traces(list(fresh.data))
-            self._fig.update_layout(fresh.layout.to_plotly_json(), overwrite=True)
+        traces, dtick = self._traces()
+        shown = len(self._fig.data)
+        # the traces there are take the first streams' points and names (one message); a new
+        # stream adds a trace, a stream gone removes one (one message more)
+        update_in_place(self._fig, traces[:shown], {"yaxis.dtick": dtick,
+                                                    "shapes": [self._cursor()]})
+        if len(traces) > shown:
+            self._fig.add_traces([go.Scatter(mode="lines", line={"shape": "hv", "width": 1.5},
+                                             **t) for t in traces[shown:]])
+        elif len(traces) < shown:
+            self._fig.data = self._fig.data[:len(traces)]
 
     def _update_controls(self) -> None:
         n = len(self.moments())
@@ -268,21 +282,24 @@ class StreamStepper:
 
     def _redraw(self) -> None:
         """Show the moment ``self.index``: table, clock, play position and figure cursor."""
-        if self._view is None:
-            return
-        n = len(self.moments())
-        self.index = min(self.index, max(n - 1, 0))
-        if self._key != self._drawn_key:        # every part shows the same trace
-            self._sync()
-        if self._slider.value != self.index:
-            self._slider.value = self.index
-        if self._play.value != self.index:
-            self._play.value = self.index
-        self._clock.value = (f"{_us(self.t_ns)} (moment {self.index + 1} of {n})" if n
-                             else "no tasks yet")
-        self._table.value = self.to_html(static=False)
-        with self._fig.batch_update():
-            self._fig.layout.shapes = [self._cursor()]
+        if self._view is None or self._drawing:
+            return                              # (the slider and Play call back here)
+        self._drawing = True
+        try:
+            n = len(self.moments())
+            self.index = min(self.index, max(n - 1, 0))
+            if self._key != self._drawn_key:        # every part shows the same trace
+                self._sync()
+            if self._slider.value != self.index:
+                self._slider.value = self.index
+            if self._play.value != self.index:
+                self._play.value = self.index
+            update_in_place(self._fig, layout={"shapes": [self._cursor()]})
+            self._clock.value = (f"{_us(self.t_ns)} (moment {self.index + 1} of {n})" if n
+                                 else "no tasks yet")
+            self._table.value = self.to_html(static=False)
+        finally:
+            self._drawing = False
 
     # -- display -------------------------------------------------------------------------
     def to_html(self, static: bool = True) -> str:
