@@ -192,6 +192,9 @@ class Runtime:
         self._views: deque[list] = deque()
         # ranges of quiet pinned memory (see _quiet): (task, region, generation, lo, n, mode)
         self._quiet_views: deque[tuple] = deque(maxlen=self.MAX_VIEWS)
+        # per stream: its quiet ranges that a join of another stream passed over (in
+        # submission order), released when that stream is joined (see _release_views)
+        self._parked: dict[Stream, deque[tuple]] = {}
         self._view_groups: dict = {}      # region -> {(lo, n): [crc, rebased, count]}
         self._view_epoch = 0              # counts rebaselines (see _watch_host_ranges)
         self._lazy_regions: set = set()   # regions with CRCs of None (see expose_host)
@@ -406,7 +409,7 @@ class Runtime:
     def log(self, kind: str, *payload) -> None:
         """Note a host-side action (a join, a free, a host access) for the sanitizer."""
         if self.engine.record:
-            if kind == "join" and (self._views or self._quiet_views):
+            if kind == "join" and (self._views or self._quiet_views or self._parked):
                 self.check_host_views()      # what the host wrote before it learnt this
                 self.host_ops.append((kind, self.host_ns, len(self.engine.tasks), *payload))
                 self._release_views(payload[0])
@@ -516,6 +519,14 @@ class Runtime:
         """Turn the quiet ranges of ``region`` into views fingerprinted as the bytes are now
         (the region stops being quiet: the host may write it from now on)."""
         mine = [q for q in self._quiet_views if q[1] is region]
+        for stream, parked in list(self._parked.items()):
+            if any(q[1] is region for q in parked):
+                mine += [q for q in parked if q[1] is region]
+                rest = deque((q for q in parked if q[1] is not region), maxlen=self.MAX_VIEWS)
+                if rest:
+                    self._parked[stream] = rest
+                else:
+                    del self._parked[stream]
         if not mine:
             return
         self._quiet_views = deque((q for q in self._quiet_views if q[1] is not region),
@@ -633,15 +644,25 @@ class Runtime:
                 else:
                     keep.append(v)
             self._views = deque(keep)
+        parked = self._parked.pop(s, None)
+        if parked is not None:           # this stream's ranges an earlier join passed over
+            while parked and parked[0][0].id <= task_id:
+                parked.popleft()
+            if parked:
+                self._parked[s] = parked
         quiet = self._quiet_views
         if quiet and quiet[0][0].id <= task_id:
-            # in submission order: only the entries up to task_id can go
-            keep = []
+            # in submission order: only the entries up to task_id can go; another stream's
+            # wait, parked under that stream, until a join of it (so no join scans them again)
+            park = self._parked
             while quiet and quiet[0][0].id <= task_id:
                 q = quiet.popleft()
-                if q[0].stream is not s:
-                    keep.append(q)
-            quiet.extendleft(reversed(keep))
+                other = q[0].stream
+                if other is not s:
+                    mine = park.get(other)
+                    if mine is None:
+                        mine = park[other] = deque(maxlen=self.MAX_VIEWS)
+                    mine.append(q)
 
     def _rebaseline_views(self, task: Task) -> None:
         """A task wrote host memory: fingerprint again what it covers (not the host's doing)."""
