@@ -218,7 +218,7 @@ class Engine:
     """
 
     __slots__ = ("now_ns", "_heap", "_seq", "tasks", "record", "submitted", "observer",
-                 "fault", "wrote", "__weakref__")
+                 "fault", "wrote", "_chain_until", "__weakref__")
 
     def __init__(self, record: bool = True):
         self.now_ns = 0
@@ -233,6 +233,10 @@ class Engine:
         self.wrote: Callable[[Task], None] | None = None
         self._heap: list[tuple[int, int, int, Task]] = []
         self._seq = 0
+        # how far the loop that is stepping may go: a task that starts the moment its only
+        # dependency ends, and would end before anything else is due and no later than
+        # this, ends in the same step (see _step); -1 while a stop condition is watched
+        self._chain_until = -1
         self.tasks: list[Task] = []
         self.record = record
         self.submitted = 0
@@ -316,6 +320,7 @@ class Engine:
         each task the host submits, in one call."""
         heap = self._heap
         step = self._step
+        self._chain_until = at_ns
         while heap and heap[0][0] <= at_ns:
             step()
         if at_ns > self.now_ns:
@@ -339,12 +344,15 @@ class Engine:
         step = self._step
         if stop is None:
             if until_ns is None:
+                self._chain_until = 1 << 63
                 while heap:
                     step()
                 return False
+            self._chain_until = until_ns
             while heap and heap[0][0] <= until_ns:
                 step()
         else:
+            self._chain_until = -1         # stop is checked between steps: one task each
             limit = until_ns if until_ns is not None else 1 << 63
             if isinstance(stop, Task):
                 while stop.end_ns < 0:
@@ -394,7 +402,10 @@ class Engine:
     def _step(self) -> None:
         t, phase, _seq, task = _heappop(self._heap)
         self.now_ns = t
-        if phase == _END:
+        if phase != _END:
+            self._ready(task, t)
+            return
+        while True:              # once per task ending now (see "a chain" below)
             task.end_ns = t
             effect = task.on_end
             if effect is not None:
@@ -419,30 +430,10 @@ class Engine:
                 if res.queue:
                     self._grant(res, t)
             dependents = task.dependents
-            if dependents is not None:
-                task.dependents = None
-                if len(dependents) == 1:
-                    nxt = dependents[0]
-                    if t > nxt.floor_ns:
-                        nxt.floor_ns = t
-                    nxt.pending -= 1
-                    if nxt.pending == 0:
-                        heap = self._heap
-                        if nxt.floor_ns == t and (not heap or heap[0][0] > t):
-                            # nothing else is due at t: skip the heap (_ready, inline)
-                            nxt.ready_ns = t
-                            res = nxt.resource
-                            if res is not None:
-                                if res.queue or res.in_use + nxt.units > res.capacity:
-                                    res.queue.append(nxt)
-                                    self._grant(res, t)
-                                    return
-                                res.in_use += nxt.units
-                            self._start(nxt, t)
-                        else:
-                            self._seq += 1
-                            _heappush(heap, (nxt.floor_ns, _READY, self._seq, nxt))
-                    return
+            if dependents is None:
+                return
+            task.dependents = None
+            if len(dependents) != 1:
                 for nxt in dependents:
                     if t > nxt.floor_ns:
                         nxt.floor_ns = t
@@ -450,8 +441,40 @@ class Engine:
                     if nxt.pending == 0:
                         self._seq += 1
                         _heappush(self._heap, (nxt.floor_ns, _READY, self._seq, nxt))
-        else:
-            self._ready(task, t)
+                return
+            nxt = dependents[0]
+            if t > nxt.floor_ns:
+                nxt.floor_ns = t
+            nxt.pending -= 1
+            if nxt.pending != 0:
+                return
+            heap = self._heap
+            if nxt.floor_ns != t or (heap and heap[0][0] <= t):
+                self._seq += 1
+                _heappush(heap, (nxt.floor_ns, _READY, self._seq, nxt))
+                return
+            # nothing else is due at t: skip the heap (_ready, inline)
+            nxt.ready_ns = t
+            res = nxt.resource
+            if res is not None:
+                if res.queue or res.in_use + nxt.units > res.capacity:
+                    res.queue.append(nxt)
+                    self._grant(res, t)
+                    return
+                res.in_use += nxt.units
+            end = self._begin(nxt, t)
+            if end < 0:
+                return                   # ends when someone calls finish()
+            if end <= self._chain_until and (not heap or heap[0][0] > end):
+                # a chain (a model's ops, a stream's queued copies): its end is the next
+                # entry the loop would take, so it ends now, in this step, as it would in the
+                # next; the same order and times, without the heap
+                self.now_ns = t = end
+                task = nxt
+                continue
+            self._seq += 1
+            _heappush(heap, (end, _END, self._seq, nxt))
+            return
 
     def _ready(self, task: Task, t: int) -> None:
         task.ready_ns = t
@@ -472,6 +495,14 @@ class Engine:
             self._start(task, t)
 
     def _start(self, task: Task, t: int) -> None:
+        end = self._begin(task, t)
+        if end >= 0:
+            self._seq += 1
+            _heappush(self._heap, (end, _END, self._seq, task))
+
+    def _begin(self, task: Task, t: int) -> int:
+        """Start ``task`` at ``t`` (its on_start runs); return when it ends (-1: open, it ends
+        when someone calls finish())."""
         task.start_ns = t
         on_start = task.on_start
         if task.cancelled:
@@ -489,10 +520,9 @@ class Engine:
         if d.__class__ is not int and not isinstance(d, int):
             d = d(task)
             if d is None:        # ends when someone calls finish()
-                return
+                return -1
             d = task.duration_ns = int(d)
-        self._seq += 1
-        _heappush(self._heap, (t + d, _END, self._seq, task))
+        return t + d
 
     def _failed(self, task: Task, exc: Exception) -> None:
         """A task's effect raised: report it to ``fault`` (or let it propagate without one)."""

@@ -254,7 +254,9 @@ def test_a_dependency_that_is_also_the_stream_predecessor_is_waited_for_once():
     heap_before = s.engine._seq
     s.engine.run_all()
     assert s.log == [("op0 start", 0), ("op0 end", 10), ("op1 start", 10), ("op1 end", 15)]
-    assert s.engine._seq - heap_before == 1   # op1's end only: no ready entry on the heap
+    # no ready entry, and not even op1's end: it starts as op0 ends and ends before anything
+    # else is due, so it ends in the same step (a chain)
+    assert s.engine._seq - heap_before == 0
 
 # -- open durations ---------------------------------------------------------------------
 
@@ -394,3 +396,85 @@ def test_record_false_keeps_no_trace_but_same_timing():
     s.engine.run_all()
     assert s.engine.tasks == []
     assert (a.end_ns, b.start_ns, b.end_ns) == (3, 3, 7)
+
+
+# -- chains: a task that starts as its only dependency ends ends in the same step ---------
+
+def _random_program(seed: int, observe: list, one_entry_a_step: bool = False):
+    """A random mix of streams, shared resources, cross-stream dependencies and submission
+    times; every effect is logged, with the engine's clock when it ran. ``one_entry_a_step``:
+    submit_at's work done with a stop condition, so every loop takes one entry a step."""
+    import random
+
+    rng = random.Random(seed)
+    eng = Engine()
+    eng.observer = lambda t: observe.append(("observed", t.name, eng.now_ns))
+    pools = [Resource("DMA"), Resource("Core", 4), Resource("Lane")]
+    last: dict[int, Task | None] = {0: None, 1: None, 2: None}
+    made: list[Task] = []
+    at = 0
+    for i in range(rng.randrange(20, 80)):
+        stream = rng.randrange(3)
+        res = rng.choice([*pools, None])
+        units = rng.choice([1, 1, 2, 4]) if res is pools[1] else 1
+        deps = ()
+        if made and rng.random() < 0.3:
+            deps = ((rng.choice(made), "event"),)
+        dur = rng.choice([0, 0, 1, 5, 10, 40])
+
+        def start(t, name=f"t{i}"):
+            observe.append(("start", name, eng.now_ns))
+
+        def end(t, name=f"t{i}"):
+            observe.append(("end", name, eng.now_ns))
+
+        task = Task(f"t{i}", "kernel", resource=res, units=units, duration_ns=dur, deps=deps,
+                    on_start=start, on_end=end)
+        at += rng.choice([0, 0, 1, 3, 20])
+        if one_entry_a_step:
+            eng.run(at, stop=lambda: False)
+            eng.submit(task, at, last[stream])
+            eng.run(at, stop=lambda: False)
+            made.append(task)
+        else:
+            made.append(eng.submit_at(task, at, last[stream]))
+        last[stream] = task
+    return eng, made
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_chains_give_the_same_times_and_effect_order_as_one_entry_a_step(seed):
+    chained: list = []
+    eng, tasks = _random_program(seed, chained)
+    eng.run()
+    stepped: list = []
+    eng2, tasks2 = _random_program(seed, stepped, one_entry_a_step=True)
+    eng2.run(stop=lambda: False)     # a stop condition: the loop takes one entry a step
+    assert [(t.ready_ns, t.start_ns, t.end_ns) for t in tasks] == \
+        [(t.ready_ns, t.start_ns, t.end_ns) for t in tasks2]
+    assert chained == stepped
+    assert eng.now_ns == eng2.now_ns
+
+
+def test_a_chain_stops_at_the_loops_limit_so_a_later_submission_still_contends():
+    # A then B on one stream and one DMA engine, both queued at 0; at 12 the host submits C
+    # for the same engine: B is running then (10-20), so C waits for it
+    eng = Engine()
+    dma = Resource("DMA")
+    a = eng.submit_at(Task("A", "memcpy", resource=dma, duration_ns=10), 0)
+    b = eng.submit_at(Task("B", "memcpy", resource=dma, duration_ns=10), 0, a)
+    c = eng.submit_at(Task("C", "memcpy", resource=dma, duration_ns=1), 12)
+    assert eng.now_ns == 12 and b.end_ns == -1       # nothing past the host's time ran
+    eng.run()
+    assert [(t.start_ns, t.end_ns) for t in (a, b, c)] == [(0, 10), (10, 20), (20, 21)]
+
+
+def test_a_chain_stops_where_the_stop_condition_does():
+    eng = Engine()
+    core = Resource("Core")
+    ops = []
+    for i in range(5):
+        ops.append(eng.submit_at(Task(f"op{i}", "model_op", resource=core, duration_ns=10), 0,
+                                 ops[-1] if ops else None))
+    eng.run_until_done(ops[1])
+    assert eng.now_ns == 20 and ops[2].start_ns == 20 and ops[2].end_ns == -1

@@ -178,6 +178,7 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
             for _name, op_type, bound, _ns, _flops in steps))
     infos = cached[1]
     prev = None
+    quick = Task.quick
     for i, (name, op_type, bound, total_ns, flops) in enumerate(steps):
         if i == 0 or i == last:
             mem = only
@@ -189,12 +190,14 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
                     "mem": mem}
         else:
             info = infos[i]
-        prev = Task(name, "model_op", resource=aicore, units=units,
-                    duration_ns=total_ns, stream=stream, device=dev_id,
-                    flops=flops, info=info, api=api,
-                    deps=((prev, "model"),) if prev is not None else (),
-                    on_start=read_inputs if i == 0 else None,
-                    on_end=write_outputs if i == last else None)
+        # Task(name, "model_op", duration_ns=..., units=units, flops=flops, ...), built
+        # positionally (a model execute builds dozens)
+        prev = quick(name, "model_op", total_ns, aicore, stream, dev_id, 0, (), (),
+                     ((prev, "model"),) if prev is not None else (),
+                     read_inputs if i == 0 else None, write_outputs if i == last else None,
+                     info, api)
+        prev.units = units
+        prev.flops = flops
         tasks.append(prev)
     return tasks
 
