@@ -559,7 +559,8 @@ class Region:
         self._real_addr = 0
         self.dangling = False
         self._version = 0             # bumped by every write, memset and handing out of data
-        self._snap = None             # pinned: (off, n, version, weak ref to the copy): snapshot
+        # pinned: (off, n, version, weak ref to the copy); pageable bytes: {(off, n): weak ref}
+        self._snap = None
 
     @property
     def end(self) -> int:
@@ -662,7 +663,11 @@ class Region:
         copy in flight) still keeps it, and costs no RAM once nothing does. Pageable host
         memory, which its Python object may change at any time: read every time; a range whose
         bytes are all zero gives a view of one shared zero array (no copy, see
-        :func:`_zeros_view`), any other a copy.
+        :func:`_zeros_view`), any other a copy. Except a ``bytes`` object, which nothing can
+        change (Python's promise): while acllab has neither written it (a copy into it) nor
+        handed out a view of it (``data``), each range is read once and its snapshot given
+        again, as pinned memory's is (a change made to a bytes object behind Python's back,
+        through ctypes, is not seen: Python itself assumes there is none).
         """
         if self.kind == "device" and self._data is None:
             store = self._store or self._sparse()
@@ -686,13 +691,31 @@ class Region:
             if quiet and self.live and arr.size == n:
                 self._snap = (off, n, version, weakref.ref(arr))
             return arr
+        # a bytes object cannot change (Python's promise), so while acllab has neither written
+        # it nor handed out a view of it (version 0), a range read once holds the same bytes
+        # at every later snapshot: that one is given again while something still keeps it
+        immutable = self._version == 0 and type(self._obj) is bytes
+        if immutable:
+            snaps = self._snap
+            if snaps is not None:
+                ref = snaps.get((off, n))
+                if ref is not None:
+                    arr = ref()
+                    if arr is not None:
+                        return arr
         span = self._span(off, n)
         k = span.size
         if 0 < k <= _ZEROS_MAX and _all_zero(span):
-            return _zeros_view(k)              # the bytes as they are now, and always
-        arr = span.copy()
-        arr.flags.writeable = False
-        COPIES.add(n)
+            arr = _zeros_view(k)               # the bytes as they are now, and always
+        else:
+            arr = span.copy()
+            arr.flags.writeable = False
+            COPIES.add(n)
+        if immutable and arr.size == n:
+            snaps = self._snap
+            if snaps is None or len(snaps) >= 256:
+                snaps = self._snap = {}
+            snaps[(off, n)] = weakref.ref(arr)
         return arr
 
     def write_owned(self, off: int, snap: np.ndarray) -> None:

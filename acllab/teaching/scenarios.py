@@ -235,7 +235,8 @@ def _serial(path: str, batches: int, seed: SeedConstants) -> LoopResult:
     acl = _start()
     free_before = _check(acl.rt.get_mem_info(ACL_DDR_MEM), "get_mem_info")[0]
     m = _Model(acl, path, seed.batch)
-    host_in = bytearray(m.in_size)             # pageable host memory, as a plain program has
+    # pageable host memory, as a plain program has: the batch's bytes, as read from a file
+    host_in = bytes(m.in_size)
     host_in_ptr = acl.util.bytes_to_ptr(host_in)
     host_out = _check(acl.rt.malloc_host(m.out_size), "malloc_host")
     stream = _check(acl.rt.create_stream(), "create_stream")
