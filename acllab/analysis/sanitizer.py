@@ -177,7 +177,9 @@ def _accesses(task):
     return out
 
 
-def _visit_task(st: _State, t) -> None:
+def _visit_task(st: _State, t) -> bool | None:
+    """Visit one task; True when it was a model's interior op that took the short way (see
+    _visit_interior_run)."""
     # its vector clock: the host's and its dependencies', plus its own entry (see _State)
     s = t.stream
     if s is not None:
@@ -246,7 +248,7 @@ def _visit_task(st: _State, t) -> None:
                     oid, omode, olo, ohi = hist[0]
                     if omode == "w" and olo == lo and ohi == hi and keys[oid] == key:
                         hist[0] = (tid, "w", lo, hi)
-                        return
+                        return True
         _visit_accesses(st, t, info, key, vc, mem)
     elif t.reads or t.writes:
         # identical copies share reads, writes and info (transfers.copy_tasks): their
@@ -267,6 +269,46 @@ def _visit_task(st: _State, t) -> None:
 
 
 _EMPTY: dict = {}
+
+
+def _visit_interior_run(st: _State, tasks, k: int, stop: int) -> int:
+    """Visit, in one go, the model's interior ops that follow ``tasks[k]`` (an interior op
+    _visit_task has just visited the short way) up to task id ``stop`` (the next host op);
+    return how many. Each is what _visit_task would find: the same stream, the op before it
+    as its only dependency (stream and model), the same single workspace write (the gear's
+    shared access tuple), not cancelled, no host op in between. So each gets the previous
+    op's shared clock and its own count, and the workspace's history ends as the last one's
+    write, as visiting them one by one would leave them."""
+    t = tasks[k]
+    mem = t.info["mem"]
+    stream, prev = t.stream, t.id
+    n = len(tasks)
+    j = k + 1
+    while j < n:
+        u = tasks[j]
+        if u.id >= stop or u.stream is not stream or u.cancelled:
+            break
+        info = u.info
+        if info is None or info.get("mem") is not mem:
+            break
+        deps = u.deps
+        if len(deps) != 2 or deps[0][0] != prev or deps[1][0] != prev:
+            break
+        prev = u.id
+        j += 1
+    m = j - k - 1
+    if m == 0:
+        return 0
+    key = st.key[t.id]
+    vc = st.vc[t.id]
+    cnt = st.cnt[t.id]
+    st.vc.extend([vc] * m)
+    st.key.extend([key] * m)
+    st.cnt.extend(range(cnt + 1, cnt + 1 + m))
+    st.last_of[key] = (prev, st.host_version)
+    base, gen, lo, hi, _mode = mem[0]
+    st.history[(base, gen)][0] = (prev, "w", lo, hi)
+    return m
 
 
 def _visit_accesses(st: _State, t, info, key, vc, accesses) -> None:
@@ -535,16 +577,21 @@ def analyze(runtime) -> list[Finding]:
     never = n_tasks + 1
     next_op = ops[i][2] if i < n_ops else never   # the task count the next host op came after
     done = True
-    for k in range(start, n_tasks):
+    k = start
+    while k < n_tasks:
         t = tasks[k]
         if t.id >= next_op:
             while i < n_ops and ops[i][2] <= t.id:
                 _visit_op(st, ops[i])
                 i += 1
             next_op = ops[i][2] if i < n_ops else never
-        _visit_task(st, t)
+        if _visit_task(st, t) is True:
+            # a model's interior op: the ones after it, in one go (a model runs dozens)
+            k += _visit_interior_run(st, tasks, k, next_op)
+            t = tasks[k]                 # the run's last: its ops end in order
         if t.end_ns < 0:
             done = False
+        k += 1
     for op in ops[i:]:
         _visit_op(st, op)
     _keep(runtime, st if done else None, tasks, ops)
