@@ -57,6 +57,19 @@ def _restore() -> None:
 
 
 @pytest.fixture
+def strict310(monkeypatch):
+    """A fresh strict ascend310 runtime with pyACL initialised and device 0 set; the caller's
+    settings come back afterwards."""
+    monkeypatch.setattr(_session, "_settings", {"profile": "ascend310", "strict": True})
+    runtime = acllab.reset()
+    acl.init()
+    acl.rt.set_device(0)
+    yield runtime
+    monkeypatch.undo()
+    acllab.reset()        # leave a runtime built from the caller's settings
+
+
+@pytest.fixture
 def fresh():
     """A fresh default runtime (not initialised); defaults are restored afterwards."""
     runtime = defaults()

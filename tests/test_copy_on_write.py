@@ -11,8 +11,7 @@ import random
 import numpy as np
 import pytest
 
-import acllab
-from acllab import acl, memory, session
+from acllab import acl, memory
 from acllab.memory import CHUNK_BYTES, COPIES, UNINIT_PATTERN, Region, SparseBytes
 
 H2D, D2H, D2D = (acl.ACL_MEMCPY_HOST_TO_DEVICE, acl.ACL_MEMCPY_DEVICE_TO_HOST,
@@ -22,15 +21,9 @@ MiB = 1 << 20
 
 
 @pytest.fixture
-def r(monkeypatch):
-    """A fresh strict ascend310 runtime with device 0 set."""
-    monkeypatch.setattr(session, "_settings", {"profile": "ascend310", "strict": True})
-    runtime = acllab.reset()
-    acl.init()
-    acl.rt.set_device(0)
-    yield runtime
-    monkeypatch.undo()
-    acllab.reset()
+def r(strict310):
+    """A fresh strict ascend310 runtime with device 0 set (conftest's strict310)."""
+    return strict310
 
 
 def content(n: int, seed: int) -> np.ndarray:

@@ -10,8 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-import acllab
-from acllab import acl, session
+from acllab import acl
 from acllab.memory import COPIES
 
 H2D, D2H = acl.ACL_MEMCPY_HOST_TO_DEVICE, acl.ACL_MEMCPY_DEVICE_TO_HOST
@@ -19,14 +18,9 @@ MiB = 1 << 20
 
 
 @pytest.fixture
-def r(monkeypatch):
-    monkeypatch.setattr(session, "_settings", {"profile": "ascend310", "strict": True})
-    runtime = acllab.reset()
-    acl.init()
-    acl.rt.set_device(0)
-    yield runtime
-    monkeypatch.undo()
-    acllab.reset()
+def r(strict310):
+    """A fresh strict ascend310 runtime with device 0 set (conftest's strict310)."""
+    return strict310
 
 
 def _payload(n: int, seed: int = 1) -> bytes:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import acllab
-from acllab import acl, memory, session
+from acllab import acl, memory
 from acllab.errors import AclError
 from acllab.memory import COPIES
 
@@ -27,15 +27,9 @@ SIZES = (1, 7, 13, 4096, 2 * MiB, 2 * MiB + 3, 3 * MiB + 5)   # one staging chun
 
 
 @pytest.fixture
-def r(monkeypatch):
-    """A fresh strict ascend310 runtime with device 0 set."""
-    monkeypatch.setattr(session, "_settings", {"profile": "ascend310", "strict": True})
-    runtime = acllab.reset()
-    acl.init()
-    acl.rt.set_device(0)
-    yield runtime
-    monkeypatch.undo()
-    acllab.reset()
+def r(strict310):
+    """A fresh strict ascend310 runtime with device 0 set (conftest's strict310)."""
+    return strict310
 
 
 def device_bytes(runtime, ptr: int, n: int) -> bytes:

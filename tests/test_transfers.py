@@ -8,8 +8,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-import acllab
-from acllab import acl, session
+from acllab import acl
 from acllab.hardware import PROFILES, ceil_div, transfer_ns
 
 P = PROFILES["ascend310"]
@@ -20,15 +19,9 @@ HUGE_FIRST, NORMAL_ONLY = acl.ACL_MEM_MALLOC_HUGE_FIRST, acl.ACL_MEM_MALLOC_NORM
 
 
 @pytest.fixture
-def r(monkeypatch):
-    """A fresh strict ascend310 runtime with device 0 set."""
-    monkeypatch.setattr(session, "_settings", {"profile": "ascend310", "strict": True})
-    runtime = acllab.reset()
-    acl.init()
-    acl.rt.set_device(0)
-    yield runtime
-    monkeypatch.undo()
-    acllab.reset()        # leave a runtime built from the caller's settings
+def r(strict310):
+    """A fresh strict ascend310 runtime with device 0 set (conftest's strict310)."""
+    return strict310
 
 
 def pinned(runtime, nbytes: int, seed: int) -> tuple[int, np.ndarray]:
