@@ -133,6 +133,13 @@ function parsePath(path) {
   return parts;
 }
 
+// Arrays on the way to an edited value are copied first (copy-on-write): Plotly.react takes
+// an array it saw before, by reference, as unchanged, so an edit must give a new one.
+function own(node, key) {
+  if (Array.isArray(node[key])) node[key] = node[key].slice();
+  return node[key];
+}
+
 function setPath(target, path, value) {
   const parts = parsePath(path);
   let node = target;
@@ -141,7 +148,7 @@ function setPath(target, path, value) {
     if (node[key] === null || typeof node[key] !== "object") {
       node[key] = typeof parts[i + 1] === "number" ? [] : {};
     }
-    node = node[key];
+    node = own(node, key);
   }
   node[parts[parts.length - 1]] = value;
 }
@@ -150,8 +157,8 @@ function unsetPath(target, path) {
   const parts = parsePath(path);
   let node = target;
   for (let i = 0; i < parts.length - 1; i++) {
-    node = node?.[parts[i]];
-    if (node === null || typeof node !== "object") return;
+    if (node[parts[i]] === null || typeof node[parts[i]] !== "object") return;
+    node = own(node, parts[i]);
   }
   delete node[parts[parts.length - 1]];
 }
@@ -174,6 +181,30 @@ function restyleInto(data, changes, traces) {
       else if (value !== undefined) setPath(data[t], path, value);
     });
   }
+}
+
+// What Plotly.react is given: new objects (plotly writes into them: uids, autoranged axes),
+// but the same arrays of values as the last redraw where they did not change, so an edit of
+// the cursor or the title does not make plotly recompute every trace. Arrays of objects
+// (shapes, annotations) are copied too.
+function fresh(v) {
+  if (Array.isArray(v)) {
+    return v.some((x) => x !== null && typeof x === "object" && !Array.isArray(x)
+                         && !ArrayBuffer.isView(x)) ? v.map(fresh) : v;
+  }
+  if (v === null || typeof v !== "object" || ArrayBuffer.isView(v)) return v;
+  const out = {};
+  for (const k of Object.keys(v)) out[k] = fresh(v[k]);
+  return out;
+}
+
+// One redraw per animation frame: messages that arrive together (an update and the traces a
+// new stream adds, say) cost one Plotly.react. A hidden page gets no frames: a timer stands in.
+function nextFrame(callback) {
+  let done = false;
+  const run = () => { if (!done) { done = true; callback(); } };
+  requestAnimationFrame(run);
+  setTimeout(run, 100);
 }
 
 export default () => {
@@ -256,22 +287,27 @@ export default () => {
       const Plotly = await plotlyFor(model);
       const config = {...(model.get("_config") || {}), editSelection: false};
       const copy = () => {
-        const l = structuredClone(layout);
+        const l = fresh(layout);
         if (!l.height) l.height = 360;
-        return [structuredClone(data), l];
+        return [data.map(fresh), l];
       };
-      let drawing = null, again = false;
-      view.redraw = () => {                 // coalesce: at most one redraw waits
-        if (drawing) { again = true; return; }
-        drawing = Plotly.react(div, ...copy(), config).finally(() => {
-          drawing = null;
-          if (again) { again = false; view.redraw(); }
-        });
-      };
-      drawing = Plotly.newPlot(div, ...copy(), config).finally(() => {
+      // coalesce: edits wait for the next frame, and for the redraw under way, then one
+      // Plotly.react shows them all (div.dataset.redraws counts them, for the tests)
+      let drawing = null, waiting = false, again = false;
+      const done = () => {
         drawing = null;
         if (again) { again = false; view.redraw(); }
-      });
+      };
+      const draw = () => {
+        waiting = false;
+        div.dataset.redraws = String(Number(div.dataset.redraws || 0) + 1);
+        drawing = Plotly.react(div, ...copy(), config).finally(done);
+      };
+      view.redraw = () => {
+        if (drawing) { again = true; return; }
+        if (!waiting) { waiting = true; nextFrame(draw); }
+      };
+      drawing = Plotly.newPlot(div, ...copy(), config).finally(done);
       await drawing;
       performance.mark("acllab:figure-drawn");
       views.add(view);
