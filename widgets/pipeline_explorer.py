@@ -267,7 +267,9 @@ def _replace(fig: go.FigureWidget, new: dict) -> None:
     every trace replaced in one batch update."""
     data = new["data"]
     if [(t.name, t.type) for t in fig.data] == [(t.get("name"), t["type"]) for t in data]:
-        update_in_place(fig, data, new["layout"])
+        # a property the new trace leaves out is removed (a hover template, say)
+        update_in_place(fig, [{**{k: None for k in old if k not in t and k != "uid"}, **t}
+                              for old, t in zip(fig._data, data, strict=True)], new["layout"])
         return
     with fig.batch_update():
         fig.data = ()
