@@ -465,6 +465,7 @@ class Engine:
             end = self._begin(nxt, t)
             if end < 0:
                 return                   # ends when someone calls finish()
+            self._seq += 1               # its end's number, used or not: the same as unchained
             if end <= self._chain_until and (not heap or heap[0][0] > end):
                 # a chain (a model's ops, a stream's queued copies): its end is the next
                 # entry the loop would take, so it ends now, in this step, as it would in the
@@ -472,7 +473,6 @@ class Engine:
                 self.now_ns = t = end
                 task = nxt
                 continue
-            self._seq += 1
             _heappush(heap, (end, _END, self._seq, nxt))
             return
 
