@@ -13,8 +13,9 @@ side (the same ``go.FigureWidget`` API: ``batch_update()``, ``data``, ``layout``
   page and shared by every figure of every notebook on it;
 * keeps the figure's data and layout in the widget model, applies plotly's Python-to-JS edit
   messages (restyle, relayout, update, add, delete and move traces) to them, and redraws the
-  existing plot with ``Plotly.react`` (no new plot per change; bursts of edits coalesce into
-  one redraw);
+  existing plot with ``Plotly.react`` (no new plot per change; edits applied together, or
+  while a redraw is under way, coalesce into one redraw), handing it the value arrays that did
+  not change by reference, so plotly recomputes only the traces that changed;
 * reports the learner's zooms, pans, autoscales and legend clicks back to Python as plotly's
   FigureWidget does, so ``layout.xaxis.on_change`` callbacks still run.
 
@@ -198,14 +199,10 @@ function fresh(v) {
   return out;
 }
 
-// One redraw per animation frame: messages that arrive together (an update and the traces a
-// new stream adds, say) cost one Plotly.react. A hidden page gets no frames: a timer stands in.
-function nextFrame(callback) {
-  let done = false;
-  const run = () => { if (!done) { done = true; callback(); } };
-  requestAnimationFrame(run);
-  setTimeout(run, 100);
-}
+// Edits applied in one task (a message's several properties, a new state's data and layout)
+// cost one Plotly.react: the redraw waits for the end of the task (a microtask), not for an
+// animation frame, which would add up to a frame to every control's latency.
+function soon(callback) { queueMicrotask(callback); }
 
 export default () => {
   let data = [];
@@ -291,7 +288,7 @@ export default () => {
         if (!l.height) l.height = 360;
         return [data.map(fresh), l];
       };
-      // coalesce: edits wait for the next frame, and for the redraw under way, then one
+      // coalesce: edits wait for the end of the task, and for the redraw under way, then one
       // Plotly.react shows them all (div.dataset.redraws counts them, for the tests)
       let drawing = null, waiting = false, again = false;
       const done = () => {
@@ -305,7 +302,7 @@ export default () => {
       };
       view.redraw = () => {
         if (drawing) { again = true; return; }
-        if (!waiting) { waiting = true; nextFrame(draw); }
+        if (!waiting) { waiting = true; soon(draw); }
       };
       drawing = Plotly.newPlot(div, ...copy(), config).finally(done);
       await drawing;
