@@ -139,7 +139,7 @@ def measure(root: Path, lessons: list[str], moves: int) -> dict:
                         results["first"].append((lesson, (plot["t"] - t0) / 1000))
                         results["first_cell"].append((lesson, cell))
                     else:
-                        results["later_cell"].append((lesson, cell))
+                        results["later_cell"].append((f"{lesson[:2]} cell {plot['cell']}", cell))
                 for label, selector, how, nth in CONTROLS.get(lesson, []):
                     results["controls"][label] = _move(nb, label, selector, how, nth, moves)
                 bs.close_notebook(nb)
@@ -159,6 +159,8 @@ def _summary(r: dict) -> dict[str, str]:
     if later:
         rows[f"later plots, cell to screen ({len(later)})"] = (
             f"median {statistics.median(later) * 1000:.0f} ms, max {max(later) * 1000:.0f} ms")
+        slowest = sorted(r["later_cell"], key=lambda x: -x[1])[:3]
+        rows["slowest later plots"] = ", ".join(f"{w} {s * 1000:.0f} ms" for w, s in slowest)
     for label, ms in r["controls"].items():
         rows[f"{label} -> plot"] = (f"median {statistics.median(ms):.0f} ms, "
                                     f"p90 {_pct(ms, 0.9):.0f} ms" if ms else "no change")
