@@ -238,7 +238,7 @@ class PipelineExplorer:
             control.observe(lambda change, name=name: self.update(**{name: change["new"]}),
                             names="value")
         self._figure = figure_widget(self.to_figure())
-        self._timeline = figure_widget(self._timeline_json())
+        self._timeline = figure_widget(self._timeline_json(), validated=True)
         self._readout = ipw.HTML(self.summary_html())
         c = self.controls
         self._view = ipw.VBox([

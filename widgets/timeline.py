@@ -27,7 +27,7 @@ import acllab
 from acllab import acl
 from acllab.analysis import trace
 
-from ._display import figure_widget, widget_bundle
+from ._display import figure_widget, trusted_figure, widget_bundle
 from ._live import LiveRedraw
 
 __all__ = ["Timeline", "Bar", "Lane", "lanes", "event_arrows", "busy_bins", "hover_data",
@@ -348,8 +348,11 @@ class Timeline(LiveRedraw):
         return self._all_lanes
 
     # -- the figure ----------------------------------------------------------------------
-    def _traces(self, window: tuple[int, int] | None) -> tuple[list, bool]:
-        """One trace per lane (bars, or busy bins), instants and arrows; and whether binned."""
+    def _traces(self, window: tuple[int, int] | None) -> tuple[list[dict], bool]:
+        """One trace per lane (bars, or busy bins), instants and arrows; and whether binned.
+
+        The traces are plotly JSON (see :func:`_trace`), built as plotly's validation would
+        store them, so the figure takes them without validating them again."""
         lane_list = self._lanes
         full = self._span()
         lo, hi = window or full
@@ -364,8 +367,8 @@ class Timeline(LiveRedraw):
         instants = [] if binned else [(b, y) for y, (lane, bars) in enumerate(
             zip(lane_list, shown, strict=True)) if lane.kind != "engine"
             for b in bars if b.end_ns == b.start_ns]
-        traces.append(go.Scatter(
-            x=[to_x(b.start_ns) for b, _ in instants], y=[y for _, y in instants],
+        traces.append(_trace(
+            "scatter", x=[to_x(b.start_ns) for b, _ in instants], y=[y for _, y in instants],
             mode="markers", name="instants", hoverinfo="text", showlegend=False,
             hovertext=[b.hover for b, _ in instants],
             marker={"symbol": "diamond", "size": 7, "color": [b.colour for b, _ in instants]}))
@@ -373,14 +376,14 @@ class Timeline(LiveRedraw):
         traces.append(_arrow_trace([] if binned or len(arrows) > self.max_arrows else arrows,
                                    to_x))
         # Two invisible points at the trace's ends: autoscale always returns to the full view.
-        traces.append(go.Scatter(x=[to_x(full[0]), to_x(full[1])], y=[0, 0], name="extent",
-                                 mode="markers", marker={"opacity": 0}, hoverinfo="skip",
-                                 showlegend=False))
+        traces.append(_trace("scatter", x=[to_x(full[0]), to_x(full[1])], y=[0, 0],
+                             name="extent", mode="markers", marker={"opacity": 0},
+                             hoverinfo="skip", showlegend=False))
         colours = dict.fromkeys(b.colour for bars in shown for b in bars)
         for colour in [c for c in KEY if c in colours]:
-            traces.append(go.Scatter(x=[None], y=[None], name=KEY[colour], mode="markers",
-                                     meta="key", showlegend=True,
-                                     marker={"symbol": "square", "size": 10, "color": colour}))
+            traces.append(_trace("scatter", x=[None], y=[None], name=KEY[colour],
+                                 mode="markers", meta="key", showlegend=True,
+                                 marker={"symbol": "square", "size": 10, "color": colour}))
         return traces, binned
 
     def _span(self) -> tuple[int, int]:
@@ -408,7 +411,7 @@ class Timeline(LiveRedraw):
         n = len(self._lanes)
         title = _wrap(self._title(binned))
         top = 78 + 16 * title.count("<br>")          # the title, then the colour key
-        fig = go.Figure(data=traces)
+        fig = trusted_figure(traces)
         fig.update_layout(
             title={"text": title, "font": {"size": 13}, "x": 0, "xanchor": "left",
                    "xref": "paper", "y": 1, "yref": "container", "yanchor": "top",
@@ -471,13 +474,16 @@ class Timeline(LiveRedraw):
         """Update the traces in place when their shape matches, else replace them all."""
         fig = self._fig
 
+        def as_json(trace) -> dict:
+            return trace if isinstance(trace, dict) else trace.to_plotly_json()
+
         def shape(traces) -> list:
-            return [(t.name, t.type, sorted(k for k in t.to_plotly_json() if k != "uid"))
-                    for t in traces]
+            return [(t.get("name"), t["type"], sorted(k for k in t if k != "uid"))
+                    for t in map(as_json, traces)]
 
         if shape(fig.data) == shape(data):
             for old, fresh in zip(fig.data, data, strict=True):
-                old.update(fresh.to_plotly_json(), overwrite=True)
+                old.update(as_json(fresh), overwrite=True)
         else:
             fig.data = ()
             fig.add_traces(list(data))
@@ -588,11 +594,20 @@ class Timeline(LiveRedraw):
         return widget_bundle(data, make, include, exclude)
 
 
-def _bar_trace(name: str, bars: list[Bar], y: int, to_x, lo: int, div: int) -> go.Bar:
+def _trace(kind: str, **props) -> dict:
+    """A trace as plotly JSON ("type" first), without the properties that are ``None``.
+
+    The values must be what plotly's validation would store: lists (not tuples or numpy
+    arrays) of Python numbers and strings, dicts for nested properties (``marker``); the
+    figure takes them as they are (``widgets._display.trusted_figure``)."""
+    return {"type": kind, **{k: v for k, v in props.items() if v is not None}}
+
+
+def _bar_trace(name: str, bars: list[Bar], y: int, to_x, lo: int, div: int) -> dict:
     """Single tasks; an outline in the bar's own colour keeps a thin bar at least 1 px wide."""
     colours = [b.colour for b in bars]
-    return go.Bar(
-        name=name, orientation="h", y=[y] * len(bars), width=0.6, showlegend=False,
+    return _trace(
+        "bar", name=name, orientation="h", y=[y] * len(bars), width=0.6, showlegend=False,
         base=[to_x(max(b.start_ns, lo)) for b in bars],
         x=[(b.end_ns - max(b.start_ns, lo)) / div for b in bars],
         marker={"color": colours, "line": {"width": 1, "color": colours}},
@@ -613,16 +628,17 @@ def dominant_colours(bars: list[Bar], lo: int, hi: int, bins: int) -> list[str]:
     return [names[i] for i in best]
 
 
-def _binned_trace(lane: Lane, bars: list[Bar], y: int, lo: int, hi: int, to_x) -> go.Bar:
+def _binned_trace(lane: Lane, bars: list[Bar], y: int, lo: int, hi: int, to_x) -> dict:
     """The lane's busy time per bin: one bar per non-empty bin, coloured by the kind of task
     busiest in it (the same colours as single tasks), darker = busier."""
     edges, busy, starts = busy_bins(bars, lo, hi, BINS)
     idx = np.flatnonzero((busy > 0) | (starts > 0))
     width = edges[1] - edges[0]
     colours = dominant_colours(bars, lo, hi, BINS)
-    return go.Bar(
-        name=lane.name, orientation="h", y=[y] * len(idx), width=0.6, showlegend=False,
-        base=[to_x(e) for e in edges[idx]], x=[to_x(width) - to_x(0)] * len(idx),
+    return _trace(
+        "bar", name=lane.name, orientation="h", y=[y] * len(idx), width=0.6, showlegend=False,
+        base=[to_x(e) for e in edges[idx].tolist()],
+        x=[float(to_x(width) - to_x(0))] * len(idx),
         customdata=(busy[idx] / 1000).tolist(),
         marker={"color": [colours[i] for i in idx],
                 "opacity": np.clip(0.35 + 0.65 * busy[idx] / width, 0, 1).tolist(),
@@ -632,17 +648,17 @@ def _binned_trace(lane: Lane, bars: list[Bar], y: int, lo: int, hi: int, to_x) -
                    for i in idx], hoverinfo="text")
 
 
-def _arrow_trace(arrows, to_x) -> go.Scatter:
+def _arrow_trace(arrows, to_x) -> dict:
     xs: list = []
     ys: list = []
     for x0, y0, x1, y1 in arrows:
         xs += [to_x(x0), to_x(x1), None]
         ys += [y0, y1, None]
-    return go.Scatter(x=xs, y=ys, name="event waits", mode="lines+markers", hoverinfo="skip",
-                      showlegend=False,
-                      line={"color": "#555555", "width": 1, "dash": "dot"},
-                      marker={"symbol": "arrow", "angleref": "previous",
-                              "size": [0, 9, 0] * len(arrows), "color": "#555555"})
+    return _trace("scatter", x=xs, y=ys, name="event waits", mode="lines+markers",
+                  hoverinfo="skip", showlegend=False,
+                  line={"color": "#555555", "width": 1, "dash": "dot"},
+                  marker={"symbol": "arrow", "angleref": "previous",
+                          "size": [0, 9, 0] * len(arrows), "color": "#555555"})
 
 
 def _cursor_shape(x: float, n_lanes: int) -> dict:
