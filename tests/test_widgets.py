@@ -30,7 +30,6 @@ from widgets.timeline import (
     Timeline,
     busy_bins,
     event_arrows,
-    hover_text,
     lanes,
     time_unit,
 )
@@ -95,7 +94,7 @@ def test_one_bar_trace_per_lane_with_bars_in_microseconds(fresh):
     h2d = bars_of(fig, "H2D DMA")
     assert list(h2d.base) == [(r["start_ns"] - first) / 1000 for r in copies]
     assert list(h2d.x) == pytest.approx([(r["end_ns"] - r["start_ns"]) / 1000 for r in copies])
-    assert "MemcpyHostToDevice" in hover_text(h2d, 0) and "bytes" in hover_text(h2d, 0)
+    assert "MemcpyHostToDevice" in h2d.hovertext[0] and "bytes" in h2d.hovertext[0]
     host = bars_of(fig, "host (API calls)")
     # host calls that end before the first task (init, set-up) are left out of the view
     assert len(host.x) == sum(end >= first for _, _, end, _ in runtime.api_log) > 0
@@ -135,10 +134,7 @@ def test_many_tasks_show_busy_time_per_bin_and_zooming_shows_tasks_again(fresh):
     fw = tl.widget()
     fw.layout.xaxis.range = [tl.x(copies[3].start_ns), tl.x(copies[5].end_ns)]
     zoomed = bars_of(fw, "H2D DMA")
-    # single tasks again: each bar hovers its own task, not a bin's busy time
-    assert [f"(task {t.id}, memcpy)" in hover_text(zoomed, i)
-            for i, t in enumerate(copies[3:6])] == [True] * 3
-    assert "busy" not in hover_text(zoomed, 0)
+    assert zoomed.customdata is None           # single tasks again
     assert list(zoomed.base) == pytest.approx([tl.x(t.start_ns) for t in copies[3:6]])
     assert "busy time per bin" not in fw.layout.title.text
     assert [t for t in fw.data if t.name == "event waits"][0].x   # and the arrows in view
@@ -365,29 +361,3 @@ def test_a_window_shows_one_span_and_autoscale_returns_to_it(fresh):
     fw.layout.xaxis.autorange = True
     assert len(bars_of(fw, "H2D DMA").x) == 1
     assert fw.layout.xaxis.range[1] == pytest.approx(tl.x(window[1]) * 1.02, rel=0.05)
-
-
-def test_each_bar_hovers_its_whole_text_from_a_template_and_a_few_fields(fresh):
-    small_program(rounds=3)
-    tl = Timeline()
-    fig = tl.to_figure()
-    lo, hi = tl._span()
-    bar_traces = [t for t in fig.data if t.type == "bar"]
-    assert len(bar_traces) == len(tl._lanes)
-    for trace_, lane in zip(bar_traces, tl._lanes, strict=True):
-        shown = [b for b in lane.bars if b.end_ns >= lo and b.start_ns <= hi]
-        assert trace_.hovertemplate and trace_.hovertext is None, lane.name
-        assert [hover_text(trace_, i) for i in range(len(shown))] == [b.hover for b in shown]
-
-
-def test_the_pipeline_timeline_sends_its_hover_in_fields_not_texts():
-    import json
-
-    from widgets.pipeline_explorer import PipelineExplorer
-
-    data = PipelineExplorer()._timeline_json()["data"]
-    bars = [t for t in data if t["type"] == "bar"]
-    hover = sum(len(json.dumps([t.get("hovertemplate"), t.get("customdata")])) for t in bars)
-    tasks = sum(len(t["x"]) for t in bars)
-    assert all("hovertext" not in t for t in bars)
-    assert hover < 170 * tasks          # a whole text a task was about 235 bytes

@@ -30,8 +30,7 @@ from acllab.analysis import trace
 from ._display import figure_widget, trusted_figure, widget_bundle
 from ._live import LiveRedraw
 
-__all__ = ["Timeline", "Bar", "Lane", "lanes", "event_arrows", "busy_bins", "hover_data",
-           "hover_text", "COLOURS"]
+__all__ = ["Timeline", "Bar", "Lane", "lanes", "event_arrows", "busy_bins", "COLOURS"]
 
 COLOURS = {
     "h2d": "#1f77b4", "d2h": "#ff7f0e", "d2d": "#2ca02c", "h2h": "#9467bd",
@@ -83,17 +82,11 @@ class Bar:
     @property
     def hover(self) -> str:
         """Hover text (built on demand: big traces never build it for every task)."""
-        return _render(self.hover_parts())
-
-    def hover_parts(self) -> tuple:
-        """The hover text as literal strings and (value, d3 format) fields: a lane's bars
-        share their literals, so a trace sends each field once per bar (:func:`hover_data`)."""
         if isinstance(self.source, dict):
             return _task_hover(self.source, self.end_ns)
         name, start, end, ret = self.source or (self.label, self.start_ns, self.end_ns, 0)
-        return ("<b>", (html.escape(self.label), ""), "</b><br>host ", (_us_value(start), US),
-                "-", (_us_value(end), US), " us (", (_us_value(end - start), US),
-                " us)<br>returned ", (ret, ""))
+        return (f"<b>{html.escape(self.label)}</b><br>host {_us(start)}-{_us(end)} us "
+                f"({_us(end - start)} us)<br>returned {ret}")
 
 
 @dataclass
@@ -105,92 +98,24 @@ class Lane:
     bars: list[Bar] = field(default_factory=list)
 
 
-US = ",.3f"           # microseconds, to the nanosecond, as the hover shows them
-
-
-def _us_value(ns: float) -> float:
-    return round(ns / 1000, 3)
-
-
-def _format(value, fmt: str) -> str:
-    return f"{value:,.3f}" if fmt == US else str(value)
-
-
-def _render(parts) -> str:
-    """The text of hover parts (literals and (value, format) fields)."""
-    return "".join(p if isinstance(p, str) else _format(*p) for p in parts)
-
-
-def _task_hover(rec: dict, end_ns: int) -> tuple:
+def _task_hover(rec: dict, end_ns: int) -> str:
     dur = end_ns - rec["start_ns"]
-    nbytes = ""
+    lines = [f"<b>{html.escape(rec['name'])}</b> (task {rec['id']}, {rec['kind']})",
+             f"{rec['stream_name'] or 'no stream (blocking call)'} on {rec['engine']}",
+             f"start {_us(rec['start_ns'])} us, end {_us(end_ns)} us ({_us(dur)} us)"
+             + ("" if rec["end_ns"] >= 0 else ", still running"),
+             f"submitted {_us(rec['submit_ns'])} us, ready {_us(rec['ready_ns'])} us"]
     if rec["nbytes"]:
-        nbytes = f"<br>{rec['nbytes']:,} bytes" + (f", {rec['nbytes'] / dur:.2f} GB/s"
-                                                    if dur > 0 else "")
+        lines.append(f"{rec['nbytes']:,} bytes" + (f", {rec['nbytes'] / dur:.2f} GB/s"
+                                                    if dur > 0 else ""))
+    if rec["flops"]:
+        lines.append(f"{rec['flops']:,} flops")
     waits = [f"task {d} ({label})" for d, label in rec["deps"] if label != "stream"]
-    # an optional line is two fields, its heading and its value: a heading every bar of a
-    # lane has goes into the template once
-    return ("<b>", (html.escape(rec["name"]), ""), "</b> (task ", (rec["id"], ""), ", ",
-            (rec["kind"], ""), ")<br>", (rec["stream_name"] or "no stream (blocking call)", ""),
-            " on ", (rec["engine"], ""),
-            "<br>start ", (_us_value(rec["start_ns"]), US), " us, end ", (_us_value(end_ns), US),
-            " us (", (_us_value(dur), US), " us)",
-            ("" if rec["end_ns"] >= 0 else ", still running", ""),
-            "<br>submitted ", (_us_value(rec["submit_ns"]), US), " us, ready ",
-            (_us_value(rec["ready_ns"]), US), " us", (nbytes, ""),
-            (f"<br>{rec['flops']:,} flops" if rec["flops"] else "", ""),
-            ("<br>waits for " if waits else "", ""), (", ".join(waits), ""),
-            ("<br>from " if rec["api"] else "", ""),
-            (_qualified(rec["api"]) if rec["api"] else "", ""))
-
-
-def hover_data(bars: list[Bar]) -> dict:
-    """A trace's hover for ``bars``: one ``hovertemplate`` and, per bar, the fields that differ
-    (``customdata``), instead of a whole text per bar; the same text as :attr:`Bar.hover`.
-
-    A field every bar shares goes into the template as text; bars whose hovers are not of one
-    form (host calls and tasks together) get their texts (``hovertext``)."""
-    if not bars:
-        return {"hovertext": [], "hoverinfo": "text"}
-    forms = [b.hover_parts() for b in bars]
-    first = forms[0]
-    shape = [p if isinstance(p, str) else None for p in first]
-    if any([p if isinstance(p, str) else None for p in f] != shape for f in forms[1:]):
-        return {"hovertext": [_render(f) for f in forms], "hoverinfo": "text"}
-    template, columns = [], []
-    for k, part in enumerate(first):
-        if isinstance(part, str):
-            template.append(part)
-            continue
-        values = [f[k][0] for f in forms]
-        text = _format(values[0], part[1])
-        if all(v == values[0] for v in values) and "%" not in text:
-            template.append(text)       # the same for every bar
-            continue
-        fmt = f":{part[1]}" if part[1] else ""
-        template.append(f"%{{customdata[{len(columns)}]{fmt}}}")
-        columns.append(values)
-    template.append("<extra></extra>")
-    return {"hovertemplate": "".join(template),
-            "customdata": [list(row) for row in zip(*columns, strict=True)] if columns
-            else None}
-
-
-def hover_text(trace, i: int) -> str:
-    """The hover text point ``i`` of a timeline trace shows (its template filled in)."""
-    import re
-
-    get = trace.get if isinstance(trace, dict) else lambda k: getattr(trace, k)
-    if get("hovertemplate") is None:
-        return get("hovertext")[i]
-    row = (get("customdata") or [[]] * (i + 1))[i]
-
-    def field(m):
-        value = row[int(m.group(1))]
-        return _format(value, m.group(2) or "")
-
-    text = re.sub(r"%\{customdata\[(\d+)\](?::([^}]*))?\}", field, get("hovertemplate"))
-    return text.replace("<extra></extra>", "")
+    if waits:
+        lines.append("waits for " + ", ".join(waits))
+    if rec["api"]:
+        lines.append(f"from {_qualified(rec['api'])}")
+    return "<br>".join(lines)
 
 
 def _colour(rec: dict) -> str:
@@ -611,7 +536,7 @@ def _bar_trace(name: str, bars: list[Bar], y: int, to_x, lo: int, div: int) -> d
         base=[to_x(max(b.start_ns, lo)) for b in bars],
         x=[(b.end_ns - max(b.start_ns, lo)) / div for b in bars],
         marker={"color": colours, "line": {"width": 1, "color": colours}},
-        **hover_data(bars))
+        hovertext=[b.hover for b in bars], hoverinfo="text")
 
 
 def dominant_colours(bars: list[Bar], lo: int, hi: int, bins: int) -> list[str]:
