@@ -98,3 +98,14 @@ def test_memory_map_switching_device_sends_one_message_matching_a_fresh_figure(f
     fresh = MemoryMap(card, device=1).to_figure()
     assert _traces(fig) == _traces(fresh)
     assert fig.layout.to_plotly_json() == fresh.layout.to_plotly_json()
+
+
+def test_a_course_figure_reprs_in_one_line_and_prints_whole():
+    # ipywidgets puts repr(widget) in every display's text/plain (for each box holding the
+    # figure too): plotly's repr pretty-prints every trace first
+    from widgets._figure import CourseFigure
+
+    fig = CourseFigure({"data": [{"type": "bar", "x": list(range(500)), "y": [0] * 500}],
+                        "layout": {"title": {"text": "copies"}}})
+    assert repr(fig) == "<CourseFigure: 1 trace(s), 'copies'>"
+    assert "'x': [0, 1, 2" in str(fig) and len(str(fig)) > 1000

@@ -348,4 +348,16 @@ class CourseFigure(_figure_widget_class()):
     def _library_ref(self) -> str:
         return "IPY_MODEL_" + plotly_library().model_id
 
+    def __repr__(self) -> str:
+        """A one-line summary. ipywidgets puts ``repr(widget)`` (cut to 110 characters) in
+        every display's text/plain, for the figure and for each box holding it, and plotly's
+        own repr pretty-prints every trace's data first (tens of ms for a timeline);
+        ``print(fig)`` still shows the whole figure."""
+        title = self.layout.title.text
+        return (f"<CourseFigure: {len(self.data)} trace(s)"
+                + (f", {title!r}" if title else "") + ">")
+
+    def __str__(self) -> str:
+        return super().__repr__()
+
 
