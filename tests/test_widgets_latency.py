@@ -108,4 +108,4 @@ def test_a_course_figure_reprs_in_one_line_and_prints_whole():
     fig = CourseFigure({"data": [{"type": "bar", "x": list(range(500)), "y": [0] * 500}],
                         "layout": {"title": {"text": "copies"}}})
     assert repr(fig) == "<CourseFigure: 1 trace(s), 'copies'>"
-    assert "'x': [0, 1, 2" in str(fig) and len(str(fig)) > 1000
+    assert str(fig).startswith("CourseFigure({") and "'title': {'text': 'copies'}" in str(fig)
