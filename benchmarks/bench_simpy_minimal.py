@@ -20,7 +20,9 @@ pipeline runs, in one process, as
   sanitizer, which runs at ``acl.finalize()``; setup and teardown included. It has one race
   on purpose (the next H2D overwrites ``dev`` with no event ordering it after the previous
   D2H, which the timing of this run hides): the sanitizer must find exactly that;
-* ``acllab engine``: the same tasks on ``acllab.engine`` alone (``record=False``, no data).
+* ``acllab engine``: the same tasks on ``acllab.engine`` alone (``record=False``, no data),
+  built and submitted as the runtime does (``Task.quick``, ``submit_at`` with the stream's
+  previous task).
 
 The three makespans must be equal (checked). Timings are ``time.perf_counter``, best of R
 repeats round robin, garbage collector on. Targets (issue 11, target 3): the API path at
@@ -191,19 +193,24 @@ def run_engine(n: int, nbytes: int, c: Costs) -> tuple[int, int]:
             return wake if rec.end_ns > max(t.submit_ns, before) else 0
         return duration
 
+    # tasks built as the runtime builds them (Task.quick: positional, units 1): name, kind,
+    # duration, resource, stream, device, nbytes, reads, writes, deps, on_start, on_end, info,
+    # api
+    quick = Task.quick
     for _ in range(n):
         host += launch
-        last_a = submit_at(Task("MemcpyHostToDevice", "memcpy", resource=h2d,
-                                duration_ns=h2d_ns, nbytes=nbytes), host, last_a)
+        last_a = submit_at(quick("MemcpyHostToDevice", "memcpy", h2d_ns, h2d, None, 0, nbytes,
+                                 (), (), (), None, None, None, ""), host, last_a)
         host += rec_host
-        rec = last_a = submit_at(Task("EventRecord", "event_record", duration_ns=rec_dev),
-                                 host, last_a)
+        rec = last_a = submit_at(quick("EventRecord", "event_record", rec_dev, None, None, 0, 0,
+                                       (), (), (), None, None, None, ""), host, last_a)
         host += rec_host
-        last_b = submit_at(Task("EventWait", "event_wait", duration_ns=waiter(rec, last_b),
-                                deps=((rec, "event"),)), host, last_b)
+        last_b = submit_at(quick("EventWait", "event_wait", waiter(rec, last_b), None, None, 0,
+                                 0, (), (), ((rec, "event"),), None, None, None, ""),
+                           host, last_b)
         host += launch
-        last_b = submit_at(Task("MemcpyDeviceToHost", "memcpy", resource=d2h,
-                                duration_ns=d2h_ns, nbytes=nbytes), host, last_b)
+        last_b = submit_at(quick("MemcpyDeviceToHost", "memcpy", d2h_ns, d2h, None, 0, nbytes,
+                                 (), (), (), None, None, None, ""), host, last_b)
     eng.run()
     return 4 * n, max(last_a.end_ns, last_b.end_ns)
 
