@@ -409,17 +409,9 @@ class Engine:
             task.end_ns = t
             effect = task.on_end
             if effect is not None:
-                if not task.cancelled:
-                    try:
-                        effect(task)
-                    except Exception as exc:   # noqa: BLE001 (a task's data effect failed)
-                        self._failed(task, exc)
-                    else:
-                        info = task.info
-                        if info and "fault" in info:
-                            self._faulted(task)
-                        if task.writes and self.wrote is not None:
-                            self.wrote(task)
+                if (not task.cancelled and self._effect(task, effect) and task.writes
+                        and self.wrote is not None):
+                    self.wrote(task)
                 task.on_end = None       # drop the closure: the trace keeps only data
             if self.observer is not None and not task.cancelled:
                 self.observer(task)
@@ -508,14 +500,7 @@ class Engine:
         if task.cancelled:
             task.duration_ns = 0
         elif on_start is not None:
-            try:
-                on_start(task)
-            except Exception as exc:   # noqa: BLE001 (a task's data effect failed)
-                self._failed(task, exc)
-            else:
-                info = task.info
-                if info and "fault" in info:
-                    self._faulted(task)
+            self._effect(task, on_start)
         d = task.duration_ns
         if d.__class__ is not int and not isinstance(d, int):
             d = d(task)
@@ -523,6 +508,19 @@ class Engine:
                 return -1
             d = task.duration_ns = int(d)
         return t + d
+
+    def _effect(self, task: Task, effect: Callable[[Task], None]) -> bool:
+        """Run one of ``task``'s data effects; True when it succeeded. An effect that raised,
+        or recorded ``info['fault']`` itself, is reported to ``fault``."""
+        try:
+            effect(task)
+        except Exception as exc:   # noqa: BLE001 (a task's data effect failed)
+            self._failed(task, exc)
+            return False
+        info = task.info
+        if info and "fault" in info:
+            self._faulted(task)
+        return True
 
     def _failed(self, task: Task, exc: Exception) -> None:
         """A task's effect raised: report it to ``fault`` (or let it propagate without one)."""

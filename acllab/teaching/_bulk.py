@@ -13,19 +13,20 @@ with the collector on or off (tests/test_bulk_gc.py).
 from __future__ import annotations
 
 import gc
-from contextlib import ContextDecorator
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 __all__ = ["collector_paused"]
 
 
-class collector_paused(ContextDecorator):  # noqa: N801 (used as a decorator, like contextlib's)
-    """Pause the cyclic garbage collector while the block (or decorated function) runs."""
-
-    def __enter__(self) -> collector_paused:
-        self._was = gc.isenabled()
-        gc.disable()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._was:
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while the block (or the function decorated with
+    ``@collector_paused()``) runs."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
             gc.enable()
