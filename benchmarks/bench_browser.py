@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-# lesson -> [(label, control selector, how to move it)]; the figure is the one in the
-# control's cell ("nth" picks among several figures there).
+# lesson -> [(label, control selector, how to move it)] (none: its plot times only); the figure
+# is the one in the control's cell ("nth" picks among several figures there).
 CONTROLS = {
     "02-device-memory.ipynb": [
         ("MemoryMap device dropdown", ".acllab-memory-map-device select", "select", 0)],
@@ -43,11 +43,13 @@ CONTROLS = {
     "04-streams.ipynb": [
         ("Timeline cursor slider", ".acllab-timeline-cursor .noUi-handle", "keys", 0),
         ("StreamStepper Step button", ".acllab-stream-stepper-forward", "click", 0)],
+    "05-events.ipynb": [],                     # timelines only: their plot times
     "06-double-stream-pipeline.ipynb": [
         ("PipelineExplorer batch slider", ".acllab-pipeline-batch .noUi-handle", "keys", 0)],
     "08-dynamic-shapes.ipynb": [
         ("ShapeExplorer budget slider", ".acllab-shape-budget .noUi-handle", "keys", 0),
         ("ShapeExplorer gear toggle", ".acllab-shape-gear", "click", 0)],
+    "10-runtime-vs-graph-compiler.ipynb": [],  # timelines only
 }
 
 # Records, in the page's clock, when each code cell got its execution number and when each

@@ -376,3 +376,42 @@ def test_lesson_runs_in_jupyterlab_and_its_widgets_respond(notebook):
         check(notebook)
     assert not notebook.console_errors, notebook.console_errors
     print(f"[browser] {notebook.name}: Run All {seconds:.1f} s")
+
+
+# -- figures follow their width, and only their width -------------------------------------------
+FIT = ("Array.from(document.querySelectorAll('" + ".jp-NotebookPanel:not(.lm-mod-hidden) "
+       ".acllab-plot'), gd => [Number(gd.dataset.resizes || 0), "
+       "Math.round(gd.parentElement.getBoundingClientRect().width), "
+       "Math.round((gd._fullLayout || {}).width || 0)])")
+
+
+def _fit_after(nb, width: int, resizes: int) -> list:
+    """Each figure once the window is ``width`` px wide: wait until every one has ``resizes``
+    resizes and is drawn at its container's width (within 2 px)."""
+    nb.page.set_viewport_size({"width": width, "height": 900})
+    try:
+        nb.page.wait_for_function(
+            f"(n) => {{ const f = {FIT}; return f.length && f.every(([r, c, w]) => "
+            "r === n && Math.abs(c - w) <= 2); }", arg=resizes, timeout=20_000)
+    except Exception:                    # noqa: BLE001 - show what each figure did
+        pass
+    nb.page.wait_for_timeout(600)        # a late resize (plotly's 100 ms timer) shows up too
+    return nb.page.evaluate(FIT)
+
+
+@pytest.mark.parametrize("notebook", ["04-streams.ipynb"], indirect=True)
+def test_figures_redraw_when_their_width_changes_and_not_before(notebook):
+    """A course figure is drawn at its output's width once; the window narrowing, then
+    widening, redraws each figure at its new width exactly once each time. (A ResizeObserver
+    reports an element once when it starts observing: taking that for a change cost every
+    figure a second full drawing, 100 ms after its first, in the middle of Run All.)"""
+    notebook.run_all()
+    fit = _fit_after(notebook, 1280, 0)
+    assert len(fit) >= 2, fit
+    assert all(r == 0 and abs(c - w) <= 2 for r, c, w in fit), \
+        f"figures redrawn with no change of width ([resizes, container, drawn]): {fit}"
+    narrow = _fit_after(notebook, 1000, 1)
+    assert all(r == 1 and abs(c - w) <= 2 for r, c, w in narrow), narrow
+    assert all(n[1] < f[1] for n, f in zip(narrow, fit, strict=True)), (fit, narrow)
+    wide = _fit_after(notebook, 1280, 2)
+    assert [(r, w) for r, _, w in wide] == [(2, w) for _, _, w in fit], (fit, wide)

@@ -304,34 +304,65 @@ export default () => {
         if (drawing) { again = true; return; }
         if (!waiting) { waiting = true; soon(draw); }
       };
-      drawing = Plotly.newPlot(div, ...copy(), config).finally(done);
-      await drawing;
-      performance.mark("acllab:figure-drawn");
-      views.add(view);
-
       const ignore = new Set(["autosize", "width", "height", "lastInputTime"]);
       const tell = (name, msg) => { model.set(name, msg); model.save_changes(); };
-      div.on("plotly_relayout", (changes) => {   // the learner zoomed, panned, autoscaled
-        if (!changes || Object.keys(changes).every((k) => ignore.has(k))) return;
-        relayoutInto(layout, changes);
-        tell("_js2py_relayout", {relayout_data: changes, source_view_id: view.id});
-      });
-      div.on("plotly_restyle", (event) => {      // a legend click
-        if (!event) return;
-        restyleInto(data, event[0], event[1]);
-        tell("_js2py_restyle", {style_data: event[0], style_traces: event[1],
-                                source_view_id: view.id});
-      });
-      let width = 0;
+      const listen = () => {
+        div.on("plotly_relayout", (changes) => {   // the learner zoomed, panned, autoscaled
+          if (!changes || Object.keys(changes).every((k) => ignore.has(k))) return;
+          relayoutInto(layout, changes);
+          tell("_js2py_relayout", {relayout_data: changes, source_view_id: view.id});
+        });
+        div.on("plotly_restyle", (event) => {      // a legend click
+          if (!event) return;
+          restyleInto(data, event[0], event[1]);
+          tell("_js2py_restyle", {style_data: event[0], style_traces: event[1],
+                                  source_view_id: view.id});
+        });
+      };
+      let closed = false, started = false;
+      const first = () => {
+        if (started || closed) return;
+        started = true;
+        drawing = Plotly.newPlot(div, ...copy(), config).finally(done);
+        drawing.then(() => {
+          performance.mark("acllab:figure-drawn");
+          if (closed) return;
+          views.add(view);
+          listen();
+        });
+      };
+      // plotly sizes a plot to its element when it draws it (700 px wide while the element
+      // is not on the page yet), and Plotly.Plots.resize draws it again, whole (100 ms later,
+      // as long as the first drawing): so the first drawing waits until the view is on the
+      // page (ipywidgets puts it there after rendering it), and later ones come with a real
+      // change of width only (a ResizeObserver also reports an element once when it starts
+      // observing it). div.dataset.resizes counts them, for the tests.
+      const onPage = () => {
+        if (div.isConnected) first(); else if (!closed) requestAnimationFrame(onPage);
+      };
+      (async () => {     // on the page within the task, mostly: then no frame is waited for
+        for (let hop = 0; hop < 100 && !div.isConnected; hop++) await null;
+        onPage();
+      })();
+      let asked = 0;
       const resized = new ResizeObserver(() => {
-        const now = el.getBoundingClientRect().width;
-        if (now > 0 && Math.abs(now - width) > 1 && !layout.width) {
-          width = now;
+        const now = div.getBoundingClientRect().width;
+        if (now <= 0 || !started) return;
+        const at = (div._fullLayout || {}).width || 0;
+        if (!layout.width && Math.abs(now - at) > 1 && Math.abs(now - asked) > 1) {
+          asked = now;
+          div.dataset.resizes = String(Number(div.dataset.resizes || 0) + 1);
           Plotly.Plots.resize(div);
         }
       });
-      resized.observe(el);
-      return () => { resized.disconnect(); views.delete(view); Plotly.purge(div); };
+      resized.observe(div);
+      setTimeout(first, 1000);       // no animation frames (a hidden page): draw anyway
+      return () => {
+        closed = true;
+        resized.disconnect();
+        views.delete(view);
+        Plotly.purge(div);
+      };
     },
   };
 };
