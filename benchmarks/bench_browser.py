@@ -46,6 +46,7 @@ CONTROLS = {
     "05-events.ipynb": [],                     # timelines only: their plot times
     "06-double-stream-pipeline.ipynb": [
         ("PipelineExplorer batch slider", ".acllab-pipeline-batch .noUi-handle", "keys", 0)],
+    "07-offline-models.ipynb": [],             # timelines and a hand-made figure
     "08-dynamic-shapes.ipynb": [
         ("ShapeExplorer budget slider", ".acllab-shape-budget .noUi-handle", "keys", 0),
         ("ShapeExplorer gear toggle", ".acllab-shape-gear", "click", 0)],

@@ -415,3 +415,17 @@ def test_figures_redraw_when_their_width_changes_and_not_before(notebook):
     assert all(n[1] < f[1] for n, f in zip(narrow, fit, strict=True)), (fit, narrow)
     wide = _fit_after(notebook, 1280, 2)
     assert [(r, w) for r, _, w in wide] == [(2, w) for _, _, w in fit], (fit, wide)
+
+
+@pytest.mark.parametrize("notebook", ["07-offline-models.ipynb"], indirect=True)
+def test_a_lessons_own_plotly_figures_use_the_pages_one_plotly_js(notebook):
+    """Lesson 07 draws figures of its own with plotly (FigureView): JupyterLab shows them as
+    course figures, drawn with the page's one plotly.js, not through JupyterLab's plotly
+    renderer, which would load and run a second plotly.js first."""
+    notebook.run_all()
+    plots = notebook.panel.locator(".js-plotly-plot")
+    assert plots.count() >= 2
+    foreign = notebook.panel.locator(".js-plotly-plot:not(.acllab-plot)").count()
+    assert foreign == 0, f"{foreign} plot(s) drawn by JupyterLab's plotly renderer"
+    heatmaps = notebook.panel.locator(".acllab-plot .hm, .acllab-plot image").count()
+    assert heatmaps > 0, "the predictions figure (heatmaps) is not drawn"

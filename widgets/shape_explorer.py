@@ -112,16 +112,29 @@ def images_html(images, captions: list[str], colours: list[str] | None = None,
 
 class FigureView:
     """A plotly figure that also renders statically: JupyterLab draws the figure; nbconvert
-    and GitHub show ``fallback_html`` (a drawing and text) instead."""
+    and GitHub show ``fallback_html`` (a drawing and text) instead.
+
+    In JupyterLab the figure is a course figure (:func:`widgets._display.figure_widget`),
+    drawn with the page's one plotly.js: the bundle also carries plotly's own JSON, but the
+    widget view ranks first, so JupyterLab's plotly renderer, which loads and runs a second
+    plotly.js (about a second of the page's time before the figure shows), is not used."""
 
     def __init__(self, figure: go.Figure, fallback_html: str):
         self.figure = figure
         self.fallback_html = fallback_html
+        self._view = None
+
+    def widget(self):
+        """The live figure (made once)."""
+        if self._view is None:
+            self._view = figure_widget(self.figure)
+        return self._view
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         title = self.figure.layout.title.text or "figure"
-        return {"application/vnd.plotly.v1+json": _plotly_json(self.figure),
-                "text/html": self.fallback_html, "text/plain": f"<FigureView: {title}>"}
+        static = {"application/vnd.plotly.v1+json": _plotly_json(self.figure),
+                  "text/html": self.fallback_html, "text/plain": f"<FigureView: {title}>"}
+        return widget_bundle(static, self.widget, include, exclude)
 
 
 def _plotly_json(figure: go.Figure) -> dict:
