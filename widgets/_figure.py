@@ -338,7 +338,8 @@ export default () => {
       // change of width only (a ResizeObserver also reports an element once when it starts
       // observing it). div.dataset.resizes counts them, for the tests.
       const onPage = () => {
-        if (div.isConnected) first(); else if (!closed) requestAnimationFrame(onPage);
+        if (started || closed) return;
+        if (div.isConnected) first(); else requestAnimationFrame(onPage);
       };
       (async () => {     // on the page within the task, mostly: then no frame is waited for
         for (let hop = 0; hop < 100 && !div.isConnected; hop++) await null;
