@@ -323,12 +323,11 @@ export default () => {
       const first = () => {
         if (started || closed) return;
         started = true;
+        views.add(view);      // an edit while the first drawing is under way redraws after it
         drawing = Plotly.newPlot(div, ...copy(), config).finally(done);
         drawing.then(() => {
           performance.mark("acllab:figure-drawn");
-          if (closed) return;
-          views.add(view);
-          listen();
+          if (!closed) listen();
         });
       };
       // plotly sizes a plot to its element when it draws it (700 px wide while the element
