@@ -14,7 +14,8 @@ the page's own clock:
 
 ``--against DIR`` runs the same against another checkout (for example a clone of an earlier
 commit) and prints both side by side. Needs /usr/bin/chromium and playwright (python3 dev.py
-test installs it). Prints tables; nothing is asserted: a benchmark reports, tests decide.
+test installs it). Prints tables, then a PASS or FAIL line for each of issue 11's targets (for
+this checkout); nothing is asserted: a benchmark reports, tests decide.
 
     .venv/bin/python benchmarks/bench_browser.py [--moves N] [--against DIR] [--lessons 02,04]
 """
@@ -172,6 +173,29 @@ def _summary(r: dict) -> dict[str, str]:
     return rows
 
 
+# issue 11, target 5: the first plot in a fresh kernel, each later one, a control's redraw
+FIRST_S, LATER_S, CONTROL_P90_MS = 2.0, 0.3, 150
+
+
+def _targets(r: dict) -> None:
+    """One PASS/FAIL line per target for one checkout's measurements."""
+    def line(ok: bool, text: str) -> None:
+        print(f"{'PASS' if ok else 'FAIL'}: {text}")
+
+    if r["first"]:
+        worst = max(r["first"], key=lambda x: x[1])
+        line(worst[1] < FIRST_S, f"first plot after Run All, slowest {worst[0][:2]} "
+                                 f"{worst[1]:.2f} s (target < {FIRST_S:g} s)")
+    if r["later_cell"]:
+        worst = max(r["later_cell"], key=lambda x: x[1])
+        line(worst[1] < LATER_S, f"later plots, slowest {worst[0]} {worst[1] * 1000:.0f} ms "
+                                 f"(target < {LATER_S * 1000:.0f} ms)")
+    for label, ms in r["controls"].items():
+        p90 = _pct(ms, 0.9) if ms else float("inf")
+        line(p90 < CONTROL_P90_MS, f"{label} -> plot, p90 {p90:.0f} ms "
+                                   f"(target < {CONTROL_P90_MS} ms)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--moves", type=int, default=10, help="moves per control to time")
@@ -188,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     wanted = [w.strip() for w in args.lessons.split(",") if w.strip()]
     lessons = [name for name in CONTROLS if not wanted or name[:2] in wanted]
-    runs = {"this checkout": _summary(measure(ROOT, lessons, args.moves))}
+    mine = measure(ROOT, lessons, args.moves)
+    runs = {"this checkout": _summary(mine)}
     if args.against:
         runs[f"against {args.against.name}"] = _summary(
             measure(args.against.resolve(), lessons, args.moves))
@@ -199,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     print(" " * width + "".join(f"{n:<34}" for n in names))
     for key in keys:
         print(f"{key:<{width}}" + "".join(f"{runs[n].get(key, '-'):<34}" for n in names))
+    print()
+    _targets(mine)
     return 0
 
 
