@@ -18,6 +18,14 @@ _settings: dict = {}
 CREATED = [0]      # runtimes made so far (configure, reset, override): the checks compare it
 
 
+def __getattr__(name: str):
+    """``session._runtime``, the live runtime's name before it became :data:`live`, still
+    reads it (code written against the old name keeps working; it cannot be assigned)."""
+    if name == "_runtime":
+        return live
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def current_runtime() -> Runtime:
     """The runtime that ``acllab.acl`` calls act on (created on first use)."""
     global live

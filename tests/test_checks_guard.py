@@ -41,7 +41,7 @@ FIRST_OF_EACH_LESSON = [pytest.param(exercises(lesson)[0], id=exercises(lesson)[
 
 
 def _state():
-    return dict(session._settings), session.live
+    return dict(session._settings), session._runtime
 
 
 # -- the scoring rule ----------------------------------------------------------------------------
