@@ -299,16 +299,7 @@ class Engine:
         if pending == 0:
             heap = self._heap
             if floor == self.now_ns and (not heap or heap[0][0] > floor):
-                # nothing else is due first: skip the heap (_ready, inline)
-                task.ready_ns = floor
-                res = task.resource
-                if res is not None:
-                    if res.queue or res.in_use + task.units > res.capacity:
-                        res.queue.append(task)
-                        self._grant(res, floor)
-                        return task
-                    res.in_use += task.units
-                self._start(task, floor)
+                self._ready(task, floor)      # nothing else is due first: skip the heap
             else:
                 self._seq += 1
                 _heappush(heap, (floor, _READY, self._seq, task))
@@ -445,15 +436,8 @@ class Engine:
                 self._seq += 1
                 _heappush(heap, (nxt.floor_ns, _READY, self._seq, nxt))
                 return
-            # nothing else is due at t: skip the heap (_ready, inline)
-            nxt.ready_ns = t
-            res = nxt.resource
-            if res is not None:
-                if res.queue or res.in_use + nxt.units > res.capacity:
-                    res.queue.append(nxt)
-                    self._grant(res, t)
-                    return
-                res.in_use += nxt.units
+            if not self._admit(nxt, t):      # nothing else is due at t: skip the heap
+                return
             end = self._begin(nxt, t)
             if end < 0:
                 return                   # ends when someone calls finish()
@@ -469,15 +453,21 @@ class Engine:
             return
 
     def _ready(self, task: Task, t: int) -> None:
+        if self._admit(task, t):
+            self._start(task, t)
+
+    def _admit(self, task: Task, t: int) -> bool:
+        """``task`` is ready at ``t``: True if its resource has room (taken), else it queues
+        for it."""
         task.ready_ns = t
         res = task.resource
         if res is not None:
             if res.queue or res.in_use + task.units > res.capacity:
                 res.queue.append(task)
                 self._grant(res, t)
-                return
+                return False
             res.in_use += task.units
-        self._start(task, t)
+        return True
 
     def _grant(self, res: Resource, t: int) -> None:
         q = res.queue

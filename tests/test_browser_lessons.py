@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from browser_support import (
     LESSONS,
+    PANEL,
     close_notebook,
     open_notebook,
     require_browser,
@@ -379,8 +380,9 @@ def test_lesson_runs_in_jupyterlab_and_its_widgets_respond(notebook):
 
 
 # -- figures follow their width, and only their width -------------------------------------------
-FIT = ("Array.from(document.querySelectorAll('" + ".jp-NotebookPanel:not(.lm-mod-hidden) "
-       ".acllab-plot'), gd => [Number(gd.dataset.resizes || 0), "
+# each course figure of the notebook: [resizes, its output's width, the width it is drawn at]
+FIT = (f"Array.from(document.querySelectorAll('{PANEL} .acllab-plot'), gd => ["
+       "Number(gd.dataset.resizes || 0), "
        "Math.round(gd.parentElement.getBoundingClientRect().width), "
        "Math.round((gd._fullLayout || {}).width || 0)])")
 
