@@ -55,3 +55,71 @@ def test_the_seed_benchmark_computes_the_same_table_on_both_sides():
         pytest.skip("bench_seed exports its baseline commit with git archive: not in this clone")
     out = _run("bench_seed.py", "--batches", "3", "--repeat", "1")
     assert "PASS: both sides computed the same S1-S9 table" in out
+
+
+def test_the_python_ceiling_model_schedules_as_acllab_does():
+    out = _run("bench_python_ceiling.py", "--iterations", "300", "--repeat", "1")
+    assert "every model gives the same makespan" in out
+    assert "ceiling API" in out and "ceiling engine" in out and "empty calls" in out
+
+
+def _random_program(seed: int):
+    """A random program for both schedulers: streams, contended resources, event waits (a
+    wake-up when they really waited), ties in time; as columns and as acllab tasks."""
+    import random
+
+    from bench_python_ceiling import _WAIT
+
+    from acllab.engine import Engine, Resource, Task
+
+    rnd = random.Random(seed)
+    n, streams, resources, wake = rnd.randint(1, 40), rnd.randint(1, 3), rnd.randint(1, 2), 4
+    cols: dict[str, list] = {"dur": [], "res": [], "submit": [], "prev": [], "dep": []}
+    eng = Engine(record=False)
+    units = [Resource(f"unit {k}") for k in range(resources)]
+    tasks: list = []
+    last, last_task = [-1] * streams, [None] * streams
+    host = 0
+
+    def waiting(rec, pred):
+        def duration(t):
+            waited = rec.end_ns > t.submit_ns and (pred is None or rec.end_ns > pred.end_ns)
+            return wake if waited else 0
+        return duration
+
+    for i in range(n):
+        s = rnd.randrange(streams)
+        host += rnd.choice([0, 1, 5, 10])
+        dep = rnd.choice([-1, *range(max(0, i - 3), i)]) if i else -1
+        if dep >= 0 and rnd.random() < 0.5:        # an event wait on the device's own clock
+            dur, res = _WAIT, -1
+            duration = waiting(tasks[dep], last_task[s])
+        else:
+            dur, res = rnd.choice([0, 3, 7, 20]), rnd.choice([-1, *range(resources)])
+            duration = dur
+        for key, value in zip(cols, (dur, res, host, last[s], dep), strict=True):
+            cols[key].append(value)
+        task = Task.quick("t", "k", duration, units[res] if res >= 0 else None, None, 0, 0,
+                          (), (), ((tasks[dep], "event"),) if dep >= 0 else (), None, None,
+                          None, "")
+        eng.submit_at(task, host, last_task[s])
+        tasks.append(task)
+        last[s], last_task[s] = i, task
+    eng.run()
+    return cols, wake, resources, [(t.start_ns, t.end_ns) for t in tasks]
+
+
+def test_the_ceiling_scheduler_times_random_programs_as_acllabs_engine():
+    """The ceiling model bounds acllab only if it does the same work: its scheduler must give
+    every task of a program with contention, waits and ties acllab's start and end."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from bench_python_ceiling import schedule
+
+        for seed in range(400):
+            cols, wake, resources, expected = _random_program(seed)
+            start, end = schedule(cols["dur"], cols["res"], cols["submit"], cols["prev"],
+                                  cols["dep"], wake, resources)
+            assert list(zip(start, end, strict=True)) == expected, f"program {seed}"
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
