@@ -53,7 +53,14 @@ def _register_array(arr: np.ndarray, label: str) -> int:
 
 @api("bytes_to_ptr", bare=True, outs=(0,), needs_init=False)
 def bytes_to_ptr(data):
-    """The host address of a bytes (or bytearray) object's buffer; no copy."""
+    """The host address of a bytes (or bytearray) object's buffer; no copy.
+
+    Differs from hardware: pyACL's binding takes only ``bytes`` (it checks PyBytes_Check and
+    raises ValueError "needs an byte as argument" otherwise: hicann/runtime,
+    python/pyACL/util/bytes_convert.cpp, the CANN 8.5 generation); acllab also takes a
+    ``bytearray``, a writable buffer the lessons use as a copy's destination, and raises
+    TypeError for any other type. Code meant for a real card passes ``bytes``.
+    """
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError(f"bytes_to_ptr takes bytes or bytearray, not {type(data).__name__}")
     arr = np.frombuffer(data, dtype=np.uint8) if len(data) else None
