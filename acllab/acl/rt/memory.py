@@ -60,7 +60,13 @@ def malloc_cached(size, policy):
 
 @api("aclrtFree")
 def free(dev_ptr):
-    """Return device memory to the runtime's caching pool, at once, without synchronising."""
+    """Return device memory to the runtime's caching pool, at once, without synchronising.
+
+    Differs from hardware: in the open-source runtime (CANN 8.5, hicann/runtime
+    src/acl/aclrt_impl/memory.cpp, ``aclrtFreeImpl``) free hands the memory to the driver
+    (``rtFree``, then ``halMemFree``) and the runtime keeps no pool of its own; acllab keeps the
+    seed's caching pool on both profiles (docs/CANN_RELEASES.md, lesson 02).
+    """
     r = rt()
     addr = as_int(dev_ptr, "dev_ptr")
     region = region_at(r, addr, "dev_ptr", require_live=False)
