@@ -29,7 +29,7 @@ import sys
 from ._version import __version__
 
 __all__ = ["acl", "AclError", "AclWarning", "configure", "current_runtime", "host_work", "kernel",
-           "reset",
+           "reset", "restore_defaults",
            "__version__"]
 
 # public name -> (module, attribute; None: the module itself)
@@ -42,6 +42,7 @@ _LAZY = {
     "current_runtime": ("session", "current_runtime"),
     "host_work": ("session", "host_work"),
     "reset": ("session", "reset"),
+    "restore_defaults": ("session", "restore_defaults"),
 }
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import operator
 import os
 from contextlib import contextmanager
 
-from .hardware import DeviceProfile
+import numpy as np
+
+from .hardware import DeviceProfile, get_profile
 from .runtime import Runtime
 
 __all__ = ["current_runtime", "configure", "reset", "restore_defaults", "host_work",
@@ -34,13 +38,83 @@ def current_runtime() -> Runtime:
     return live
 
 
-def _new() -> Runtime:
-    CREATED[0] += 1
-    opts = dict(_settings)
-    opts.setdefault("profile", os.environ.get("ACLLAB_PROFILE", "ascend310"))
+#: The most devices configure() accepts: real servers hold 8 or 16 cards, and each simulated
+#: device takes 1 TiB of the address space below the host's (64 fit).
+MAX_DEVICES = 64
+
+_UNCHANGED = ("acllab.configure() changed nothing: the settings and the live runtime are as "
+              "they were; acllab.restore_defaults() goes back to the default settings")
+
+
+def _new(settings: dict | None = None) -> Runtime:
+    opts = dict(_settings if settings is None else settings)
+    if "profile" not in opts:
+        name = os.environ.get("ACLLAB_PROFILE", "ascend310")
+        try:
+            get_profile(name)
+        except ValueError as exc:
+            raise ValueError(f"the environment variable ACLLAB_PROFILE={name!r} names no device "
+                             f"profile ({exc}): unset it or set it to one of the names") from None
+        opts["profile"] = name
     if "strict" not in opts and os.environ.get("ACLLAB_STRICT", "") not in ("", "0"):
         opts["strict"] = True
-    return Runtime(**opts)
+    runtime = Runtime(**opts)
+    CREATED[0] += 1
+    return runtime
+
+
+def _bad(kind: type[Exception], text: str) -> Exception:
+    return kind(f"{text}. {_UNCHANGED}.")
+
+
+def _as_count(name: str, value, low: int, high: int | None, what: str) -> int:
+    """``value`` as an int in [low, high] (a whole float such as 1e6 counts), else raise."""
+    if isinstance(value, (bool, np.bool_)):
+        raise _bad(TypeError, f"{name} must be {what}, not {value!r}")
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value) or not float(value).is_integer():
+            raise _bad(ValueError, f"{name} must be {what}, not {value!r}")
+        number = int(value)
+    else:
+        try:
+            number = operator.index(value)
+        except TypeError:
+            raise _bad(TypeError, f"{name} must be {what}, not {type(value).__name__} "
+                                  f"{value!r}") from None
+    if number < low or (high is not None and number > high):
+        raise _bad(ValueError, f"{name} must be {what} (got {number:,})")
+    return number
+
+
+def _checked(changes: dict) -> dict:
+    """The configure() arguments given, each checked (type and range) and normalised."""
+    out: dict = {}
+    for key, value in changes.items():
+        if key == "profile":
+            if not isinstance(value, (str, DeviceProfile)):
+                raise _bad(TypeError, "profile must be a profile name ('ascend310' or "
+                                      "'ascend910b') or an acllab.hardware.DeviceProfile, not "
+                                      f"{type(value).__name__} {value!r}")
+            try:
+                get_profile(value)
+            except ValueError as exc:
+                raise _bad(ValueError, str(exc)) from None
+            out[key] = value
+        elif key == "device_count":
+            out[key] = _as_count(key, value, 1, MAX_DEVICES,
+                                 f"a whole number of devices from 1 to {MAX_DEVICES}")
+        elif key == "hugepage_pool_bytes":
+            out[key] = _as_count(key, value, 0, None, "a whole number of bytes, 0 or more")
+        elif key in ("task_budget", "call_budget", "time_budget_ns"):
+            unit = {"task_budget": "tasks", "call_budget": "API calls",
+                    "time_budget_ns": "nanoseconds"}[key]
+            out[key] = _as_count(key, value, 1, None, f"a whole number of {unit}, 1 or more")
+        elif isinstance(value, (bool, np.bool_)):          # strict, record, sanitize
+            out[key] = bool(value)
+        else:
+            raise _bad(TypeError, f"{key} must be True or False, not {type(value).__name__} "
+                                  f"{value!r}")
+    return out
 
 
 def configure(profile: str | DeviceProfile | None = None, *, device_count: int | None = None,
@@ -52,20 +126,31 @@ def configure(profile: str | DeviceProfile | None = None, *, device_count: int |
 
     ``profile`` is 'ascend310' (default) or 'ascend910b', or a DeviceProfile (e.g.
     ``acllab.hardware.PROFILES['ascend310'].replace(h2d_bandwidth_bps=6e9)``).
-    ``strict=True`` raises :class:`acllab.AclError` for every non-zero return code.
-    ``sanitize=False`` skips the sanitizer's report at ``acl.finalize()``. The budgets stop
-    runaway programs with :class:`acllab.errors.BudgetExceeded`: ``task_budget`` tasks
-    (default 5 million), ``call_budget`` API calls (20 million), ``time_budget_ns`` of
-    virtual host time (24 hours). Settings persist across :func:`reset`.
+    ``device_count`` devices on the card (1 to :data:`MAX_DEVICES`; default: the profile's).
+    ``hugepage_pool_bytes`` of each device's memory come as 2 MB huge pages (0 or more;
+    default: the profile's). ``strict=True`` raises :class:`acllab.AclError` for every non-zero
+    return code. ``record=False`` keeps no trace of the tasks. ``sanitize=False`` skips the
+    sanitizer's report at ``acl.finalize()``. The budgets (1 or more) stop runaway programs
+    with :class:`acllab.errors.BudgetExceeded`: ``task_budget`` tasks (default 5 million),
+    ``call_budget`` API calls (20 million), ``time_budget_ns`` of virtual host time (24
+    hours). ``None`` leaves a setting as it is. Settings persist across :func:`reset`;
+    :func:`restore_defaults` forgets them.
+
+    Every argument is checked first: a bad one raises TypeError or ValueError and changes
+    nothing (the settings and the live runtime stay as they were).
     """
-    for key, value in (("profile", profile), ("device_count", device_count),
-                       ("hugepage_pool_bytes", hugepage_pool_bytes), ("strict", strict),
-                       ("record", record), ("sanitize", sanitize),
-                       ("task_budget", task_budget), ("call_budget", call_budget),
-                       ("time_budget_ns", time_budget_ns)):
-        if value is not None:
-            _settings[key] = value
-    return reset()
+    given = {key: value for key, value in (
+        ("profile", profile), ("device_count", device_count),
+        ("hugepage_pool_bytes", hugepage_pool_bytes), ("strict", strict), ("record", record),
+        ("sanitize", sanitize), ("task_budget", task_budget), ("call_budget", call_budget),
+        ("time_budget_ns", time_budget_ns)) if value is not None}
+    settings = {**_settings, **_checked(given)}
+    runtime = _new(settings)        # may still fail (a DeviceProfile's own figures): nothing set
+    global live
+    _settings.clear()
+    _settings.update(settings)
+    live = runtime
+    return live
 
 
 def reset() -> Runtime:
