@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -71,61 +72,142 @@ def read_config(path: str) -> dict:
     return json.loads(text)
 
 
+CONFIG_KEYS = ("seeds", "limit_s", "timeout", "cell_timeout", "lesson")
+
+
 def _seeds(text: str) -> list[int]:
-    return [int(s) for s in re.split(r"[,\s]+", text.strip()) if s]
+    """'11,12 13' -> [11, 12, 13]; ValueError for anything but non-negative whole numbers."""
+    seeds = [int(s) for s in re.split(r"[,\s]+", text.strip()) if s]
+    if not seeds:
+        raise ValueError("no seeds")
+    if any(s < 0 for s in seeds):
+        raise ValueError(f"{min(seeds)} is negative")
+    return seeds
+
+
+def _lessons() -> list[str]:
+    """The lessons that have graded exercises ('00' ... '12')."""
+    import pkgutil
+
+    import acllab.checks
+    from acllab.checks import exercises
+
+    found = (m.name[len("lesson"):] for m in pkgutil.iter_modules(acllab.checks.__path__))
+    return sorted(n for n in found if re.fullmatch(r"\d{2}", n) and exercises(n))
+
+
+def _seed_key(key, where: str, fail) -> str:
+    """A key of the seeds table: '*', a lesson ('04') or an exercise ('04.overlap')."""
+    from acllab.checks import exercises
+
+    if not isinstance(key, str):
+        fail(f"{where}: {key!r} is not '*', a lesson or an exercise")
+    if key == "*":
+        return key
+    lesson, dot, _ = key.partition(".")
+    known = exercises(lesson) if re.fullmatch(r"\d{2}", lesson) else []
+    if known and not dot:
+        return key
+    if known:
+        if key in {ex.id for ex in known}:
+            return key
+        fail(f"{where}: no exercise {key!r}; lesson {lesson}'s exercises are "
+             + ", ".join(ex.id for ex in known))
+    lessons = _lessons()
+    fail(f"{where}: no lesson or exercise {key!r}; the keys are '*' (every exercise), a "
+         f"lesson ({', '.join(lessons)}) or an exercise such as "
+         + ", ".join(ex.id for ex in exercises(lessons[0] if lessons else "04")))
+    raise AssertionError("unreachable")        # fail() exits
+
+
+def _seed_list(value, where: str, fail) -> list[int]:
+    if not isinstance(value, list):
+        fail(f"{where} takes a list of whole numbers such as [9001, 9002], not "
+             f"{type(value).__name__} {value!r}")
+    if not value:
+        fail(f"{where}: the list of seeds is empty")
+    for seed in value:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            fail(f"{where}: seeds are whole numbers, not {seed!r}")
+        if seed < 0:
+            fail(f"{where}: seeds are 0 or more, not {seed}")
+    return list(value)
+
+
+def _positive(value, where: str, fail, *, strict_type: bool) -> float:
+    """A number of seconds: finite and above 0 (in a config file, a number, not a string)."""
+    if strict_type and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        fail(f"{where} takes a number of seconds, not {type(value).__name__} {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        fail(f"{where} must be a positive number of seconds, not {value!r}")
+    return number
 
 
 def _options(args, fail):
+    """The run's Options from the command line and --config FILE (which the command line
+    overrides); every part is checked, and ``fail(message)`` (argparse's error: exit 2) is
+    called on the first that is wrong."""
     from acllab.checks import exercises
 
     from . import Options
 
     config: dict = {}
+    name = f"--config {args.config}"
     if args.config:
         try:
             config = read_config(args.config)
         except (OSError, ValueError, ImportError) as exc:
-            fail(f"cannot read --config {args.config}: {exc}")
-        unknown = set(config) - {"seeds", "limit_s", "timeout", "cell_timeout", "lesson"}
+            fail(f"cannot read {name}: {exc}")
+        if not isinstance(config, dict):
+            fail(f"{name} must hold a table (a JSON object) of settings such as "
+                 f'{{"seeds": {{"04.overlap": [7, 8]}}}}, not a {type(config).__name__}')
+        unknown = [k for k in config if k not in CONFIG_KEYS]
         if unknown:
-            fail(f"--config {args.config}: unknown keys {sorted(unknown)}")
+            fail(f"{name}: unknown keys {sorted(map(str, unknown))}; the keys are "
+                 + ", ".join(CONFIG_KEYS))
     seeds = config.get("seeds", {})
     if isinstance(seeds, list):
-        seeds = {"*": seeds}
-    if args.seeds:
+        seeds = {"*": _seed_list(seeds, f"{name}: seeds", fail)}
+    elif not isinstance(seeds, dict):
+        fail(f"{name}: seeds takes a table such as {{\"04.overlap\": [7, 8], \"*\": [1, 2]}} "
+             f"or a list of seeds, not {type(seeds).__name__} {seeds!r}")
+    else:
+        seeds = {_seed_key(k, f"{name}: seeds", fail): _seed_list(v, f"{name}: seeds for {k!r}",
+                                                                  fail)
+                 for k, v in seeds.items()}
+    if args.seeds is not None:
         try:
             seeds = {**seeds, "*": _seeds(args.seeds)}
         except ValueError:
-            fail(f"--seeds takes whole numbers such as 11,12,13, not {args.seeds!r}")
-    try:
-        seeds = {str(k): [int(s) for s in v] for k, v in seeds.items()}
-    except (TypeError, ValueError):
-        fail("seeds are lists of whole numbers")
-    if any(not v for v in seeds.values()):
-        fail("a list of seeds is empty")
-    for key in seeds:
-        if key != "*" and not exercises(key.split(".")[0]):
-            fail(f"seeds for {key!r}: no such lesson or exercise")
-    lesson = args.lesson or config.get("lesson")
+            fail(f"--seeds takes whole numbers of 0 or more, such as 11,12,13, not "
+                 f"{args.seeds!r}")
+    lesson = args.lesson if args.lesson is not None else config.get("lesson")
     if lesson is not None:
+        if isinstance(lesson, bool) or not isinstance(lesson, (str, int)):
+            fail(f"--lesson takes a lesson number such as 04, not {lesson!r}")
         lesson = str(lesson)
         if not re.fullmatch(r"\d{1,2}", lesson):
             fail(f"--lesson takes a lesson number such as 04, not {lesson!r}")
         lesson = lesson.zfill(2)
         if not exercises(lesson):
             fail(f"lesson {lesson} has no graded exercises")
-    timeout = args.timeout if args.timeout is not None else config.get("timeout", 120.0)
-    cell = args.cell_timeout if args.cell_timeout is not None else config.get("cell_timeout",
-                                                                               30.0)
-    limit = args.limit if args.limit is not None else config.get("limit_s")
-    for label, value in (("--timeout", timeout), ("--cell-timeout", cell), ("--limit", limit)):
-        if value is not None and float(value) <= 0:
-            fail(f"{label} must be positive")
+    numbers = {}
+    for option, key, default in (("--timeout", "timeout", 120.0),
+                                 ("--cell-timeout", "cell_timeout", 30.0),
+                                 ("--limit", "limit_s", None)):
+        given = getattr(args, option[2:].replace("-", "_"))
+        if given is not None:
+            numbers[key] = _positive(given, option, fail, strict_type=False)
+        elif key in config:
+            numbers[key] = _positive(config[key], f"{name}: {key}", fail, strict_type=True)
+        else:
+            numbers[key] = default
     if args.jobs is not None and args.jobs < 1:
-        fail("--jobs must be at least 1")
-    return Options(lesson=lesson, timeout=float(timeout), cell_timeout=float(cell),
-                   limit_s=None if limit is None else float(limit), seeds=seeds,
-                   sandbox=args.sandbox)
+        fail(f"--jobs must be at least 1, not {args.jobs}")
+    return Options(lesson=lesson, timeout=numbers["timeout"],
+                   cell_timeout=numbers["cell_timeout"], limit_s=numbers["limit_s"],
+                   seeds=seeds, sandbox=args.sandbox)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

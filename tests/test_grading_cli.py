@@ -1,0 +1,208 @@
+"""acllab grade as an instructor meets it: options and config, names, errors, re-runs.
+
+Cheap on purpose: the notebooks are built from a few code cells (no lesson prose, no
+figures), mostly for lesson 00 (one exercise) or lesson 04 (two), and graded with
+``--sandbox none`` (the sandbox is tests/test_grading.py's subject, not this file's).
+Usage errors stop before anything is graded.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+
+from grading import Options, find_submissions, grade  # noqa: E402
+from grading.__main__ import _options, main, parser  # noqa: E402
+from grading.results import gradescope, rows, summary  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "lessons" / "solutions"
+IMPORTS = ("from acllab.constants import ACL_MEM_MALLOC_HUGE_FIRST, "
+           "ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE\n")
+
+pytestmark = pytest.mark.notebook
+
+
+def solution(lesson: str, name: str) -> str:
+    source = (SOLUTIONS / f"lesson{lesson}.py").read_text(encoding="utf-8")
+    start = source.index(f"def {name}(")
+    end = source.find("\n\n\ndef ", start)
+    return IMPORTS + source[start: end if end > 0 else None]
+
+
+FIRST_COPY = solution("00", "first_copy")
+RAISES = "def first_copy(acl, data):\n    raise KeyError('boom')\n"
+NOT_DONE = "def first_copy(acl, data):\n    raise NotImplementedError\n"
+SPINS = "def first_copy(acl, data):\n    while True:\n        pass\n"
+
+
+def notebook(*cells: str):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    return nb
+
+
+def put(path: Path, *cells: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook(*cells), path)
+    return path
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    """main() with the cheapest grading: no sandbox, no progress bar."""
+    code = main([*argv, "--sandbox", "none", "-q"])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def usage_error(argv: list[str], capsys) -> str:
+    """main(argv) must stop with exit status 2 before grading; returns its message."""
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--sandbox", "none", "-q"])
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def read_csv(path: Path) -> dict[tuple[str, str], dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return {(r["submitter"], r["exercise"]): r for r in csv.DictReader(f)}
+
+
+@pytest.fixture
+def one(tmp_path) -> Path:
+    """A class of one honest lesson-00 learner."""
+    put(tmp_path / "class" / "ann" / "00-tour.ipynb", FIRST_COPY)
+    return tmp_path / "class"
+
+
+def config(tmp_path: Path, value, suffix: str = ".json") -> str:
+    path = tmp_path / f"hidden{suffix}"
+    path.write_text(value if isinstance(value, str) else json.dumps(value), encoding="utf-8")
+    return str(path)
+
+
+# 1. the hidden-seed config is checked part by part ------------------------------------------
+
+@pytest.mark.parametrize("key, named", [
+    ("05.timekernel", ["05.time_kernel", "05.handoff"]),
+    ("04.overlapp", ["04.read_after_sync", "04.overlap"]),
+    ("00.Tour", ["00.tour"]),
+    ("00.", ["00.tour"]),
+])
+def test_a_misspelt_exercise_in_the_config_is_a_usage_error(key, named, one, tmp_path,
+                                                             capsys):
+    err = usage_error([str(one), "--out", str(tmp_path / "out"), "--config",
+                       config(tmp_path, {"seeds": {key: [9001, 9002]}})], capsys)
+    assert repr(key) in err and all(n in err for n in named), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_misspelt_exercise_in_a_toml_config_is_a_usage_error(one, tmp_path, capsys):
+    path = config(tmp_path, '[seeds]\n"*" = [1, 2]\n"06.stretchh" = [3]\n', ".toml")
+    err = usage_error([str(one), "--out", str(tmp_path / "out"), "--config", path], capsys)
+    assert "'06.stretchh'" in err and "06.stretch" in err and "06.pipeline" in err
+
+
+@pytest.mark.parametrize("value, words", [
+    ({"seeds": {"99": [1]}}, ["'99'", "00", "12"]),
+    ({"seeds": {"4": [1]}}, ["'4'", "04"]),
+    ({"seeds": {"00.tour": [1]}, "seed": [1]}, ["seed"]),
+    ({"seeds": {"00.tour": [1]}, "Timeout": 5}, ["Timeout"]),
+    ({"seeds": 5}, ["seeds"]),
+    ({"seeds": "1,2"}, ["seeds"]),
+    ({"seeds": {"00.tour": 7}}, ["00.tour"]),
+    ({"seeds": {"00.tour": [1.5]}}, ["00.tour", "1.5"]),
+    ({"seeds": {"00.tour": ["7"]}}, ["00.tour", "'7'"]),
+    ({"seeds": {"00.tour": [True]}}, ["00.tour", "True"]),
+    ({"seeds": {"00.tour": [None]}}, ["00.tour"]),
+    ({"seeds": {"00.tour": []}}, ["00.tour", "empty"]),
+    ({"seeds": []}, ["empty"]),
+    ({"seeds": {"*": [1, 2], "00": []}}, ["'00'", "empty"]),
+    ({"timeout": "fast"}, ["timeout"]),
+    ({"timeout": True}, ["timeout"]),
+    ({"timeout": None}, ["timeout"]),
+    ({"cell_timeout": None}, ["cell_timeout"]),
+    ({"cell_timeout": [3]}, ["cell_timeout"]),
+    ({"limit_s": "20"}, ["limit_s"]),
+    ({"limit_s": {"00.tour": 3}}, ["limit_s"]),
+    ({"lesson": 4.5}, ["4.5"]),
+    ({"lesson": True}, ["lesson"]),
+    ([1, 2], ["table"]),
+    ("not json at all", ["cannot read"]),
+])
+def test_every_part_of_the_config_is_checked(value, words, one, tmp_path, capsys):
+    err = usage_error([str(one), "--out", str(tmp_path / "out"), "--config",
+                       config(tmp_path, value)], capsys)
+    assert all(w in err for w in words), err
+    assert "Traceback" not in err
+
+
+def test_a_good_config_gives_the_options_it_says(tmp_path):
+    path = config(tmp_path, {"seeds": {"05.time_kernel": [9001, 0], "06": [7], "*": [1]},
+                             "limit_s": 20, "timeout": 90.5, "cell_timeout": 4,
+                             "lesson": 5})
+    args = parser().parse_args(["x", "--out", "o", "--config", path])
+    options = _options(args, pytest.fail)
+    assert options.seeds == {"05.time_kernel": [9001, 0], "06": [7], "*": [1]}
+    assert (options.limit_s, options.timeout, options.cell_timeout, options.lesson) == (
+        20.0, 90.5, 4.0, "05")
+    assert options.seeds_for("05.time_kernel") == [9001, 0]
+    assert options.seeds_for("05.handoff") == [1]
+    listed = config(tmp_path, {"seeds": [3, 4]})
+    assert _options(parser().parse_args(["x", "--out", "o", "--config", listed]),
+                    pytest.fail).seeds == {"*": [3, 4]}
+
+
+# 2. numbers on the command line and in the config ------------------------------------------
+
+@pytest.mark.parametrize("extra, words", [
+    (["--seeds", "-1"], ["--seeds", "-1"]),
+    (["--seeds=-7"], ["--seeds", "-7"]),
+    (["--seeds", "3,-2,5"], ["--seeds", "-2"]),
+    (["--seeds", "1.5"], ["--seeds"]),
+    (["--seeds", " , "], ["--seeds"]),
+    (["--jobs", "0"], ["--jobs"]),
+    (["--jobs", "-3"], ["--jobs"]),
+    (["--timeout", "-1"], ["--timeout"]),
+    (["--timeout", "nan"], ["--timeout"]),
+    (["--timeout", "inf"], ["--timeout"]),
+    (["--cell-timeout", "0"], ["--cell-timeout"]),
+    (["--cell-timeout", "NaN"], ["--cell-timeout"]),
+    (["--limit", "-0.5"], ["--limit"]),
+    (["--limit", "1e999"], ["--limit"]),
+])
+def test_bad_numbers_on_the_command_line_are_usage_errors(extra, words, one, tmp_path,
+                                                          capsys):
+    err = usage_error([str(one), "--out", str(tmp_path / "out"), *extra], capsys)
+    assert all(w in err for w in words), err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value, words", [
+    ({"seeds": {"00.tour": [1, -1]}}, ["00.tour", "-1"]),
+    ({"seeds": {"*": [-5]}}, ["-5"]),
+    ({"seeds": [0, -2]}, ["-2"]),
+    ({"timeout": 0}, ["timeout"]),
+    ({"timeout": -3}, ["timeout"]),
+    ({"cell_timeout": -1}, ["cell_timeout"]),
+    ({"limit_s": 0}, ["limit_s"]),
+])
+def test_bad_numbers_in_the_config_are_usage_errors(value, words, one, tmp_path, capsys):
+    err = usage_error([str(one), "--out", str(tmp_path / "out"), "--config",
+                       config(tmp_path, value)], capsys)
+    assert all(w in err for w in words), err
+
+
+def test_seed_zero_and_large_seeds_are_fine(one, tmp_path, capsys):
+    code, out, err = run([str(one), "--out", str(tmp_path / "out"), "--seeds",
+                          f"0 {2**40}"], capsys)
+    assert code == 0 and "hidden seeds" in err
+    row = read_csv(tmp_path / "out" / "results.csv")["ann", "00.tour"]
+    assert (row["status"], row["public"]) == ("passed", "False")
