@@ -31,8 +31,8 @@ import concurrent.futures
 import hashlib
 import json
 import os
-import re
 import sys
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,10 +42,10 @@ from .submission import Options, grade_submission, lesson_of
 
 __all__ = ["Submission", "Options", "find_submissions", "lesson_of", "grade",
            "grade_submission", "gradescope", "rows", "write_results", "table", "summary",
-           "CSV_FIELDS", "cache_key"]
+           "CSV_FIELDS", "cache_key", "safe_name"]
 
 CACHE = ".grading-cache"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._@+-]+")
+_KEEP = "._@+-"          # besides letters, marks and digits of any script
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,28 @@ class Submission:
 
     path: Path
     name: str
+
+
+def safe_name(raw: str) -> str:
+    """``raw`` as a folder name: letters, combining marks and digits of any script (NFC) and
+    ``._@+-`` stay; every run of anything else (path separators, spaces, control and format
+    characters such as a right-to-left override) becomes one ``_``; leading and trailing dots
+    and underscores go; 'submission' if nothing is left."""
+    text = unicodedata.normalize("NFC", raw)
+    out: list[str] = []
+    for ch in text:
+        ok = ch in _KEEP or (ch.isprintable() and unicodedata.category(ch)[0] in "LMN")
+        if ok:
+            out.append(ch)
+        elif not out or out[-1] != "_":
+            out.append("_")
+    return "".join(out).strip("._") or "submission"
+
+
+def _tag(text: str) -> str:
+    """Six hex digits that depend on ``text`` only (so a name never depends on who else is
+    in the class)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:6]
 
 
 def _submitter(path: Path, root: Path | None) -> str:
@@ -69,7 +91,13 @@ def _submitter(path: Path, root: Path | None) -> str:
 
 def find_submissions(paths: Iterable[str | Path]) -> list[Submission]:
     """The notebooks named and those under the folders named (checkpoints skipped), each
-    with a unique submitter name, in order. Raises FileNotFoundError for a missing path."""
+    with a unique submitter name, in order. Raises FileNotFoundError for a missing path.
+
+    A name is the submitter's own (:func:`safe_name`) wherever that is unique; a learner with
+    several notebooks gets ``name__notebook``; two submitters whose names are only told apart
+    by characters :func:`safe_name` replaces (``a b`` and ``a_b``) keep the exact one as it
+    is and give the other a suffix made from its own raw name, so no name changes when
+    another learner is added or removed."""
     found: list[tuple[Path, str]] = []
     for raw in paths:
         path = Path(raw)
@@ -81,18 +109,31 @@ def find_submissions(paths: Iterable[str | Path]) -> list[Submission]:
         else:
             raise FileNotFoundError(f"no such notebook or folder: {raw}")
     seen: set[Path] = set()
-    unique = []
+    unique: list[tuple[Path, str]] = []
     for path, who in found:
         if path.resolve() not in seen:
             seen.add(path.resolve())
-            unique.append((path, _UNSAFE.sub("_", who).strip("._") or "submission"))
-    counts: dict[str, int] = {}
+            unique.append((path, who))
+    raws: dict[str, set[str]] = {}
     for _, who in unique:
+        raws.setdefault(safe_name(who), set()).add(who)
+
+    def person(who: str) -> str:
+        safe = safe_name(who)
+        if len(raws[safe]) == 1 or who == safe:
+            return safe
+        return f"{safe}-{_tag(who)}"
+
+    people = [(path, person(who)) for path, who in unique]
+    counts: dict[str, int] = {}
+    for _, who in people:
         counts[who] = counts.get(who, 0) + 1
     names: set[str] = set()
     out = []
-    for path, who in unique:
-        name = who if counts[who] == 1 else f"{who}__{_UNSAFE.sub('_', path.stem)}"
+    for path, who in people:
+        name = who if counts[who] == 1 else f"{who}__{safe_name(path.stem)}"
+        if name in names:
+            name = f"{name}-{_tag(str(path))}"
         base, n = name, 2
         while name in names:
             name, n = f"{base}-{n}", n + 1

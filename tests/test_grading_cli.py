@@ -206,3 +206,64 @@ def test_seed_zero_and_large_seeds_are_fine(one, tmp_path, capsys):
     assert code == 0 and "hidden seeds" in err
     row = read_csv(tmp_path / "out" / "results.csv")["ann", "00.tour"]
     assert (row["status"], row["public"]) == ("passed", "False")
+
+
+# 3. submitters' names in any script ---------------------------------------------------------
+
+def names_of(folder: Path) -> dict[str, str]:
+    return {s.path.relative_to(folder).parts[0]: s.name for s in find_submissions([folder])}
+
+
+def test_names_keep_letters_and_digits_of_every_script(tmp_path):
+    learners = ["张三", "李四", "José", "Zoë", "Ærøskøbing", "हिन्दी", "محمد", "Иван_Петров",
+                "٣٤"]
+    for who in learners:
+        put(tmp_path / who / "05-events.ipynb", "x = 1")
+    put(tmp_path / "王五.ipynb", "x = 1")
+    names = names_of(tmp_path)
+    assert names == {**{w: w for w in learners}, "王五.ipynb": "王五"}
+
+
+def test_decomposed_accents_give_the_composed_name(tmp_path):
+    put(tmp_path / unicodedata.normalize("NFD", "José") / "05-events.ipynb", "x = 1")
+    assert list(names_of(tmp_path).values()) == ["José"]
+
+
+@pytest.mark.parametrize("raw, safe", [
+    ("a\\b", "a_b"), ("tab\there", "tab_here"), ("bell\x07", "bell"),
+    ("evil\u202egnp.exe", "evil_gnp.exe"), ("...", "submission"), ("...张", "张"),
+    ("line\nbreak", "line_break"), ("zero\u200bwidth", "zero_width"), ("a:b*c?", "a_b_c"),
+])
+def test_unsafe_characters_still_go(raw, safe, tmp_path):
+    put(tmp_path / raw / "05-events.ipynb", "x = 1")
+    (name,) = names_of(tmp_path).values()
+    assert name == safe
+    assert "/" not in name and "\\" not in name and name.isprintable()
+
+
+def test_names_stay_the_same_when_learners_come_and_go(tmp_path):
+    everyone = ["张三", "李四", "José", "Jos", "a b", "a_b", "bob"]
+    for who in everyone:
+        put(tmp_path / "all" / who / "05-events.ipynb", "x = 1")
+    full = names_of(tmp_path / "all")
+    assert len(set(full.values())) == len(everyone)            # all different
+    for gone in everyone:
+        folder = tmp_path / f"without-{everyone.index(gone)}"
+        for who in everyone:
+            if who != gone:
+                put(folder / who / "05-events.ipynb", "x = 1")
+        fewer = names_of(folder)
+        for who in ("张三", "李四", "José", "Jos", "a_b", "bob"):
+            if who != gone:
+                assert fewer[who] == full[who], (gone, who)
+
+
+def test_non_ascii_names_reach_the_results(tmp_path, capsys):
+    for who in ("张三", "李四"):
+        put(tmp_path / "class" / who / "00-tour.ipynb", FIRST_COPY)
+    code, out, _ = run([str(tmp_path / "class"), "--out", str(tmp_path / "out")], capsys)
+    assert code == 0
+    assert sorted(w for w, _ in read_csv(tmp_path / "out" / "results.csv")) == ["张三", "李四"]
+    for who in ("张三", "李四"):
+        assert json.loads((tmp_path / "out" / who / "results.json").read_text())["score"] == 1
+        assert who in out
