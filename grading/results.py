@@ -1,62 +1,149 @@
 """What a grading run writes: results.csv, results.json, one folder per submission, a table.
 
-The CSV has one row per submission and exercise (a submission whose lesson is unknown gets
-one row with its error), named after the submitter. results.json holds every submission in
-Gradescope's results.json shape plus totals; ``<name>/results.json`` holds one submission's,
-ready for Gradescope.
+The CSV has one row per submission and exercise, named after the submitter; its ``error``
+says, once, why that exercise did not get full credit (the check's failed items, or why it
+could not be graded), followed by the notebook's own problems (cells that raised or ran
+over). A submission whose lesson cannot be told is NOT GRADED: one row with status error and
+the reason, a Gradescope result that says so, and a count in the summary. results.json holds
+every submission in Gradescope's results.json shape plus totals; ``<name>/results.json``
+holds one submission's, ready for Gradescope.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["CSV_FIELDS", "rows", "gradescope", "write_results", "table", "summary"]
+__all__ = ["CSV_FIELDS", "rows", "gradescope", "write_results", "not_graded", "table",
+           "summary"]
 
 CSV_FIELDS = ("submitter", "notebook", "lesson", "exercise", "title", "status", "score",
               "max_score", "public", "items_passed", "items_total", "sandbox", "error")
+_ITEMS_SHOWN = 3                    # failed items quoted in a row's error
+_REASON_CHARS = 500
 
 
-def _score(graded: dict) -> float:
-    return round(sum(r["score"] for r in graded["results"]), 4)
+def _unique(texts: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for text in texts:
+        if text and text not in out:
+            out.append(text)
+    return out
 
 
-def _error(graded: dict) -> str:
-    return "; ".join(graded["errors"])
+def _one_line(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _view(graded: dict) -> tuple[list[dict], list[str]]:
+    """(results, notebook-wide errors). An exercise's own error (a killed or unreadable
+    exercise) is its row's, not the notebook's. A submission without results whose lesson
+    has exercises gets an error result for each (it still costs every exercise); one whose
+    lesson is unknown gets none: it is not graded."""
+    errors = _unique(graded.get("errors", []))
+    results = graded.get("results", [])
+    if not results and graded.get("lesson"):
+        from acllab.checks import exercises
+
+        from .submission import error_result
+
+        why = "; ".join(errors) or "not graded"
+        todo = exercises(graded["lesson"])
+        if todo:
+            return [error_result(ex, why) for ex in todo], []
+    own: set[str] = set()
+    for r in results:
+        if r.get("error"):
+            own |= {r["error"], f"{r['exercise']}: {r['error']}"}
+    return results, [e for e in errors if e not in own]
+
+
+def not_graded(graded: dict) -> bool:
+    """True for a submission no exercise could be graded for (its lesson is unknown)."""
+    return not _view(graded)[0]
+
+
+def _reason(result: dict) -> str:
+    """Why this exercise did not get full credit ('' when it did), on one line."""
+    if result.get("error"):
+        text = result["error"]
+    elif result["status"] == "passed" and result["score"] >= 1:
+        return ""
+    else:
+        failed = [i for i in result.get("items", []) if not i.get("passed")]
+        shown = [_item(i) for i in failed[:_ITEMS_SHOWN]]
+        if len(failed) > _ITEMS_SHOWN:
+            shown.append(f"and {len(failed) - _ITEMS_SHOWN} more failed items")
+        text = "; ".join(_unique(shown)) or result["status"]
+        if result.get("case"):
+            text += f" ({result['case']})"
+    text = _one_line(text)
+    return text if len(text) <= _REASON_CHARS else text[:_REASON_CHARS - 3] + "..."
+
+
+def _item(item: dict) -> str:
+    name, message = item.get("name", ""), item.get("message", "")
+    return message if not name or message.startswith(name) else f"{name}: {message}"
+
+
+def _row_error(result: dict, notebook: list[str]) -> str:
+    parts = _unique([_reason(result)])
+    if notebook:
+        parts.append("in the notebook: " + "; ".join(_one_line(e) for e in notebook))
+    return "; ".join(parts)
+
+
+def _score(results: list[dict]) -> float:
+    return round(sum(r["score"] for r in results), 4)
+
+
+def _not_graded_reason(graded: dict) -> str:
+    return "; ".join(_one_line(e) for e in _unique(graded.get("errors", []))) or \
+        "no exercise could be graded"
 
 
 def rows(graded: dict) -> list[dict]:
     """The CSV rows of one graded submission."""
     common = {"submitter": graded["name"], "notebook": graded["notebook"],
               "lesson": graded.get("lesson") or "", "sandbox": graded.get("sandbox", "")}
-    if not graded["results"]:
+    results, notebook = _view(graded)
+    if not results:
         return [{**common, "exercise": "", "title": "", "status": "error", "score": 0,
                  "max_score": 0, "public": "", "items_passed": 0, "items_total": 0,
-                 "error": _error(graded)}]
+                 "error": "NOT GRADED: " + _not_graded_reason(graded)}]
     out = []
-    for r in graded["results"]:
+    for r in results:
         items = r.get("items", [])
-        error = "; ".join(e for e in (r.get("error", ""), _error(graded)) if e)
         out.append({**common, "exercise": r["exercise"], "title": r["title"],
                     "status": r["status"], "score": round(r["score"], 4), "max_score": 1,
                     "public": r.get("public", True),
                     "items_passed": sum(bool(i.get("passed")) for i in items),
-                    "items_total": len(items), "error": error})
+                    "items_total": len(items), "error": _row_error(r, notebook)})
     return out
 
 
 def gradescope(graded: dict) -> dict:
     """One submission's grade in Gradescope's results.json shape."""
+    results, notebook = _view(graded)
+    name = Path(graded["notebook"]).name
+    if not results:
+        why = _not_graded_reason(graded)
+        return {"score": 0, "max_score": 0, "execution_time": graded["seconds"],
+                "output": f"NOT GRADED: {name}: {why}",
+                "tests": [{"name": "not graded", "score": 0, "max_score": 0,
+                           "status": "failed", "output": why}]}
     tests = [{"name": f"{r['exercise']} {r['title']}", "number": r["exercise"],
               "score": round(r["score"], 4), "max_score": 1,
               "status": "passed" if r["status"] == "passed" else "failed",
-              "output": r.get("text", "")} for r in graded["results"]]
-    output = f"{Path(graded['notebook']).name}: {_score(graded):g} of {len(tests)}"
-    if graded["errors"]:
-        output += f"\nerrors: {_error(graded)}"
-    return {"score": _score(graded), "max_score": len(tests),
+              "output": r.get("text", "")} for r in results]
+    output = f"{name}: {_score(results):g} of {len(tests)}"
+    if notebook:
+        output += f"\nerrors: {'; '.join(notebook)}"
+    return {"score": _score(results), "max_score": len(tests),
             "execution_time": graded["seconds"], "output": output, "tests": tests}
 
 
@@ -72,16 +159,28 @@ def write_results(grades: list[dict], out: str | Path) -> None:
     submissions = []
     for graded in grades:
         one = gradescope(graded)
-        (out / graded["name"]).mkdir(exist_ok=True)
-        (out / graded["name"] / "results.json").write_text(json.dumps(one, indent=2) + "\n",
-                                                           encoding="utf-8")
+        folder = out / graded["name"]
+        folder.mkdir(exist_ok=True)
+        (folder / "results.json").write_text(json.dumps(one, indent=2) + "\n",
+                                             encoding="utf-8")
         submissions.append({"submitter": graded["name"], "notebook": graded["notebook"],
                             "lesson": graded["lesson"], "sha256": graded["sha256"],
-                            "sandbox": graded["sandbox"], "error": _error(graded), **one})
+                            "sandbox": graded["sandbox"],
+                            "error": "; ".join(_unique(graded["errors"])), **one})
     combined = {"score": round(sum(s["score"] for s in submissions), 4),
                 "max_score": sum(s["max_score"] for s in submissions),
+                "not_graded": [g["name"] for g in grades if not_graded(g)],
                 "submissions": submissions}
     (out / "results.json").write_text(json.dumps(combined, indent=2) + "\n", encoding="utf-8")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _names(names: list[str], most: int = 5) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most
+                                      else "")
 
 
 def table(grades: list[dict]) -> str:
@@ -89,22 +188,40 @@ def table(grades: list[dict]) -> str:
     width = max([9, *(len(g["name"]) for g in grades)])
     lines = [f"{'submitter':<{width}}  lesson  score     passed  error"]
     for g in grades:
-        passed = sum(r["status"] == "passed" for r in g["results"])
-        error = _error(g)
+        results, notebook = _view(g)
+        if results:
+            passed = sum(r["status"] == "passed" for r in results)
+            total = len(results)
+            score, ratio = f"{_score(results):g}/{total}", f"{passed}/{total}"
+            error = "; ".join(_unique([*(f"{r['exercise']}: {_reason(r)}" for r in results
+                                         if _reason(r)), *notebook]))
+        else:
+            score, ratio, error = "-", "-", "NOT GRADED: " + _not_graded_reason(g)
+        error = _one_line(error)
         error = error if len(error) <= 60 else error[:57] + "..."
-        total = len(g["results"])
-        score, ratio = f"{_score(g):g}/{total}", f"{passed}/{total}"
         lines.append(f"{g['name']:<{width}}  {g['lesson'] or '-':<6}  {score:<8}  "
                      f"{ratio:<6}  {error}")
     return "\n".join(lines)
 
 
 def summary(grades: list[dict], *, seconds: float, skipped: int = 0) -> str:
-    """The closing lines: counts by status, how each was run, the time taken."""
-    statuses = Counter(r["status"] for g in grades for r in g["results"])
+    """The closing lines: counts by status, the submissions not graded, how each was run,
+    the time taken."""
+    views = [_view(g) for g in grades]
+    statuses = Counter(r["status"] for results, _ in views for r in results)
     modes = Counter(g.get("sandbox") or "not run" for g in grades)
-    parts = [f"{len(grades)} submissions, {sum(statuses.values())} exercises: "
-             + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))]
+    head = f"{_plural(len(grades), 'submission')}, "
+    if statuses:
+        head += (f"{_plural(sum(statuses.values()), 'exercise')}: "
+                 + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))
+    else:
+        head += "no exercises graded"
+    parts = [head]
+    ungraded = [g["name"] for g, (results, _) in zip(grades, views, strict=True)
+                if not results]
+    if ungraded:
+        parts.append(f"NOT GRADED: {len(ungraded)} ({_names(ungraded)}): see the error "
+                     "column")
     if skipped:
         parts.append(f"{skipped} taken from earlier results (--resume)")
     graded = len(grades) - skipped
@@ -112,9 +229,10 @@ def summary(grades: list[dict], *, seconds: float, skipped: int = 0) -> str:
     parts.append(f"{seconds:.1f} s{rate}")
     lines = ["; ".join(parts)]
     if modes.get("none"):
-        lines.append(f"WARNING: {modes['none']} submissions were NOT sandboxed (no bubblewrap "
-                     "here, or --sandbox none): their code could read files and use the "
-                     "network. Install bubblewrap (apt-get install bubblewrap) on Linux.")
+        lines.append(f"WARNING: {_plural(modes['none'], 'submission')} NOT sandboxed (no "
+                     "bubblewrap here, or --sandbox none): their code could read files and "
+                     "use the network. Install bubblewrap (apt-get install bubblewrap) on "
+                     "Linux.")
     if modes.get("bwrap"):
-        lines.append(f"{modes['bwrap']} submissions ran sandboxed with bubblewrap")
+        lines.append(f"{_plural(modes['bwrap'], 'submission')} ran sandboxed with bubblewrap")
     return "\n".join(lines)

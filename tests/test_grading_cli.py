@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import unicodedata
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 
-from grading import Options, find_submissions, grade  # noqa: E402
+from grading import find_submissions  # noqa: E402
 from grading.__main__ import _options, main, parser  # noqa: E402
 from grading.results import gradescope, rows, summary  # noqa: E402
 
@@ -267,3 +266,110 @@ def test_non_ascii_names_reach_the_results(tmp_path, capsys):
     for who in ("张三", "李四"):
         assert json.loads((tmp_path / "out" / who / "results.json").read_text())["score"] == 1
         assert who in out
+
+
+# 5. a submission whose lesson cannot be told ------------------------------------------------
+
+@pytest.mark.parametrize("make", ["notes.txt", "homework.ipynb", "empty.ipynb"])
+def test_a_submission_of_no_known_lesson_is_an_error_not_0_of_0(make, tmp_path, capsys):
+    path = tmp_path / "class" / make
+    if make == "homework.ipynb":
+        put(path, "print('no check cells here')")
+    else:
+        path.parent.mkdir(parents=True)
+        path.write_text("my notes" if make == "notes.txt" else "")
+    code, out, _ = run([str(path), "--out", str(tmp_path / "out")], capsys)
+    assert code == 0
+    name = Path(make).stem
+    row = read_csv(tmp_path / "out" / "results.csv")[name, ""]
+    assert row["status"] == "error"
+    assert "cannot tell" in row["error"] and "--lesson" in row["error"]
+    saved = json.loads((tmp_path / "out" / name / "results.json").read_text())
+    assert "0 of 0" not in saved["output"] and "NOT GRADED" in saved["output"]
+    assert "cannot tell" in saved["output"]
+    assert [t["status"] for t in saved["tests"]] == ["failed"]
+    combined = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert combined["not_graded"] == [name]
+    last = out.strip().splitlines()
+    assert not any("0 exercises: ;" in line or ": ;" in line for line in last)
+    assert any("1 submission," in line and "NOT GRADED" in line and name in line
+               for line in last), out
+    line = next(x for x in out.splitlines() if x.startswith(f"{name} "))
+    assert "0/0" not in line and "NOT GRADED" in line
+
+
+def test_the_summary_counts_graded_and_ungraded_apart(tmp_path, capsys):
+    put(tmp_path / "class" / "ann" / "00-tour.ipynb", FIRST_COPY)
+    put(tmp_path / "class" / "ben" / "00-tour.ipynb", RAISES)
+    (tmp_path / "class" / "cat.txt").write_text("x")
+    code, out, _ = run([str(tmp_path / "class"), str(tmp_path / "class" / "cat.txt"),
+                        "--out", str(tmp_path / "out")], capsys)
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("3 submissions"))
+    assert "2 exercises: 1 failed, 1 passed" in line and "NOT GRADED: 1 (cat)" in line
+
+
+def test_summary_of_nothing_graded_reads_sensibly():
+    graded = {"name": "x", "notebook": "x.txt", "lesson": None, "results": [],
+              "errors": ["cannot tell the lesson: name the notebook NN-topic.ipynb or pass "
+                         "--lesson NN"], "seconds": 0.0, "sandbox": "none", "sha256": ""}
+    text = summary([graded], seconds=1.0)
+    assert text.startswith("1 submission, no exercises graded; NOT GRADED: 1 (x)"), text
+    assert gradescope(graded)["tests"][0]["status"] == "failed"
+
+
+def test_a_submission_whose_job_failed_still_costs_its_lesson(tmp_path):
+    graded = {"name": "x", "notebook": "04-streams.ipynb", "lesson": "04", "results": [],
+              "errors": ["grading failed: OSError: worker lost"], "seconds": 0.0,
+              "sandbox": "", "sha256": ""}
+    assert [(r["exercise"], r["status"]) for r in rows(graded)] == [
+        ("04.read_after_sync", "error"), ("04.overlap", "error")]
+    assert all("worker lost" in r["error"] for r in rows(graded))
+    saved = gradescope(graded)
+    assert (saved["score"], saved["max_score"], len(saved["tests"])) == (0, 2, 2)
+
+
+# 6. the error column: why this exercise lost credit, said once -----------------------------
+
+def test_each_row_says_once_why_it_lost_credit(tmp_path, capsys):
+    c = tmp_path / "class"
+    put(c / "ok" / "00-tour.ipynb", FIRST_COPY)
+    put(c / "raises" / "00-tour.ipynb", RAISES)
+    put(c / "spins" / "00-tour.ipynb", SPINS)
+    put(c / "notdone" / "00-tour.ipynb", NOT_DONE)
+    put(c / "exits" / "00-tour.ipynb", FIRST_COPY, "import os\nos._exit(0)\n")
+    (c / "garbage").mkdir()
+    (c / "garbage" / "00-tour.ipynb").write_text("this is not a notebook")
+    code, _, _ = run([str(c), "--out", str(tmp_path / "out"), "--limit", "0.5"], capsys)
+    assert code == 0
+    got = {who: r["error"] for (who, _), r in read_csv(tmp_path / "out" / "results.csv").items()}
+    assert got["ok"] == ""
+    assert "raised KeyError: 'boom'" in got["raises"] and "line 2" in got["raises"]
+    assert "0.5 s" in got["spins"] or "time" in got["spins"], got["spins"]
+    assert "NotImplementedError" in got["notdone"]
+    assert "ended without a result" in got["exits"]
+    assert "cannot read the notebook" in got["garbage"]
+    for who in ("raises", "spins", "exits", "garbage"):
+        text = got[who]
+        assert text, who
+        for part in [p for p in text.split("; ") if p]:
+            assert text.count(part) == 1, (who, text)        # nothing said twice
+        assert "\n" not in text
+
+
+def test_one_exercise_crash_stays_on_its_own_row(tmp_path, capsys):
+    crash = IMPORTS + "def fetch(acl, dev_ptr, nbytes, stream):\n    import os\n    os._exit(0)\n"
+    put(tmp_path / "class" / "eve" / "04-streams.ipynb", crash,
+        solution("04", "pipeline"), "1 / 0")
+    code, _, _ = run([str(tmp_path / "class"), "--out", str(tmp_path / "out")], capsys)
+    assert code == 0
+    got = read_csv(tmp_path / "out" / "results.csv")
+    fetch, overlap = got["eve", "04.read_after_sync"], got["eve", "04.overlap"]
+    assert (fetch["status"], overlap["status"]) == ("error", "passed")
+    assert "ended without a result" in fetch["error"]
+    assert "ended without a result" not in overlap["error"]      # not the other row's
+    assert fetch["error"].count("ended without a result") == 1
+    for row in (fetch, overlap):                                  # the notebook's, once
+        assert row["error"].count("ZeroDivisionError") <= 1
+    saved = json.loads((tmp_path / "out" / "eve" / "results.json").read_text())
+    assert saved["output"].count("ended without a result") <= 1
