@@ -202,7 +202,8 @@ def _executor(jobs: int, scheduler):
 
 def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | None = None,
           jobs: int | None = None, scheduler=None, resume: bool = False,
-          progress: bool | Callable[[dict], None] = False) -> tuple[list[dict], int]:
+          progress: bool | Callable[[dict], None] = False,
+          moved: list[str] | None = None) -> tuple[list[dict], int]:
     """Grade every submission under ``paths`` and write the results under ``out``.
 
     ``jobs`` submissions run at once (default: the number of cores); ``scheduler`` (a Dask
@@ -210,6 +211,9 @@ def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | No
     ``resume`` reuses the saved grade of a submission whose notebook, options and grader are
     unchanged. ``progress`` is True for a tqdm bar on stderr, or a callable called with each
     graded submission. Returns (grades in submission order, how many came from the cache).
+    The results of submitters graded into ``out`` before but not in this run are moved to
+    ``out/.grading-stale/`` (:func:`grading.results.set_aside`); their names are appended to
+    ``moved`` if given.
     """
     options = options or Options()
     out = Path(out)
@@ -259,5 +263,7 @@ def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | No
         if bar is not None:
             bar.close()
     ordered = [grades[s.name] for s in submissions if s.name in grades]
-    write_results(ordered, out)
+    set_aside = write_results(ordered, out)
+    if moved is not None:
+        moved.extend(set_aside)
     return ordered, skipped

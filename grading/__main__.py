@@ -217,6 +217,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     options = _options(args, p.error)
 
     from . import find_submissions, grade, summary, table
+    from .results import STALE
     from .sandbox import mode
 
     try:
@@ -239,15 +240,17 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     where = f"on the Dask cluster at {args.scheduler}" if args.scheduler else \
         f"with {jobs} job{'s' if jobs != 1 else ''}"
     hidden = " on hidden seeds" if options.seeds else ""
-    print(f"acllab grade: {len(submissions)} submissions {where}{hidden}", file=sys.stderr,
-          flush=True)
+    count = f"{len(submissions)} submission{'s' if len(submissions) != 1 else ''}"
+    print(f"acllab grade: {count} {where}{hidden}", file=sys.stderr, flush=True)
     start = time.monotonic()
+    moved: list[str] = []
     grades, skipped = grade(args.paths, args.out, options=options, jobs=jobs,
                             scheduler=args.scheduler, resume=args.resume,
-                            progress=not args.quiet)
-    print(table(grades))
-    print(summary(grades, seconds=time.monotonic() - start, skipped=skipped))
+                            progress=not args.quiet, moved=moved)
     out = Path(args.out)
+    print(table(grades))
+    print(summary(grades, seconds=time.monotonic() - start, skipped=skipped, moved=moved,
+                  moved_to=out / STALE))
     print(f"results in {out / 'results.csv'} and {out / 'results.json'}")
     return 0
 

@@ -6,23 +6,31 @@ could not be graded), followed by the notebook's own problems (cells that raised
 over). A submission whose lesson cannot be told is NOT GRADED: one row with status error and
 the reason, a Gradescope result that says so, and a count in the summary. results.json holds
 every submission in Gradescope's results.json shape plus totals; ``<name>/results.json``
-holds one submission's, ready for Gradescope.
+holds one submission's, ready for Gradescope, next to a marker file (:data:`MARKER`) that
+says the grader wrote that folder. A run moves the results of submitters it did not grade
+(learners since removed from the class) to ``.grading-stale/`` (:func:`set_aside`), and
+never touches a file it did not write.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["CSV_FIELDS", "rows", "gradescope", "write_results", "not_graded", "table",
-           "summary"]
+__all__ = ["CSV_FIELDS", "MARKER", "STALE", "rows", "gradescope", "write_results",
+           "set_aside", "not_graded", "table", "summary"]
 
 CSV_FIELDS = ("submitter", "notebook", "lesson", "exercise", "title", "status", "score",
               "max_score", "public", "items_passed", "items_total", "sandbox", "error")
+MARKER = ".acllab-grade.json"       # in every <name>/ folder the grader writes
+STALE = ".grading-stale"            # where the results of submitters no longer graded go
+_OWN_FILES = ("results.json", MARKER)
+_WRITER = "acllab grade"
 _ITEMS_SHOWN = 3                    # failed items quoted in a row's error
 _REASON_CHARS = 500
 
@@ -147,8 +155,66 @@ def gradescope(graded: dict) -> dict:
             "execution_time": graded["seconds"], "output": output, "tests": tests}
 
 
-def write_results(grades: list[dict], out: str | Path) -> None:
-    """results.csv, results.json and <name>/results.json under ``out``."""
+def _ours(folder: Path) -> bool:
+    """Whether ``folder`` is one the grader wrote: a real folder (not a link) holding the
+    grader's marker file, which names that very folder."""
+    marker = folder / MARKER
+    if folder.is_symlink() or not folder.is_dir() or marker.is_symlink() \
+            or not marker.is_file():
+        return False
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("written_by") == _WRITER \
+        and data.get("submitter") == folder.name
+
+
+def _move_own_files(folder: Path, dest: Path | None) -> None:
+    """Move (or, with ``dest`` None, remove) the grader's own files of ``folder``, then the
+    folder if nothing else is left in it; anything else in it stays where it is."""
+    if dest is not None:
+        dest.mkdir(parents=True, exist_ok=True)
+    for name in _OWN_FILES:                      # the marker last
+        path = folder / name
+        if path.is_symlink() or not path.is_file():
+            continue
+        if dest is None:
+            path.unlink()
+        else:
+            os.replace(path, dest / name)
+    try:
+        folder.rmdir()                           # only if empty
+    except OSError:
+        pass
+
+
+def set_aside(out: str | Path, keep: Iterable[str]) -> list[str]:
+    """Move the results of submitters not in ``keep`` from ``out/<name>/`` to
+    ``out/.grading-stale/<name>/``; return their names. Only folders the grader wrote (see
+    :func:`_ours`) are considered and only its own files in them move; links, hidden
+    folders and everything else are left alone. The stale copy of a submitter in ``keep``
+    (back in the class, freshly written) is removed."""
+    out, keep = Path(out), set(keep)
+    stale = out / STALE
+    moved: list[str] = []
+    for folder in sorted(out.iterdir()):
+        if folder.name.startswith(".") or folder.name in keep or not _ours(folder):
+            continue
+        if stale.is_symlink():
+            break
+        _move_own_files(folder, stale / folder.name)
+        moved.append(folder.name)
+    if stale.is_dir() and not stale.is_symlink():
+        for name in keep:
+            if _ours(stale / name):
+                _move_own_files(stale / name, None)
+    return moved
+
+
+def write_results(grades: list[dict], out: str | Path) -> list[str]:
+    """results.csv, results.json and <name>/results.json under ``out``; then the results of
+    submitters not in ``grades`` are set aside (:func:`set_aside`), whose names it returns."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
@@ -163,6 +229,9 @@ def write_results(grades: list[dict], out: str | Path) -> None:
         folder.mkdir(exist_ok=True)
         (folder / "results.json").write_text(json.dumps(one, indent=2) + "\n",
                                              encoding="utf-8")
+        (folder / MARKER).write_text(json.dumps(
+            {"written_by": _WRITER, "submitter": graded["name"],
+             "files": list(_OWN_FILES)}) + "\n", encoding="utf-8")
         submissions.append({"submitter": graded["name"], "notebook": graded["notebook"],
                             "lesson": graded["lesson"], "sha256": graded["sha256"],
                             "sandbox": graded["sandbox"],
@@ -172,6 +241,7 @@ def write_results(grades: list[dict], out: str | Path) -> None:
                 "not_graded": [g["name"] for g in grades if not_graded(g)],
                 "submissions": submissions}
     (out / "results.json").write_text(json.dumps(combined, indent=2) + "\n", encoding="utf-8")
+    return set_aside(out, (g["name"] for g in grades))
 
 
 def _plural(n: int, word: str) -> str:
@@ -204,9 +274,10 @@ def table(grades: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def summary(grades: list[dict], *, seconds: float, skipped: int = 0) -> str:
+def summary(grades: list[dict], *, seconds: float, skipped: int = 0,
+            moved: Iterable[str] = (), moved_to: str | Path = STALE) -> str:
     """The closing lines: counts by status, the submissions not graded, how each was run,
-    the time taken."""
+    the time taken, and the earlier results set aside (``moved``, now in ``moved_to``)."""
     views = [_view(g) for g in grades]
     statuses = Counter(r["status"] for results, _ in views for r in results)
     modes = Counter(g.get("sandbox") or "not run" for g in grades)
@@ -228,6 +299,10 @@ def summary(grades: list[dict], *, seconds: float, skipped: int = 0) -> str:
     rate = f" ({graded / seconds * 60:.1f} notebooks per minute)" if graded and seconds else ""
     parts.append(f"{seconds:.1f} s{rate}")
     lines = ["; ".join(parts)]
+    moved = list(moved)
+    if moved:
+        lines.append(f"set aside the results of {_plural(len(moved), 'submitter')} not in "
+                     f"this run ({_names(moved)}): moved to {moved_to}")
     if modes.get("none"):
         lines.append(f"WARNING: {_plural(modes['none'], 'submission')} NOT sandboxed (no "
                      "bubblewrap here, or --sandbox none): their code could read files and "

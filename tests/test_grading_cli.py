@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import unicodedata
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 
-from grading import find_submissions  # noqa: E402
+from grading import Options, find_submissions, grade  # noqa: E402
 from grading.__main__ import _options, main, parser  # noqa: E402
 from grading.results import gradescope, rows, summary  # noqa: E402
 
@@ -373,3 +374,75 @@ def test_one_exercise_crash_stays_on_its_own_row(tmp_path, capsys):
         assert row["error"].count("ZeroDivisionError") <= 1
     saved = json.loads((tmp_path / "out" / "eve" / "results.json").read_text())
     assert saved["output"].count("ended without a result") <= 1
+
+
+# 7. outputs of submitters no longer in the class --------------------------------------------
+
+def test_a_rerun_sets_aside_the_results_of_learners_who_left(tmp_path, capsys):
+    c, out, away = tmp_path / "class", tmp_path / "out", tmp_path / "away"
+    for who in ("ann", "ben", "cat"):
+        put(c / who / "00-tour.ipynb", FIRST_COPY)
+    assert run([str(c), "--out", str(out)], capsys)[0] == 0
+    kept = (out / "ben" / "results.json").read_text()
+    away.mkdir()
+    for who in ("ben", "cat"):
+        (c / who).rename(away / who)
+    code, text, _ = run([str(c), "--out", str(out), "--resume"], capsys)
+    assert code == 0
+    assert not (out / "ben").exists() and not (out / "cat").exists()
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "ann", "results.csv", "results.json"]
+    assert "ben" in text and "cat" in text and ".grading-stale" in text
+    assert (out / ".grading-stale" / "ben" / "results.json").read_text() == kept
+    combined = json.loads((out / "results.json").read_text())
+    assert [s["submitter"] for s in combined["submissions"]] == ["ann"]
+    # ben comes back: his results are where they were, and nothing stale is left of him
+    (away / "ben").rename(c / "ben")
+    code, text, _ = run([str(c), "--out", str(out), "--resume"], capsys)
+    assert code == 0 and (out / "ben" / "results.json").read_text() == kept
+    assert not (out / ".grading-stale" / "ben").exists()
+    assert (out / ".grading-stale" / "cat" / "results.json").exists()
+    assert ".grading-stale" not in text                  # nothing was set aside this time
+
+
+def test_only_the_graders_own_files_are_ever_moved(tmp_path, capsys):
+    c, out, elsewhere = tmp_path / "class", tmp_path / "out", tmp_path / "elsewhere"
+    for who in ("ann", "ben", "zed"):
+        put(c / who / "00-tour.ipynb", FIRST_COPY)
+    assert run([str(c), "--out", str(out)], capsys)[0] == 0
+    (out / "ben" / "feedback.md").write_text("well done")          # the instructor's own
+    (out / "notes").mkdir()
+    (out / "notes" / "results.json").write_text("{}")              # not the grader's
+    (out / "plain.txt").write_text("x")
+    elsewhere.mkdir()
+    (out / "zed").rename(elsewhere / "zed")                          # the grader's files,
+    os.symlink(elsewhere / "zed", out / "zed")                       # reached by a link
+    zed_files = sorted(p.name for p in (elsewhere / "zed").iterdir())
+    for who in ("ben", "zed"):
+        for path in (c / who).iterdir():
+            path.unlink()
+        (c / who).rmdir()
+    code, text, _ = run([str(c), "--out", str(out)], capsys)
+    assert code == 0
+    assert sorted(p.name for p in (out / "ben").iterdir()) == ["feedback.md"]
+    assert (out / "ben" / "feedback.md").read_text() == "well done"
+    assert (out / ".grading-stale" / "ben" / "results.json").exists()
+    assert (out / "notes" / "results.json").read_text() == "{}"
+    assert (out / "plain.txt").read_text() == "x"
+    assert (out / "zed").is_symlink()
+    assert sorted(p.name for p in (elsewhere / "zed").iterdir()) == zed_files
+    assert not (out / ".grading-stale" / "zed").exists()
+    assert "ben" in text
+
+
+def test_grade_from_python_reports_what_it_set_aside(tmp_path):
+    c, out = tmp_path / "class", tmp_path / "out"
+    put(c / "ann" / "00-tour.ipynb", FIRST_COPY)
+    put(c / "ben.ipynb", FIRST_COPY)
+    options = Options(lesson="00", sandbox="none")
+    grade([c], out, options=options, jobs=2)
+    (c / "ben.ipynb").unlink()
+    moved: list[str] = []
+    graded, skipped = grade([c], out, options=options, jobs=2, resume=True, moved=moved)
+    assert ([g["name"] for g in graded], skipped, moved) == (["ann"], 1, ["ben"])
+    assert not (out / "ben").exists()
