@@ -109,6 +109,9 @@ class CheckResult:
 
     ``runtime`` is the runtime of the case shown (the first failing one, else the last), for
     a closer look: ``widgets.timeline.Timeline(result.runtime)`` draws what the check saw.
+    ``function`` names the function that was checked. ``best_before`` is an earlier result of
+    the same exercise in this process that was better than this one (see :func:`summary`), or
+    None when this one is the best so far.
     """
 
     exercise: str
@@ -121,6 +124,8 @@ class CheckResult:
     runtime: Any = field(default=None, repr=False, compare=False)
     public: bool = True          # graded on the exercise's own (public) seeds
     graded_score: float | None = None      # set by check() from every case (SCORING_RULE)
+    function: str = field(default="", compare=False)
+    best_before: CheckResult | None = field(default=None, repr=False, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -237,7 +242,9 @@ class Exercise:
 
 
 _EXERCISES: dict[str, Exercise] = {}
-history: dict[str, CheckResult] = {}   # the latest result of each exercise in this process
+# the latest result of each exercise in this process; when an earlier one was better (a pass
+# before a demonstration cell's failing function), it is the latest's best_before
+history: dict[str, CheckResult] = {}
 
 
 def exercise(id: str, title: str, function: str, seeds: tuple[int, ...] = (0, 1, 2),
@@ -302,13 +309,15 @@ def check(exercise_id: str, fn: Callable, *, seeds: tuple[int, ...] | None = Non
     Cases run in order and the first failing one is reported; the score follows
     :data:`SCORING_RULE` over every case run. ``seeds`` overrides the exercise's own (public)
     seeds, as an instructor's hidden cases do; ``limit_s`` overrides its wall-clock limit per
-    call. The result is also kept in :data:`history` for :func:`summary`.
+    call. The result is also kept in :data:`history` for :func:`summary` (a pass is not
+    undone there by a later, worse attempt).
     """
     _guard.refuse_if_learner("acllab.checks.check")
     ex = _find(exercise_id)
     public = seeds is None
     seeds = ex.seeds if seeds is None else tuple(int(s) for s in seeds)
-    result = CheckResult(ex.id, ex.title, cases=len(seeds), public=public)
+    result = CheckResult(ex.id, ex.title, cases=len(seeds), public=public,
+                         function=getattr(fn, "__name__", None) or type(fn).__name__)
     if not callable(fn):
         result.items = [Item("function", False, f"expected the function {ex.function}, got "
                              f"{type(fn).__name__}", f"pass the function itself: check("
@@ -343,8 +352,27 @@ def check(exercise_id: str, fn: Callable, *, seeds: tuple[int, ...] | None = Non
             result.case = f"case {failing + 1} of {len(seeds)}: {case.label}"
             result.warnings, result.runtime = case.warnings, case.runtime
         result.graded_score = min(case_score(c.items) for c in done)
-    history[ex.id] = result
+    _remember(result)
     return result
+
+
+_RANK = {"passed": 2, "failed": 1, "not done": 0}
+
+
+def _rank(result: CheckResult) -> tuple[int, float]:
+    return _RANK.get(result.status, 0), result.score
+
+
+def _remember(result: CheckResult) -> None:
+    """Keep ``result`` as the exercise's latest in :data:`history`, and the best so far with
+    it: a later, worse attempt (a lesson's demonstration of a wrong function) does not undo a
+    pass. Equally good results: the latest counts."""
+    previous = history.get(result.exercise)
+    if previous is not None:
+        best = previous.best_before or previous
+        if _rank(best) > _rank(result):
+            result.best_before = best
+    history[result.exercise] = result
 
 
 def _run_case(ex: Exercise, fn: Callable, seed: int) -> Case:
@@ -363,10 +391,18 @@ def _run_case(ex: Exercise, fn: Callable, seed: int) -> Case:
 
 @dataclass
 class Summary:
-    """The latest status of each exercise of a lesson (for the end of a notebook)."""
+    """Where the learner stands on each exercise of a lesson (for the end of a notebook).
+
+    ``rows`` holds (exercise id, title, status) with the *best* status of the exercise checked
+    in this kernel ('passed', 'failed', 'not done', or 'not run'): a pass stays a pass when a
+    later check (a lesson's demonstration of a wrong function, say) fails. ``notes`` says, per
+    exercise checked, with which function that best result came and, when the latest attempt
+    did worse, what it got: 'passed with fetch; latest attempt failed with fetch_buggy'.
+    """
 
     lesson: str
-    rows: list[tuple[str, str, str]]      # (exercise id, title, status or 'not run')
+    rows: list[tuple[str, str, str]]      # (exercise id, title, best status or 'not run')
+    notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> int:
@@ -374,7 +410,9 @@ class Summary:
 
     def __str__(self) -> str:
         lines = [f"lesson {self.lesson}: {self.passed} of {len(self.rows)} exercises passed"]
-        lines += [f"  {status:<9} {eid} {title}" for eid, title, status in self.rows]
+        for eid, title, status in self.rows:
+            note = self.notes.get(eid)
+            lines.append(f"  {status:<9} {eid} {title}" + (f" ({note})" if note else ""))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -385,17 +423,36 @@ class Summary:
         cells = "".join(
             f'<tr><td>{html.escape(eid)}</td><td>{html.escape(title)}</td>'
             f'<td style="color:{colour.get(status, "#7f8c8d")}"><b>{html.escape(status)}</b>'
-            f"</td></tr>" for eid, title, status in self.rows)
+            f'</td><td style="opacity:0.85">{html.escape(self.notes.get(eid, ""))}</td></tr>'
+            for eid, title, status in self.rows)
         return (f'<div class="acllab-summary" data-lesson="{html.escape(self.lesson)}">'
                 f"<b>Lesson {html.escape(self.lesson)}: {self.passed} of {len(self.rows)} "
                 f"exercises passed</b><table>{cells}</table></div>")
 
 
+def _attempt(result: CheckResult) -> str:
+    """'passed with fetch', 'failed with pipeline, score 0.50', 'not done (pipeline)'."""
+    name = result.function or "a function"
+    if result.status == "not done":
+        return f"not done ({name})"
+    score = f", score {result.score:.2f}" if result.status == "failed" and result.score else ""
+    return f"{result.status} with {name}{score}"
+
+
 def summary(lesson: str) -> Summary:
-    """The latest result of each exercise of ``lesson`` checked in this kernel."""
-    rows = [(ex.id, ex.title, history[ex.id].status if ex.id in history else "not run")
-            for ex in exercises(lesson)]
-    return Summary(lesson, rows)
+    """The best result of each exercise of ``lesson`` checked in this kernel, with the function
+    that got it, and the latest attempt when that did worse (see :class:`Summary`)."""
+    rows, notes = [], {}
+    for ex in exercises(lesson):
+        latest = history.get(ex.id)
+        if latest is None:
+            rows.append((ex.id, ex.title, "not run"))
+            continue
+        best = latest.best_before or latest
+        rows.append((ex.id, ex.title, best.status))
+        notes[ex.id] = _attempt(best) + ("" if best is latest
+                                         else f"; latest attempt {_attempt(latest)}")
+    return Summary(lesson, rows, notes)
 
 
 # -- the harness the lesson modules use --------------------------------------------------------
