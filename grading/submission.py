@@ -6,6 +6,9 @@ thread pool or on a ``dask.distributed`` worker that has acllab installed but se
 the grader's files. For each exercise of the notebook's lesson it starts a fresh sandboxed
 process (:func:`grading.sandbox.run_worker`) with its own scratch copy of the notebook, so a
 hang or a crash costs only that exercise.
+
+The lesson is the notebook's name's (``04-streams.ipynb``), else its check cells', else
+``--lesson``; a ``--lesson`` that disagrees with the name or the cells is noted.
 """
 
 from __future__ import annotations
@@ -85,6 +88,20 @@ def _deadline(exercise, options: Options, seeds: list[int] | None) -> float:
     return options.timeout + cases * per_call * 1.5 + 10
 
 
+def _lesson(options: Options, filename: str, nb) -> tuple[str | None, str]:
+    """(the lesson, a note): the name's, else the cells', else --lesson's; the note says
+    when --lesson disagrees with the name or the cells."""
+    wanted = str(options.lesson).zfill(2) if options.lesson else None
+    named = lesson_of(filename)
+    found = named or (lesson_in(nb) if nb is not None else None)
+    if found is None:
+        return wanted, ""
+    if wanted is not None and wanted != found:
+        says = "name says" if named else "cells say"
+        return found, f"--lesson {wanted} not used: the notebook's {says} lesson {found}"
+    return found, ""
+
+
 def grade_submission(job: dict) -> dict:
     """Grade one notebook, every exercise in its own sandboxed process; never raises for the
     learner's sake.
@@ -121,8 +138,10 @@ def grade_submission(job: dict) -> dict:
     except Exception as exc:        # not UTF-8, not JSON, not a notebook...
         unreadable = f"cannot read the notebook: {type(exc).__name__}: {exc}"[:300]
         graded["errors"].append(unreadable)
-    lesson = options.lesson or lesson_of(filename) or (lesson_in(nb) if nb else None)
+    lesson, lesson_note = _lesson(options, filename, nb)
     graded["lesson"] = lesson
+    if lesson_note:
+        graded["errors"].append(lesson_note)
     if lesson is None:
         graded["errors"].append("cannot tell the lesson: name the notebook NN-topic.ipynb or "
                                 "pass --lesson NN")

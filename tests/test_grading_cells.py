@@ -1,0 +1,125 @@
+"""acllab grade and the learner's notebooks: which lesson a notebook is graded as.
+
+One folder of variants of lessons 04 and 05 (cheap lessons, each exercise defined in its own
+cell) is graded once without a sandbox (the sandbox is not what these tests are about).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+
+from grading import sandbox as sandbox_module  # noqa: E402
+from grading.__main__ import main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = ROOT / "lessons"
+SANDBOXED = sandbox_module.mode("auto") == "bwrap"
+L04, L05 = "04-streams.ipynb", "05-events.ipynb"
+
+pytestmark = pytest.mark.notebook
+
+def solution(lesson: str, name: str) -> str:
+    """The reference ``name`` of ``lesson``, with its module's imports (a cell's source)."""
+    source = (LESSONS / "solutions" / f"lesson{lesson}.py").read_text(encoding="utf-8")
+    header = source[: source.index("\ndef ")]
+    start = source.index(f"def {name}(")
+    end = source.find("\n\n\ndef ", start)
+    return header + "\n\n" + source[start: end if end > 0 else None] + "\n"
+
+
+def notebook(filename: str, **sources: str):
+    """The lesson with the exercise cell defining each ``name`` replaced by sources[name]."""
+    nb = nbformat.read(LESSONS / filename, as_version=4)
+    for name, source in sources.items():
+        nb.cells[exercise_cell(nb, name)].source = source
+    return nb
+
+
+def correct(filename: str = L05, **sources: str):
+    lesson = filename[:2]
+    names = {"04": ("fetch", "pipeline"), "05": ("time_kernel", "handoff")}[lesson]
+    return notebook(filename, **{**{n: solution(lesson, n) for n in names}, **sources})
+
+
+def exercise_cell(nb, name: str) -> int:
+    return next(i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+                and "exercise" in cell.metadata.get("tags", [])
+                and f"def {name}(" in cell.source)
+
+
+def add_cell(nb, source: str, at: int):
+    nb.cells.insert(at, nbformat.v4.new_code_cell(source))
+    return nb
+
+
+def put(folder: Path, relative: str, nb) -> None:
+    (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / relative)
+
+
+def read_csv(path: Path) -> dict[tuple[str, str], dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return {(r["submitter"], r["exercise"]): r for r in csv.DictReader(f)}
+
+
+def outputs(out: Path, who: str) -> dict[str, str]:
+    saved = json.loads((out / who / "results.json").read_text(encoding="utf-8"))
+    return {t["number"]: t["output"] for t in saved["tests"]}
+
+
+def status(row: dict) -> tuple[str, float]:
+    return row["status"], float(row["score"])
+
+
+# -- one class graded once: magics, syntax errors, a cell that ends the process, --lesson --
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cells")
+    subs = tmp / "subs"
+    tk, ho = solution("05", "time_kernel"), solution("05", "handoff")
+    put(subs, "exiter/" + L05, add_cell(correct(), "import os\nos._exit(0)\n", at=2))
+    put(subs, "exiter2/" + L05, add_cell(correct(), "import os\nos.kill(os.getpid(), 9)\n",
+                                         at=4))
+    nb = add_cell(correct(), "%%bash\necho hello\n", at=2)
+    put(subs, "bash/" + L05, add_cell(nb, "%%html\n<b>bold</b>\n", at=4))
+    put(subs, "writefile/" + L05, correct(time_kernel="%%writefile answer.py\n" + tk))
+    nb = correct(time_kernel=tk.replace("def time_kernel(", "def _mine(")
+                 + "\n%time time_kernel = _mine\n",
+                 handoff=ho + "listing = !ls\n")
+    nb.cells[1].source = "%matplotlib inline\n!pip install numpy\n" + nb.cells[1].source
+    put(subs, "linemagic/" + L05, nb)
+    put(subs, "timed/" + L05, correct(time_kernel="%%time\n" + tk,
+                                      handoff="%%capture out\n" + ho))
+    # --lesson 05 below: a fallback for the one notebook whose name and cells do not say
+    put(subs, "named04/" + L04, correct(L04))
+    put(subs, "cells04.ipynb", correct(L04))
+    nb = correct()
+    for cell in nb.cells:           # check("0" "5.handoff", ...): no lesson named
+        cell.source = cell.source.replace('check("05.', 'check("0" "5.')
+    put(subs, "bare.ipynb", nb)
+    out = tmp / "out"
+    code = main([str(subs), "--out", str(out), "--timeout", "10", "--limit", "2",
+                 "--lesson", "05", "--sandbox", "none", "--jobs", "2", "-q"])
+    return code, read_csv(out / "results.csv"), out
+
+
+def test_lesson_is_the_fallback_and_a_disagreement_is_noted(graded):
+    _, rows, _ = graded
+    for who, says in (("named04", "the notebook's name says lesson 04"),
+                      ("cells04", "the notebook's cells say lesson 04")):
+        for eid in ("04.read_after_sync", "04.overlap"):
+            assert status(rows[who, eid]) == ("passed", 1.0)
+            assert rows[who, eid]["lesson"] == "04"
+            assert f"--lesson 05 not used: {says}" in rows[who, eid]["error"]
+    for eid in ("05.time_kernel", "05.handoff"):        # neither says: --lesson 05
+        assert status(rows["bare", eid]) == ("passed", 1.0)
+        assert rows["bare", eid]["error"] == ""
+        assert rows["exiter", eid]["lesson"] == "05"
+        assert "--lesson" not in rows["bash", eid]["error"]
