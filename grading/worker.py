@@ -11,13 +11,18 @@ The order of events is the point of this module:
 3. import acllab and the checks, load the lesson's check module (sealed), and keep the real
    ``check`` function and a :class:`acllab.checks._guard.Snapshot` of acllab's modules;
 4. only then run the learner's code cells, each in turn, in one fresh namespace, each with a
-   time limit and its exceptions contained (BaseExceptions too); check cells are skipped,
-   and inside the cells ``check`` and ``summary`` are inert stand-ins;
+   time limit and its exceptions contained (BaseExceptions too). Check cells run too: in
+   the cells ``check`` and ``summary`` are inert stand-ins, so ``result = check(...)``
+   grades nothing and a later cell that uses ``result`` still runs. IPython syntax is
+   handled as :func:`translate` says (what the grader does not run is named in the
+   results), and a cell that does not compile is reported with its line;
 5. undo whatever the cells changed in acllab (and say so), call the real ``check`` kept in
-   step 3 on the learner's function, compare acllab with the snapshot once more if learner
-   code started threads (one may have changed acllab while the check ran: then there is no
-   grade, only that error), and write one line, the nonce then the result (marshalled, in
-   hex), to the result pipe; then leave with ``os._exit`` (no atexit hooks, no threads).
+   step 3 on the learner's function (when the cells left no such function, the failed item
+   names the cell that should have defined it and what went wrong there), compare acllab
+   with the snapshot once more if learner code started threads (one may have changed
+   acllab while the check ran: then there is no grade, only that error), and write one
+   line, the nonce then the result (marshalled, in hex), to the result pipe; then leave
+   with ``os._exit`` (no atexit hooks, no threads).
 
 An audit hook, added before learner code and impossible to remove, refuses ``gc``'s heap
 walks, ``sys._current_frames``, reading /proc/*/mem and changing any function's ``__code__``.
@@ -40,6 +45,7 @@ import json  # noqa: E402
 import linecache  # noqa: E402
 import marshal  # noqa: E402
 import os  # noqa: E402
+import re  # noqa: E402
 import signal  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
@@ -170,53 +176,173 @@ def _writer(fd: int, nonce: str):
     return write
 
 
+# IPython syntax, as the grader runs it. A cell magic (%%name on the first line) is not run;
+# a line magic or shell escape at the start of a line (also ``x = %name ...``, ``x = !cmd``)
+# becomes ``pass`` (or ``x = None``), except ``%time STATEMENT``, which IPython runs once,
+# as it is.
+_MAGIC_LINE = re.compile(r"^(?P<indent>[ \t]*)(?:(?P<target>[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*"
+                         r"[A-Za-z_][\w.]*)*)[ \t]*=[ \t]*)?(?P<magic>[%!].*)$")
+_RUN_AS_PYTHON = ("time",)
+
+
+def _magic_name(magic: str) -> str:
+    """'%matplotlib' for '%matplotlib inline', '!pip' for '!pip install x', '%%bash'..."""
+    escape = re.match(r"[%!]+", magic).group(0)
+    word = magic[len(escape):].split(None, 1)
+    return escape + (word[0] if word else "")
+
+
+def translate(source: str) -> tuple[str | None, list[str]]:
+    """(the cell's Python, notes on what of it the grader does not run).
+
+    None for a cell magic (``%%bash``, ``%%writefile``...: the note names it). A cell that
+    compiles as it is runs as it is. Otherwise each line that starts (after its indent) with
+    ``%`` or ``!`` becomes ``pass``, or ``x = None`` for ``x = %magic``/``x = !cmd``, and a
+    note names the lines; ``%time STATEMENT`` becomes STATEMENT (IPython runs it once, as
+    it is). Lines keep their numbers, so a syntax error names the learner's line.
+    """
+    first = source.lstrip()
+    if first.startswith("%%"):
+        return None, [f"the grader does not run {_magic_name(first.split(chr(10), 1)[0])} "
+                      "cells"]
+    try:
+        compile(source, "<cell>", "exec")
+        return source, []
+    except (SyntaxError, ValueError):
+        pass
+    lines, skipped, names, bound = [], [], [], []
+    for number, line in enumerate(source.splitlines(), 1):
+        match = _MAGIC_LINE.match(line)
+        if match is None:
+            lines.append(line)
+            continue
+        indent, target, magic = match.group("indent", "target", "magic")
+        name = _magic_name(magic)
+        statement = magic[len(name):].strip()
+        if name[1:] in _RUN_AS_PYTHON and name.startswith("%") and statement:
+            lines.append(f"{indent}{target} = {statement}" if target else indent + statement)
+            continue
+        lines.append(f"{indent}{target} = None" if target else indent + "pass")
+        skipped.append(str(number))
+        if name not in names:
+            names.append(name)
+        if target:
+            bound.append(f"{target} is None")
+    notes = []
+    if skipped:
+        what = ", ".join(names) + "".join(f"; {b}" for b in bound)
+        notes.append(f"line{'s' if len(skipped) > 1 else ''} {', '.join(skipped)} skipped "
+                     f"(the grader does not run {what})")
+    return "\n".join(lines) + "\n", notes
+
+
 def learner_source(source: str) -> str | None:
-    """The cell's Python: IPython magics and shell lines dropped; None for a cell magic."""
-    if source.lstrip().startswith("%%"):
-        return None
-    lines = []
-    for line in source.splitlines():
-        stripped = line.lstrip()
-        if stripped.startswith(("%", "!")):
-            line = line[: len(line) - len(stripped)] + "pass"
-        lines.append(line)
-    return "\n".join(lines) + "\n"
+    """The cell's Python as the grader runs it (:func:`translate`); None for a cell magic."""
+    return translate(source)[0]
+
+
+def _syntax_error(index: int, exc: BaseException) -> str:
+    if not isinstance(exc, SyntaxError):            # ValueError: a null byte
+        return f"cell {index} has a syntax error: {exc}"
+    text = (exc.text or "").strip()
+    text = text if len(text) <= 60 else text[:57] + "..."
+    where = f"line {exc.lineno}" + (f": {text}" if text else "") if exc.lineno else ""
+    return f"cell {index} has a syntax error: {exc.msg}" + (f" ({where})" if where else "")
 
 
 def _on_alarm(signum, frame):
     raise CellTimeout()
 
 
-def run_cells(cells: list[dict], namespace: dict, cell_s: float, total_s: float) -> list[str]:
-    """Execute the cells in ``namespace``; return one line per cell that raised or ran over."""
+def run_cells(cells: list[dict], namespace: dict, cell_s: float, total_s: float,
+              problems: dict[int, str] | None = None) -> list[str]:
+    """Execute the cells in ``namespace``; return one line per cell that raised, ran over,
+    did not compile or was not run (whole or in part). ``problems`` (if given) gets each
+    cell's problem by cell number."""
+    problems = {} if problems is None else problems
     errors: list[str] = []
     deadline = time.monotonic() + total_s
+
+    def note(index: int, line: str, aside: bool = False) -> None:
+        errors.append(line)
+        if aside:                   # a line not run: the cell's problem only if no other
+            problems.setdefault(index, line)
+        else:
+            problems[index] = line
+
     for cell in cells:
-        index, source = cell["index"], learner_source(cell["source"])
+        index = cell["index"]
+        source, notes = translate(cell["source"])
+        for line in notes:
+            note(index, f"cell {index} skipped: {line}" if source is None
+                 else f"cell {index}: {line}", aside=source is not None)
         if source is None:
             continue
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            errors.append(f"cell {index} not run: the cells' {total_s:g} s were used up")
+            note(index, f"cell {index} not run: the cells' {total_s:g} s were used up")
             continue
         filename = f"<cell {index}>"
+        try:
+            code = compile(source, filename, "exec")
+        except (SyntaxError, ValueError) as exc:
+            note(index, _syntax_error(index, exc))
+            continue
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         limit = min(cell_s, remaining)
         try:
             signal.signal(signal.SIGALRM, _on_alarm)
             signal.setitimer(signal.ITIMER_REAL, limit, 0.1)
             try:
-                exec(compile(source, filename, "exec"), namespace)
+                exec(code, namespace)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except CellTimeout:
-            errors.append(f"cell {index} was stopped after {limit:g} s")
+            note(index, f"cell {index} was stopped after {limit:g} s")
         except BaseException as exc:     # noqa: B036 - the learner's: contained
-            errors.append(f"cell {index} raised {type(exc).__name__}: {exc}".rstrip(": "))
+            note(index, f"cell {index} raised {type(exc).__name__}: {exc}".rstrip(": "))
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
     return errors
+
+
+def _defines(source: str, name: str) -> bool:
+    """Whether a cell's source looks like it defines ``name`` (def, class, =, import)."""
+    n = re.escape(name)
+    return re.search(rf"^[ \t]*(?:%\w+[ \t]+)?(?:(?:async[ \t]+)?def|class)[ \t]+{n}\b"
+                     rf"|^[ \t]*(?:%\w+[ \t]+)?{n}[ \t]*(?::[^=\n]*)?=(?!=)"
+                     rf"|^[ \t]*(?:from[ \t].*)?import[ \t].*\b{n}\b", source, re.M) is not None
+
+
+def _missing(name: str, value, cells: list[dict], problems: dict[int, str]) -> tuple[str, str]:
+    """(message, hint) for an exercise whose function the cells did not leave defined."""
+    defining = [c["index"] for c in cells if _defines(c["source"], name)]
+    troubled = [i for i in defining if i in problems]
+    if value is not None:
+        return (f"{name} is a {type(value).__name__}, not a function, after the notebook's "
+                "cells ran", f"define {name} with `def {name}(...):` in its exercise cell")
+    if troubled:
+        cell = troubled[-1]
+        problem = problems[cell]
+        magic = re.search(r"does not run (%%\S+) cells", problem)
+        line = re.search(r"syntax error: .* \(line (\d+)", problem)
+        if magic:
+            hint = (f"take the {magic.group(1)} line off cell {cell}: the grader runs the "
+                    "notebook's Python only")
+        elif line:
+            hint = f"fix line {line.group(1)} of cell {cell}, the cell that defines {name}"
+        elif "time" in problem or "ended the grading process" in problem:
+            hint = f"make cell {cell}, which defines {name}, finish well within its time"
+        else:
+            hint = f"fix cell {cell}, which defines {name}, so that it runs to the end"
+        return f"{name} is not defined: {problem}", hint
+    if defining:
+        return (f"{name} is not defined after the notebook's cells ran (cell "
+                f"{defining[-1]} mentions it)", f"define {name} at the top level of its "
+                "exercise cell, and run the notebook from the top to check")
+    return (f"{name} is not defined: no cell of the notebook defines it",
+            f"define {name} in its exercise cell: `def {name}(...):`")
 
 
 def main() -> None:
@@ -255,8 +381,9 @@ def _grade(job: dict) -> dict:
     checks.check = checks.summary = _Inert()
     namespace = {"__name__": "__main__", "__builtins__": builtins, "display": _Inert(),
                  "get_ipython": _Inert()}
+    problems: dict[int, str] = {}
     cell_errors = run_cells(job["cells"], namespace, float(job["cell_s"]),
-                            float(job["cells_s"]))
+                            float(job["cells_s"]), problems)
     checks.check, checks.summary = check, summary
     tampered = changes_of()
     if tampered:
@@ -265,6 +392,10 @@ def _grade(job: dict) -> dict:
     seeds = job.get("seeds")
     result = check(job["exercise"], function, seeds=tuple(seeds) if seeds else None,
                    limit_s=job.get("limit_s"))
+    if not callable(function) and result.items:
+        item = result.items[0]
+        item.message, item.hint = _missing(job["function"], function, job["cells"],
+                                           problems)
     late = changes_of() if threads_started() else []    # a learner's thread, meanwhile
     if late:
         return {"crash": "", "tampered_during_check": late[:10], "cell_errors": cell_errors}
