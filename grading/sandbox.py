@@ -8,7 +8,9 @@ empty /tmp, a fresh /proc and /dev, and a private writable HOME holding a copy o
 notebook. Every namespace is unshared (no network, no other processes), it runs as nobody
 (uid 65534) with no capabilities, in a new session, and dies with the grader. The worker
 lowers its own CPU-time, memory and file-size limits before any learner code runs, and the
-grader kills the whole process at the deadline.
+grader kills the whole process at its deadline, or sooner when the worker's progress lines
+(which cell it is starting, when the check starts) say that a cell, the cells together or
+the check ran past their time; :class:`Run` then says which cell was running.
 
 Without bwrap (not Linux, or not installed) the same command runs as a plain subprocess in
 the scratch folder, with a cleared environment and the same limits: the grade is still
@@ -29,11 +31,12 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["Run", "mode", "package_roots", "bwrap_command", "run_worker", "MODES", "HOME"]
+__all__ = ["Run", "mode", "package_roots", "bwrap_command", "run_worker", "grace_s", "spent",
+           "MODES", "HOME"]
 
 MODES = ("auto", "bwrap", "none")
 HOME = "/home/learner"                  # the scratch folder, as the sandbox sees it
@@ -43,11 +46,22 @@ _WORKER = Path(__file__).resolve().with_name("worker.py")
 
 @dataclass
 class Run:
-    """What one grading process gave: its result line's JSON (or None) and how it ended."""
+    """What one grading process gave: its result line's JSON (or None) and how it ended.
+
+    ``cell`` is the learner's cell that was running when the process was killed or ended
+    without a result (None if none was), ``cell_problem`` what it did ('did not stop when
+    its time ran out (3 s)', 'ended the grading process (exit code 0)'), ``killed`` whether
+    the grader killed it, and ``phases`` the seconds spent starting, in the cells and in
+    the check.
+    """
 
     payload: dict | None
     error: str = ""
     seconds: float = 0.0
+    cell: int | None = None
+    cell_problem: str = ""
+    killed: bool = False
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def _package_dir(name: str) -> Path | None:
@@ -161,34 +175,147 @@ def _kill(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float) -> Run:
+def grace_s(limit: float) -> float:
+    """How long past a limit of ``limit`` seconds the grader waits before it kills."""
+    return min(5.0, 1.0 + 0.1 * limit)
+
+
+def _s(seconds: float) -> str:
+    return f"{round(seconds, 1):g} s"
+
+
+class _Watch:
+    """The worker's progress lines as they arrive, and when it is overdue: a cell at its
+    limit (plus :func:`grace_s`), the cells together at ``cells_s``, the check at ``check_s``,
+    all of it at ``deadline_s``. A line the learner's code forged can only bring its own
+    kill forward or name the wrong cell of its own notebook."""
+
+    def __init__(self, start: float, deadline_s: float, cell_s: float | None,
+                 cells_s: float | None, check_s: float | None):
+        self.lock = threading.Lock()
+        self.start, self.hard = start, start + deadline_s
+        self.cell_s, self.cells_s, self.check_s = cell_s, cells_s, check_s
+        self.phase, self.marks = "start", {"start": start}
+        self.cell: int | None = None
+        self.limit = 0.0
+        self.until = self.hard
+
+    def _end_of_cells(self) -> float:
+        if self.cells_s is None:
+            return self.hard
+        return self.marks["cells"] + self.cells_s + grace_s(self.cells_s)
+
+    def event(self, now: float, text: str) -> None:
+        kind, _, rest = text.partition(" ")
+        with self.lock:
+            try:
+                if kind == "cells" and self.phase == "start":
+                    self.phase, self.marks["cells"] = "cells", now
+                    self.until = self._end_of_cells()
+                elif kind == "cell" and self.phase == "cells":
+                    index, limit = rest.split()
+                    self.cell, self.limit = int(index), max(0.0, float(limit))
+                    if self.cell_s is not None:
+                        self.limit = min(self.limit, self.cell_s)
+                    self.until = min(now + self.limit + grace_s(self.limit),
+                                     self._end_of_cells())
+                elif kind == "end" and self.phase == "cells":
+                    self.cell, self.until = None, self._end_of_cells()
+                elif kind == "check" and self.phase == "cells":
+                    self.phase, self.marks["check"], self.cell = "check", now, None
+                    self.until = self.hard if self.check_s is None else now + self.check_s
+            except ValueError:
+                pass
+            self.until = min(self.until, self.hard)
+
+    def overdue(self, now: float) -> bool:
+        with self.lock:
+            return now >= self.until
+
+    def phases(self, now: float) -> dict[str, float]:
+        """Seconds spent starting, in the cells and in the check (those reached)."""
+        with self.lock:
+            marks = [(name, self.marks[name]) for name in ("start", "cells", "check")
+                     if name in self.marks]
+        ends = [t for _, t in marks[1:]] + [now]
+        return {name: round(end - t, 2) for (name, t), end in zip(marks, ends, strict=True)}
+
+    def where(self, now: float) -> str:
+        """Where the time went, for a message: '0.8 s starting, 3.1 s in the cells, ...'."""
+        text = spent(self.phases(now))
+        if self.phase == "check" and self.check_s is not None:
+            text += f" (its time: {_s(self.check_s)})"
+        return text
+
+
+def spent(phases: dict[str, float]) -> str:
+    """'0.8 s starting, 3.1 s in the cells, 2 s in the check' for :attr:`Run.phases`."""
+    labels = {"start": "starting", "cells": "in the cells", "check": "in the check"}
+    return ", ".join(f"{_s(t)} {labels[name]}" for name, t in phases.items() if name in labels)
+
+
+def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float,
+               check_s: float | None = None) -> Run:
     """Run grading/worker.py on ``job`` in ``scratch`` and return its one result line.
 
     ``sandbox`` is 'bwrap' or 'none' (see :func:`mode`). The process is killed after
-    ``deadline_s`` seconds of wall-clock time. Never raises for the learner's sake.
+    ``deadline_s`` seconds of wall-clock time in all, and earlier where its progress lines
+    say it is overdue: in a cell, soon after that cell's limit (at most ``job["cell_s"]``);
+    in the cells, soon after ``job["cells_s"]`` from their start; in the check, after
+    ``check_s`` (if given). The :class:`Run` says where it was when killed, or when it ended
+    without a result. Never raises for the learner's sake.
     """
     start = time.monotonic()
     nonce = f"ACLLAB-RESULT-{secrets.token_hex(16)} "
     read_fd, write_fd = os.pipe()
+    watch = _Watch(start, deadline_s, job.get("cell_s"), job.get("cells_s"), check_s)
     job = {**job, "nonce": nonce, "result_fd": write_fd}
     argv = [sys.executable, "-I", str(_WORKER), *package_roots()]
     if sandbox == "bwrap":
         cmd, cwd, env = bwrap_command(scratch, argv, _environment(HOME)), None, None
     else:
         cmd, cwd, env = argv, str(scratch), _environment(str(scratch))
-    chunks: list[bytes] = []
+    lines: list[str] = []
+    marker = nonce.encode()
 
     def drain() -> None:
+        pending, kept = b"", 0
         while True:
             block = os.read(read_fd, 1 << 16)
             if not block:
+                break
+            pending += block
+            *whole, pending = pending.split(b"\n")
+            for line in whole:
+                if not line.startswith(marker):
+                    continue
+                text = line.decode("utf-8", "replace")
+                if text[len(nonce):].startswith("@"):
+                    watch.event(time.monotonic(), text[len(nonce) + 1:])
+                elif kept < (8 << 20):             # a flood is cut, not buffered
+                    lines.append(text)
+                    kept += len(line)
+            if len(pending) > (8 << 20):
+                pending = b""
+        if pending.startswith(marker) and not pending[len(marker):].startswith(b"@"):
+            lines.append(pending.decode("utf-8", "replace"))
+
+    stderr: list[bytes] = []
+
+    def feed(proc: subprocess.Popen) -> None:
+        try:
+            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.close()
+        except OSError:                 # it ended before reading its job: said below
+            pass
+        while True:
+            block = proc.stderr.read(1 << 16)
+            if not block:
                 return
-            if sum(map(len, chunks)) < (8 << 20):     # a flood is cut, not buffered
-                chunks.append(block)
+            stderr[:] = [b"".join(stderr)[-(1 << 16):] + block]
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
-    timed_out = False
     try:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -198,38 +325,72 @@ def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float) -> 
         os.close(read_fd)
         return Run(None, f"could not start the grading process: {exc}")
     os.close(write_fd)
-    try:
-        _, stderr = proc.communicate(json.dumps(job).encode(), timeout=deadline_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill(proc)
-        _, stderr = proc.communicate()
+    feeder = threading.Thread(target=feed, args=(proc,), daemon=True)
+    feeder.start()
+    killed_at = None
+    while True:
+        try:
+            proc.wait(timeout=0.05)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if watch.overdue(now):
+            killed_at = now
+            with watch.lock:
+                phase, cell, limit = watch.phase, watch.cell, watch.limit
+            _kill(proc)
+            proc.wait()
+            break
     reader.join(timeout=10)
+    feeder.join(timeout=10)
     os.close(read_fd)
-    seconds = round(time.monotonic() - start, 2)
-    lines = [line for line in b"".join(chunks).decode("utf-8", "replace").splitlines()
-             if line.startswith(nonce)]
-    if timed_out:
-        return Run(None, f"killed after {deadline_s:g} s (the exercise ran past the grader's "
-                         "deadline)", seconds)
-    if len(lines) != 1:
+    now = time.monotonic()
+    seconds = round(now - start, 2)
+    if killed_at is not None:
+        where = watch.where(killed_at)
+        run = Run(None, "", seconds, killed=True, phases=watch.phases(killed_at))
+        after = _s(killed_at - start)
+        if cell is not None:
+            run.cell, run.cell_problem = cell, f"did not stop when its time ran out ({_s(limit)})"
+            run.error = f"killed after {after}: cell {cell} {run.cell_problem}; {where}"
+        elif phase == "check":
+            run.error = f"killed after {after} in the check: {where}"
+        elif phase == "cells":
+            run.error = (f"killed after {after}: the cells ran past their "
+                         f"{_s(watch.cells_s or 0)}; {where}")
+        else:
+            run.error = (f"killed after {after} before the learner's cells ran (starting the "
+                         "grading process took too long)")
+        return run
+    phases = watch.phases(now)
+    with watch.lock:
+        cell = watch.cell if watch.phase == "cells" else None
+        phase = watch.phase
+    results = [line for line in lines if line.startswith(nonce)]
+    if len(results) != 1:
+        if cell is not None and not results:
+            problem = f"ended the grading process (exit code {proc.returncode})"
+            return Run(None, f"cell {cell} {problem}", seconds, cell=cell, cell_problem=problem,
+                       phases=phases)
         why = ("wrote more than one result: the learner's code wrote to the grader's pipe"
-               if lines else f"ended without a result (exit code {proc.returncode})")
-        tail = stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
-        return Run(None, why + (f": {' / '.join(tail)}" if tail and not lines else ""),
-                   seconds)
+               if results else f"ended without a result (exit code {proc.returncode})")
+        if not results and phase == "check":
+            why += " in the check"
+        tail = b"".join(stderr).decode("utf-8", "replace").strip().splitlines()[-3:]
+        return Run(None, why + (f": {' / '.join(tail)}" if tail and not results else ""),
+                   seconds, phases=phases)
     try:
-        payload = marshal.loads(bytes.fromhex(lines[0][len(nonce):]))
+        payload = marshal.loads(bytes.fromhex(results[0][len(nonce):]))
         if not isinstance(payload, dict):
             raise ValueError(type(payload).__name__)
     except (ValueError, EOFError, TypeError):
-        return Run(None, "wrote a result that cannot be read", seconds)
+        return Run(None, "wrote a result that cannot be read", seconds, phases=phases)
     if "tampered_during_check" in payload:
         return Run(None, "acllab was changed while the check ran (by a thread the learner's "
                          "code left running): " + "; ".join(payload["tampered_during_check"]),
-                   seconds)
+                   seconds, phases=phases)
     if "crash" in payload:
         return Run(None, "the grader crashed: " + payload["crash"].strip().splitlines()[-1],
-                   seconds)
-    return Run(payload, "", seconds)
-
+                   seconds, phases=phases)
+    return Run(payload, "", seconds, phases=phases)

@@ -7,6 +7,15 @@ the grader's files. For each exercise of the notebook's lesson it starts a fresh
 process (:func:`grading.sandbox.run_worker`) with its own scratch copy of the notebook, so a
 hang or a crash costs only that exercise.
 
+A cell that hangs (it ignores its own timer and is killed soon after its time is up), ends
+the process, or runs out of its time and so leaves none for the cells after it is skipped
+from then on in every process of that notebook, and the exercise it was found in is graded
+again without it; the results say so ("cell 46 did not stop when its time ran out (10 s);
+skipped"). So such a cell costs what it defines, not every exercise, and it is run (and
+killed) once, not once per exercise. Time: each process gets ``--timeout`` for the cells,
+``--cell-timeout`` for one cell, its check's own time (:func:`_check_s`) and a deadline of
+both (:func:`_deadline`); a notebook is graded again at most :data:`RERUNS` times in all.
+
 The lesson is the notebook's name's (``04-streams.ipynb``), else its check cells', else
 ``--lesson``; a ``--lesson`` that disagrees with the name or the cells is noted.
 """
@@ -25,7 +34,9 @@ from pathlib import Path
 from . import sandbox
 
 __all__ = ["Options", "grade_submission", "lesson_of", "lesson_in", "code_cells",
-           "error_result"]
+           "error_result", "RERUNS"]
+
+RERUNS = 3                  # a notebook's exercises graded again without a cell, at most
 
 _LESSON = re.compile(r"^(\d{2})-")
 _CHECK_CALL = re.compile(r"""check\(\s*["'](\d{2})\.""")
@@ -82,10 +93,16 @@ def error_result(exercise, message: str) -> dict:
             "text": f"{exercise.id} {exercise.title}: not graded: {message}", "error": message}
 
 
-def _deadline(exercise, options: Options, seeds: list[int] | None) -> float:
+def _check_s(exercise, options: Options, seeds: list[int] | None) -> float:
+    """The check's time, from its start: each case's limit and half again, and 10 s."""
     cases = len(seeds) if seeds else len(exercise.seeds)
     per_call = options.limit_s if options.limit_s is not None else exercise.limit_s
-    return options.timeout + cases * per_call * 1.5 + 10
+    return cases * per_call * 1.5 + 10
+
+
+def _deadline(exercise, options: Options, seeds: list[int] | None) -> float:
+    """One process's wall-clock deadline: the cells' time and the check's."""
+    return options.timeout + _check_s(exercise, options, seeds)
 
 
 def _lesson(options: Options, filename: str, nb) -> tuple[str | None, str]:
@@ -100,6 +117,37 @@ def _lesson(options: Options, filename: str, nb) -> tuple[str | None, str]:
         says = "name says" if named else "cells say"
         return found, f"--lesson {wanted} not used: the notebook's {says} lesson {found}"
     return found, ""
+
+
+def _rerun_of(run: sandbox.Run) -> dict[int, str] | None:
+    """The cells a run asks to skip, {cell: note}: the one it was killed in or that ended
+    it, or the cells stopped at their limit when cells after them got no time."""
+    if run.payload is None:
+        if run.cell is None:
+            return None
+        return {run.cell: f"cell {run.cell} {run.cell_problem}; skipped"}
+    stopped, starved = run.payload.get("stopped") or {}, run.payload.get("starved") or []
+    if not (stopped and starved):
+        return None
+    return {cell: f"cell {cell} ran out of its time ({round(limit, 1):g} s) and left none "
+                  "for the cells after it; skipped" for cell, limit in stopped.items()}
+
+
+def _run(ex, seeds: list[int] | None, options: Options, cells: list[dict], filename: str,
+         content: bytes, mode: str) -> sandbox.Run:
+    """One sandboxed process for one exercise, in a scratch folder of its own."""
+    worker_job = {"exercise": ex.id, "function": ex.function, "cells": cells,
+                  "seeds": seeds, "limit_s": options.limit_s,
+                  "cell_s": options.cell_timeout, "cells_s": options.timeout,
+                  "cpu_s": _deadline(ex, options, seeds) + 5,
+                  "memory_bytes": options.memory_bytes}
+    with tempfile.TemporaryDirectory(prefix="acllab-grade-") as tmp:
+        scratch = Path(tmp)
+        scratch.chmod(0o777)
+        (scratch / filename).write_bytes(content)
+        return sandbox.run_worker(worker_job, scratch, sandbox=mode,
+                                  deadline_s=_deadline(ex, options, seeds),
+                                  check_s=_check_s(ex, options, seeds))
 
 
 def grade_submission(job: dict) -> dict:
@@ -155,32 +203,50 @@ def grade_submission(job: dict) -> dict:
         return done()
 
     cells = code_cells(nb)
+    indices = {cell["index"] for cell in cells}
+    skipped: dict[int, str] = {}           # cell -> why, for every later run of the notebook
+    notes: list[str] = []                  # the skips, in the order they were found
     cell_errors: list[str] = []
+    reruns = RERUNS
     for ex in todo:
         seeds = options.seeds_for(ex.id)
-        worker_job = {"exercise": ex.id, "function": ex.function, "cells": cells,
-                      "seeds": seeds, "limit_s": options.limit_s,
-                      "cell_s": options.cell_timeout, "cells_s": options.timeout,
-                      "cpu_s": _deadline(ex, options, seeds) + 5,
-                      "memory_bytes": options.memory_bytes}
-        with tempfile.TemporaryDirectory(prefix="acllab-grade-") as tmp:
-            scratch = Path(tmp)
-            scratch.chmod(0o777)
-            (scratch / filename).write_bytes(content)
-            run = sandbox.run_worker(worker_job, scratch, sandbox=graded["sandbox"],
-                                     deadline_s=_deadline(ex, options, seeds))
+        earlier: list[str] = []            # why this exercise was graded again
+        while True:
+            run = _run(ex, seeds, options, [{**c, "skip": skipped[c["index"]]}
+                                            if c["index"] in skipped else c for c in cells],
+                       filename, content, graded["sandbox"])
+            found = {cell: why for cell, why in (_rerun_of(run) or {}).items()
+                     if cell in indices and cell not in skipped}
+            if not found:
+                break
+            skipped.update(found)
+            notes += found.values()
+            if not reruns:
+                if run.payload is None:
+                    run.error += (f"; not graded again: {RERUNS} re-runs of this notebook "
+                                  "were used already")
+                break
+            reruns -= 1
+            how = ("its run was killed after" if run.killed else "its run ended after" if
+                   run.payload is None else "its run took")
+            how += f" {run.seconds:g} s: {sandbox.spent(run.phases)}"
+            earlier.append(f"graded again without cell{'s' if len(found) > 1 else ''} "
+                           f"{', '.join(map(str, found))} ({how})")
         if run.payload is None:
-            graded["results"].append(error_result(ex, run.error))
+            result = error_result(ex, run.error)
             graded["errors"].append(f"{ex.id}: {run.error}")
-            continue
-        result = run.payload["result"]
-        for change in run.payload.get("tampered", []):
-            note = f"a cell changed acllab ({change}); the grader put it back before checking"
+        else:
+            result = run.payload["result"]
+            earlier[:0] = [f"a cell changed acllab ({change}); the grader put it back before "
+                           "checking" for change in run.payload.get("tampered", [])]
+        for note in earlier:
             result["warnings"].append(note)
             result["text"] += f"\n  note: {note}"
         graded["results"].append(result)
+        if run.payload is None:
+            continue
         for line in run.payload.get("cell_errors", []):
             if line not in cell_errors:
                 cell_errors.append(line)
-    graded["errors"] = cell_errors[:5] + graded["errors"]
+    graded["errors"] = notes + cell_errors[:5] + graded["errors"]
     return done()

@@ -24,13 +24,20 @@ The order of events is the point of this module:
    line, the nonce then the result (marshalled, in hex), to the result pipe; then leave
    with ``os._exit`` (no atexit hooks, no threads).
 
+Progress goes to the same pipe, before learner code can run at each step: a line of the
+nonce, ``@`` and ``cells`` (the cells start), ``cell N LIMIT`` (cell N starts, with that
+many seconds), ``end N`` or ``check``. The grader reads them as they come, so after killing
+the process it knows which cell was running (:mod:`grading.sandbox`), and it kills a cell
+that ignores its own timer soon after that cell's time is up.
+
 An audit hook, added before learner code and impossible to remove, refuses ``gc``'s heap
 walks, ``sys._current_frames``, reading /proc/*/mem and changing any function's ``__code__``.
 
-The learner's stdout and stderr go to /dev/null. The grader accepts exactly one line that
-starts with the nonce; a second one, or none, makes the exercise an error. The process runs
-under the grader's wall-clock kill as well, so a cell or function that ignores its own time
-limit costs this exercise only.
+The learner's stdout and stderr go to /dev/null. The grader accepts exactly one result line
+that starts with the nonce; a second one, or none, makes the exercise an error. The process
+runs under the grader's wall-clock kills as well (per cell, for the cells together, for the
+check): a cell killed there, or one that ends the process, is skipped when the grader runs
+the notebook again (:mod:`grading.submission`).
 """
 
 from __future__ import annotations
@@ -165,15 +172,25 @@ def _audit_hook():
 
 
 def _writer(fd: int, nonce: str):
-    """The one way out for a result: marshal and bytes.hex are built in, and the functions
-    are bound here, before learner code runs, so rebinding json or os changes nothing."""
-    dumps, write_fd, prefix = marshal.dumps, os.write, nonce.encode()
+    """(write, progress): the one way out for a result, and the progress lines. marshal and
+    bytes.hex are built in, and the functions are bound here, before learner code runs, so
+    rebinding json or os changes nothing. Each line starts on a line of its own, so bytes
+    the learner's code left on the pipe cannot hide it."""
+    dumps, write_fd, prefix = marshal.dumps, os.write, b"\n" + nonce.encode()
 
-    def write(payload: dict) -> None:
-        data = prefix + dumps(payload).hex().encode() + b"\n"
+    def send(data: bytes) -> None:
         while data:
             data = data[write_fd(fd, data):]
-    return write
+
+    def write(payload: dict) -> None:
+        send(prefix + dumps(payload).hex().encode() + b"\n")
+
+    def progress(text: str) -> None:
+        try:
+            send(prefix + b"@" + text.encode() + b"\n")
+        except OSError:             # the learner's code closed the pipe: the grader copes
+            pass
+    return write, progress
 
 
 # IPython syntax, as the grader runs it. A cell magic (%%name on the first line) is not run;
@@ -254,14 +271,32 @@ def _on_alarm(signum, frame):
     raise CellTimeout()
 
 
+class Report:
+    """What :func:`run_cells` found besides its lines: each cell's first problem by cell
+    number, the cells stopped at their limit ({cell: limit}) and those not run for want of
+    time."""
+
+    def __init__(self) -> None:
+        self.problems: dict[int, str] = {}
+        self.stopped: dict[int, float] = {}
+        self.starved: list[int] = []
+
+
 def run_cells(cells: list[dict], namespace: dict, cell_s: float, total_s: float,
-              problems: dict[int, str] | None = None) -> list[str]:
+              progress=None, report: Report | None = None) -> list[str]:
     """Execute the cells in ``namespace``; return one line per cell that raised, ran over,
-    did not compile or was not run (whole or in part). ``problems`` (if given) gets each
-    cell's problem by cell number."""
-    problems = {} if problems is None else problems
+    did not compile or was not run (whole or in part).
+
+    A cell with a ``skip`` note (the grader's: it hung or ended the process before) is not
+    run. ``progress`` (if given) is called with the progress lines of the module docstring;
+    ``report`` (if given) is filled in as :class:`Report` says.
+    """
+    say = progress or (lambda text: None)
+    report = Report() if report is None else report
+    problems, stopped, starved = report.problems, report.stopped, report.starved
     errors: list[str] = []
     deadline = time.monotonic() + total_s
+    say("cells")
 
     def note(index: int, line: str, aside: bool = False) -> None:
         errors.append(line)
@@ -272,6 +307,9 @@ def run_cells(cells: list[dict], namespace: dict, cell_s: float, total_s: float,
 
     for cell in cells:
         index = cell["index"]
+        if cell.get("skip"):
+            problems[index] = cell["skip"]
+            continue
         source, notes = translate(cell["source"])
         for line in notes:
             note(index, f"cell {index} skipped: {line}" if source is None
@@ -281,6 +319,7 @@ def run_cells(cells: list[dict], namespace: dict, cell_s: float, total_s: float,
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             note(index, f"cell {index} not run: the cells' {total_s:g} s were used up")
+            starved.append(index)
             continue
         filename = f"<cell {index}>"
         try:
@@ -290,6 +329,7 @@ def run_cells(cells: list[dict], namespace: dict, cell_s: float, total_s: float,
             continue
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         limit = min(cell_s, remaining)
+        say(f"cell {index} {limit:.3f}")
         try:
             signal.signal(signal.SIGALRM, _on_alarm)
             signal.setitimer(signal.ITIMER_REAL, limit, 0.1)
@@ -299,11 +339,13 @@ def run_cells(cells: list[dict], namespace: dict, cell_s: float, total_s: float,
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except CellTimeout:
             note(index, f"cell {index} was stopped after {limit:g} s")
+            stopped[index] = limit
         except BaseException as exc:     # noqa: B036 - the learner's: contained
             note(index, f"cell {index} raised {type(exc).__name__}: {exc}".rstrip(": "))
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        say(f"end {index}")
     return errors
 
 
@@ -348,16 +390,17 @@ def _missing(name: str, value, cells: list[dict], problems: dict[int, str]) -> t
 def main() -> None:
     job = json.loads(sys.stdin.buffer.read())
     sys.stdin.close()
-    write = _writer(int(job.pop("result_fd")), job.pop("nonce"))
+    write, progress = _writer(int(job.pop("result_fd")), job.pop("nonce"))
     try:
-        payload = _grade(job)
+        payload = _grade(job, progress)
     except BaseException:           # noqa: B036 - a bug in grading, reported as such
         payload = {"crash": traceback.format_exc(limit=8)}
     write(payload)
     os._exit(0)
 
 
-def _grade(job: dict) -> dict:
+def _grade(job: dict, progress=None) -> dict:
+    say = progress or (lambda text: None)
     _limit_resources(job)
     import acllab  # noqa: F401 - the real modules, loaded before any learner code
     import acllab.checks as checks
@@ -381,9 +424,10 @@ def _grade(job: dict) -> dict:
     checks.check = checks.summary = _Inert()
     namespace = {"__name__": "__main__", "__builtins__": builtins, "display": _Inert(),
                  "get_ipython": _Inert()}
-    problems: dict[int, str] = {}
+    report = Report()
     cell_errors = run_cells(job["cells"], namespace, float(job["cell_s"]),
-                            float(job["cells_s"]), problems)
+                            float(job["cells_s"]), say, report)
+    say("check")
     checks.check, checks.summary = check, summary
     tampered = changes_of()
     if tampered:
@@ -395,12 +439,13 @@ def _grade(job: dict) -> dict:
     if not callable(function) and result.items:
         item = result.items[0]
         item.message, item.hint = _missing(job["function"], function, job["cells"],
-                                           problems)
+                                           report.problems)
     late = changes_of() if threads_started() else []    # a learner's thread, meanwhile
     if late:
         return {"crash": "", "tampered_during_check": late[:10], "cell_errors": cell_errors}
     return {"result": {**result.to_dict(), "text": str(result)}, "cell_errors": cell_errors,
-            "tampered": tampered[:10]}
+            "tampered": tampered[:10], "stopped": dict(report.stopped),
+            "starved": list(report.starved)}
 
 
 if __name__ == "__main__":

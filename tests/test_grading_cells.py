@@ -1,8 +1,10 @@
-"""acllab grade and the learner's cells: IPython magics, syntax errors, a cell that ends
-the process, and which lesson a notebook is graded as.
+"""acllab grade and the learner's cells: cells that ignore their timer or end the process,
+IPython magics and syntax errors, and which lesson a notebook is graded as.
 
-One folder of variants of lessons 04 and 05 (cheap lessons, each exercise defined in its own
-cell) is graded once without a sandbox (the sandbox is not what these tests are about).
+Lesson 05 (two cheap exercises, each defined in its own cell) is the class here: one folder
+of variants is graded once without a sandbox (the sandbox is not what these tests are
+about); the cell that never stops is graded with the real sandbox too, whose kill path is
+bubblewrap's.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ SANDBOXED = sandbox_module.mode("auto") == "bwrap"
 L04, L05 = "04-streams.ipynb", "05-events.ipynb"
 
 pytestmark = pytest.mark.notebook
+
+# Cells that ignore the per-cell timer (SIGALRM): one swallows the exception it raises (the
+# inner loop, so that it is always inside the try), one ignores the signal.
+SWALLOW = ("while True:\n    try:\n        while True:\n            pass\n"
+           "    except BaseException:\n        pass\n")
+IGNORE = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n"
+
 
 def solution(lesson: str, name: str) -> str:
     """The reference ``name`` of ``lesson``, with its module's imports (a cell's source)."""
@@ -79,6 +88,57 @@ def status(row: dict) -> tuple[str, float]:
     return row["status"], float(row["score"])
 
 
+# -- cells that never stop, or end the process ----------------------------------------------
+
+@pytest.mark.parametrize("sandbox", [
+    "none", pytest.param("bwrap", marks=pytest.mark.skipif(
+        not SANDBOXED, reason="bubblewrap is not available"))])
+def test_a_cell_that_ignores_its_timer_costs_only_what_it_defines(tmp_path, sandbox):
+    starts = tmp_path / "starts.txt"            # only the unsandboxed run can write it
+    trace = f"try:\n    open({str(starts)!r}, 'a').write('x\\n')\nexcept OSError:\n    pass\n"
+    nb = correct(time_kernel=solution("05", "time_kernel") + trace + SWALLOW)
+    hung = exercise_cell(nb, "time_kernel")
+    put(tmp_path / "subs", "ann/" + L05, nb)
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "subs"), "--out", str(out), "--timeout", "3", "--limit", "2",
+                 "--sandbox", sandbox, "-q"]) == 0
+    rows = read_csv(out / "results.csv")
+    timed, handoff = rows["ann", "05.time_kernel"], rows["ann", "05.handoff"]
+    assert status(handoff) == ("passed", 1.0)       # its function is defined elsewhere
+    assert timed["status"] != "passed" and float(timed["score"]) == 0
+    note = re.search(rf"cell {hung} did not stop when its time ran out \(([\d.]+) s\); "
+                     "skipped", handoff["error"])
+    assert note and 2 <= float(note.group(1)) <= 3, handoff["error"]     # --timeout 3
+    said = outputs(out, "ann")
+    assert f"cell {hung}" in said["05.time_kernel"]
+    assert "pass the function itself" not in said["05.time_kernel"]
+    assert "graded again without cell" in said["05.time_kernel"]
+    saved = json.loads((out / "ann" / "results.json").read_text(encoding="utf-8"))
+    assert saved["execution_time"] < 20         # one kill, soon after the cell's 3 s
+    if sandbox == "none":
+        assert starts.read_text() == "x\n"      # run once, not once per exercise
+
+
+def test_the_cell_timeout_and_a_function_that_hangs_in_the_check(tmp_path):
+    stubborn = ("def fetch(acl, dev_ptr, nbytes, stream):\n"
+                "    import signal\n"
+                "    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+                "    while True:\n        pass\n")
+    nb = add_cell(correct(L04, fetch=stubborn), "x = 1\n" + IGNORE, at=2)
+    put(tmp_path / "subs", "bob/" + L04, nb)
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "subs"), "--out", str(out), "--timeout", "30",
+                 "--cell-timeout", "2", "--limit", "0.2", "--sandbox", "none", "-q"]) == 0
+    rows = read_csv(out / "results.csv")
+    fetch, pipeline = rows["bob", "04.read_after_sync"], rows["bob", "04.overlap"]
+    assert status(pipeline) == ("passed", 1.0)
+    assert "cell 2 did not stop when its time ran out (2 s); skipped" in pipeline["error"]
+    assert fetch["status"] == "error" and "killed after" in fetch["error"]
+    assert "in the check" in fetch["error"]          # where the time went
+    saved = json.loads((out / "bob" / "results.json").read_text(encoding="utf-8"))
+    assert saved["execution_time"] < 25
+
+
 BAD_TIME_KERNEL = ("def time_kernel(acl, kernel, block_dim, args, stream):\n"
                    "    start = acl.rt.create_event(\n    return 1.0\n")
 
@@ -87,6 +147,23 @@ def bad_handoff() -> str:
     """The reference handoff with an unexpected indent in it."""
     good = "    ready, _ = acl.rt.create_event()"
     return solution("05", "handoff").replace(good, good + "\n      oops = 1")
+
+
+def test_a_cell_that_uses_up_the_cells_time_is_skipped(tmp_path):
+    # stopped by its timer, but at --timeout 2 it leaves no time for the cells after it
+    nb = add_cell(correct(), "x = 0\nwhile True:\n    x += 1\n", at=2)
+    put(tmp_path / "subs", "cid/" + L05, nb)
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "subs"), "--out", str(out), "--timeout", "2", "--limit", "2",
+                 "--sandbox", "none", "-q"]) == 0
+    rows = read_csv(out / "results.csv")
+    for eid in ("05.time_kernel", "05.handoff"):
+        assert status(rows["cid", eid]) == ("passed", 1.0), rows["cid", eid]["error"]
+        assert re.search(r"cell 2 ran out of its time \([\d.]+ s\) and left none for the "
+                         r"cells after it; skipped", rows["cid", eid]["error"])
+        assert "not run" not in rows["cid", eid]["error"]
+    assert "graded again without cell 2" in outputs(out, "cid")["05.time_kernel"]
+    assert "graded again" not in outputs(out, "cid")["05.handoff"]
 
 
 # -- one class graded once: magics, syntax errors, a cell that ends the process, --lesson --
@@ -121,6 +198,16 @@ def graded(tmp_path_factory):
     code = main([str(subs), "--out", str(out), "--timeout", "10", "--limit", "2",
                  "--lesson", "05", "--sandbox", "none", "--jobs", "2", "-q"])
     return code, read_csv(out / "results.csv"), out
+
+
+def test_a_cell_that_ends_the_process_is_skipped(graded):
+    code, rows, _ = graded
+    assert code == 0
+    for who, cell, how in (("exiter", 2, "exit code 0"), ("exiter2", 4, "exit code -9")):
+        for eid in ("05.time_kernel", "05.handoff"):
+            assert status(rows[who, eid]) == ("passed", 1.0), rows[who, eid]["error"]
+            assert f"cell {cell} ended the grading process ({how}); skipped" in \
+                rows[who, eid]["error"]
 
 
 def test_cell_magics_the_grader_does_not_run_are_named(graded):
