@@ -7,6 +7,8 @@ runtime raises :class:`AclError` instead (``acllab.configure(strict=True)``).
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "CODES", "NAMES", "AclError", "AclWarning", "BudgetExceeded", "Fail", "code_name",
     "describe",
@@ -190,11 +192,15 @@ class BudgetExceeded(RuntimeError):
     """
 
 
+_NEGATIVE_HEX = re.compile(r"\b0x-([0-9a-fA-F]+)")
+
+
 class Fail(Exception):
     """Internal: a facade call failed with ``code``; the facade turns it into a return value."""
 
     def __init__(self, code: int, message: str, quiet: bool = False):
         self.code = code
-        self.message = message
+        # a negative handle or address formatted as f"0x{value:x}" reads "0x-1": "-0x1"
+        self.message = _NEGATIVE_HEX.sub(r"-0x\1", message) if "0x-" in message else message
         self.quiet = quiet      # an expected outcome (a poll that timed out): no warning
-        super().__init__(code, message)
+        super().__init__(code, self.message)

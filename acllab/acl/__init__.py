@@ -136,8 +136,14 @@ def get_recent_err_msg() -> str:
 def create_data_buffer(data, size):
     """An aclDataBuffer handle describing ``size`` bytes at ``data`` (0, 0 is allowed)."""
     data, size = as_int(data, "data"), as_int(size, "size")
-    if size < 0 or (data == 0) != (size == 0) and data == 0:
-        raise Fail(100000, f"a data buffer needs a non-null address for size {size}")
+    if size < 0:
+        raise Fail(100000, f"size must not be negative (got {size}): a data buffer describes "
+                           "0 or more bytes")
+    if data < 0:
+        raise Fail(100000, f"data {data} is not an address: addresses are 0 or more")
+    if data == 0 and size > 0:
+        raise Fail(100000, f"a data buffer of {size} B needs a non-null address (only a "
+                           "0-byte buffer may have address 0)")
     return _runtime().create_data_buffer(data, size).handle
 
 
