@@ -12,10 +12,16 @@ A check calls the learner's function through :func:`run_guarded`. While it runs:
   learner's function cannot ask the oracle for the answer (:func:`seal`; the few tools a
   lesson hands to learners are marked :func:`learner_tool`);
 * acllab's **modules are watched**: a :class:`Snapshot` taken before the call notes every
-  name bound in acllab's modules (and in ``builtins``, ``numpy`` and ``math``, which checks
-  rely on), the code, defaults and closures of acllab's functions, the attributes of its
-  classes and the contents of its module-level containers. Whatever the function changed is
-  reported in plain words and put back.
+  name bound in acllab's modules, the code, defaults and closures of acllab's functions, the
+  attributes of its classes and the contents of its module-level containers. Whatever the
+  function changed is reported in plain words and put back;
+* so are the **modules the checks compute with**: ``builtins``, ``math`` and the like, and
+  every loaded module of numpy (``np.allclose`` runs ``numpy._core.numeric``'s code, which
+  reads that module's names): each one's entry in ``sys.modules``, its class, its names
+  (replaced, deleted, or added where they hide a builtin), the code, defaults and closures of
+  its Python functions and the attributes of its Python classes. That record is built once
+  and shared by later snapshots while the modules stay as they were, so a snapshot costs a
+  few identity comparisons run in C.
 
 The guard only raises the bar: Python cannot keep code in one process from reaching anything
 else in it, nor stop a function that catches BaseException in a loop (it is interrupted every
@@ -26,7 +32,9 @@ process and kills it at its deadline.
 
 from __future__ import annotations
 
+import builtins
 import ctypes
+import functools
 import math
 import signal
 import sys
@@ -35,10 +43,13 @@ import types
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter, is_, methodcaller
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.random  # noqa: F401 - the checks draw their cases from it: watched from the start
 
 __all__ = ["CaseTimeout", "GraderOnly", "Snapshot", "Outcome", "run_guarded", "seal",
            "learner_tool", "refuse_if_learner"]
@@ -55,8 +66,10 @@ _MUTABLE_NAMES = {
     ("acllab.checks", "history"),
     ("acllab.session", "CREATED"),       # how many runtimes the session made: compared apart
 }
-# modules outside acllab whose names a check relies on (identity of each binding only)
+# modules outside acllab that a check relies on (see _Foreign), builtins first
 _EXTERNAL = ("builtins", "math", "numpy", "zlib", "operator", "functools", "itertools")
+# packages outside acllab every loaded module of which is watched as well
+_EXTERNAL_PACKAGES = ("numpy",)
 
 
 class CaseTimeout(BaseException):
@@ -249,12 +262,319 @@ def _acllab_modules() -> list[tuple[str, types.ModuleType]]:
                   if (name == "acllab" or name.startswith("acllab.")) and m is not None)
 
 
+# -- the modules outside acllab: one record, checked in identity passes run in C ----------------
+
+# the builtins this section calls, bound once: a learner's function may rebind them in builtins,
+# and the section must still see that, and put them back, with the real ones
+_all, _len, _map, _tuple, _type, _zip, _enumerate = all, len, map, tuple, type, zip, enumerate
+_dict, _list, _set, _sorted, _vars, _issubclass = dict, list, set, sorted, vars, issubclass
+_object_setattr, _SYS_MODULES, _Exception = object.__setattr__, sys.modules, Exception
+
+_MODULE_DICT = types.ModuleType.__dict__["__dict__"].__get__   # vars(), past any __getattribute__
+_BUILTIN_NAMES = frozenset(_vars(builtins))      # an added global by one of these names hides it
+_SKIPPED = ("__builtins__", "__loader__", "__spec__")
+_CLASS_CACHES = frozenset({"__dict__", "__weakref__", "__doc__", "__abstractmethods__",
+                           "_abc_impl", "__slotnames__"})
+_HEAPTYPE, _IMMUTABLETYPE = 1 << 9, 1 << 8
+_DISPATCHER = _type(np.isclose)                  # numpy's array-function dispatcher
+_LRU_WRAPPER = _type(functools.lru_cache(None)(lambda: None))
+_CODE, _DEFAULTS = attrgetter("__code__"), attrgetter("__defaults__")
+_KWDEFAULTS, _BASES = attrgetter("__kwdefaults__"), attrgetter("__bases__")
+_CONTENTS, _VALUES = attrgetter("cell_contents"), methodcaller("values")
+
+
+def _external_modules() -> list[tuple[str, types.ModuleType]]:
+    """The modules outside acllab that checks rely on, as loaded now.
+
+    Those named in ``_EXTERNAL``, and every loaded module of the ``_EXTERNAL_PACKAGES``.
+    """
+    found = {name: _SYS_MODULES.get(name) for name in _EXTERNAL}
+    found.update((name, module) for name, module in _list(_SYS_MODULES.items())
+                 if name.partition(".")[0] in _EXTERNAL_PACKAGES)
+    return [(name, module) for name, module in found.items()
+            if _issubclass(_type(module), types.ModuleType)]
+
+
+def _identical(before: dict, after) -> bool:
+    """Whether ``after`` binds the same names to the very same objects, in the same order.
+
+    A quick test, run in C: False only sends the caller to the careful comparison.
+    """
+    return (_len(before) == _len(after) and _all(_map(is_, before, after))
+            and _all(_map(is_, before.values(), after.values())))
+
+
+def _same_items(keys: tuple, values: tuple, lens: tuple, mappings: tuple) -> bool:
+    """Whether the mappings hold, in order, the keys and values flattened by :func:`_flatten`.
+
+    Each key and value is compared by identity, in C.
+    """
+    return (_tuple(_map(_len, mappings)) == lens
+            and _all(_map(is_, keys, chain.from_iterable(mappings)))
+            and _all(_map(is_, values, chain.from_iterable(_map(_VALUES, mappings)))))
+
+
+def _behind(value: Any) -> list[types.FunctionType]:
+    """The Python functions a module's or a class's value runs.
+
+    They are found by exact type only, so that no method of a learner's object runs here.
+    """
+    kind = _type(value)
+    if kind is staticmethod or kind is classmethod:
+        value = value.__func__
+        kind = _type(value)
+    if kind is _DISPATCHER:
+        value = value._implementation                # read-only: what np.isclose(...) runs
+    elif kind is _LRU_WRAPPER:
+        value = value.__dict__.get("__wrapped__")
+    elif kind is property:
+        return [f for f in (value.fget, value.fset, value.fdel) if _type(f) is types.FunctionType]
+    return [value] if _type(value) is types.FunctionType else []
+
+
+def _mutable_class(value: Any, names: frozenset[str]) -> bool:
+    """A Python class (whose attributes can be set) defined in one of the modules ``names``."""
+    if not _issubclass(_type(value), type) or not value.__flags__ & _HEAPTYPE or \
+            value.__flags__ & _IMMUTABLETYPE:
+        return False
+    module = _vars(value).get("__module__")
+    return _type(module) is str and module in names
+
+
+@dataclass(frozen=True, eq=False)
+class _Foreign:
+    """The modules outside acllab that checks rely on, as they were at one moment.
+
+    For each module: its entry in ``sys.modules``, its class and its names; for the Python
+    functions behind those names (and behind the methods of its Python classes): their code,
+    defaults, keyword defaults and closure cells; for those classes: their bases and
+    attributes. Each is kept both as a copy (to say what changed, and put it back) and
+    flattened into tuples that :meth:`unchanged` compares with the live objects by identity in
+    a few passes run in C. The record is built once and shared by every snapshot taken while
+    it still holds (:func:`_foreign`).
+    """
+
+    names: tuple[str, ...]
+    modules: tuple[types.ModuleType, ...]
+    kinds: tuple[type, ...]
+    dicts: tuple[dict, ...]                 # each module's own namespace (the live one)
+    namespaces: tuple[dict, ...]            # a copy of each
+    flat: tuple[tuple, tuple, tuple]        # their keys, values and lengths, flattened
+    functions: tuple[types.FunctionType, ...]
+    where: tuple[str, ...]                  # the name each function was found under
+    codes: tuple
+    defaults: tuple
+    kwdefaults: tuple                       # each function's keyword-defaults dict, or None
+    keyworded: tuple[int, ...]              # the functions that have one ...
+    kwcopies: tuple[dict, ...]              # ... a copy of each
+    kwflat: tuple[tuple, tuple, tuple]      # ... and their items, flattened
+    cells: tuple                            # the filled closure cells of the functions ...
+    cell_of: tuple[int, ...]                # ... the function of each
+    contents: tuple                         # ... and what each held
+    classes: tuple[type, ...]
+    class_where: tuple[str, ...]
+    bases: tuple[tuple, ...]
+    attrs: tuple[dict, ...]                 # a copy of each class's namespace
+    class_flat: tuple[tuple, tuple, tuple]
+
+    @classmethod
+    def build(cls, loaded: list[tuple[str, types.ModuleType]]) -> _Foreign:
+        """The record of the modules ``loaded`` ((name, module) pairs), as they are now."""
+        names = frozenset(name for name, _module in loaded)
+        modules = _tuple(module for _name, module in loaded)
+        dicts = _tuple(_map(_MODULE_DICT, modules))
+        found: dict[types.FunctionType, str] = {}
+        classes: dict[type, str] = {}
+        for (name, _module), namespace in _zip(loaded, dicts, strict=True):
+            for attr, value in _list(namespace.items()):
+                for fn in _behind(value):
+                    found.setdefault(fn, f"{name}.{attr}")
+                if _mutable_class(value, names) and value not in classes:
+                    classes[value] = f"{name}.{attr}"
+                    for method, member in _vars(value).items():
+                        for fn in _behind(member):
+                            found.setdefault(fn, f"{name}.{attr}.{method}")
+        functions = _tuple(found)
+        kwdefaults = _tuple(_map(_KWDEFAULTS, functions))
+        keyworded = _tuple(i for i, d in _enumerate(kwdefaults) if d is not None)
+        cells = [(cell, i) for i, fn in _enumerate(functions) for cell in fn.__closure__ or ()
+                 if _cell(cell) is not _EMPTY]
+        klasses = _tuple(classes)
+        return cls(
+            _tuple(name for name, _module in loaded), modules, _tuple(_map(_type, modules)), dicts,
+            _tuple(_map(_dict, dicts)), _flatten(dicts), functions, _tuple(found.values()),
+            _tuple(_map(_CODE, functions)), _tuple(_map(_DEFAULTS, functions)), kwdefaults,
+            keyworded, _tuple(_dict(kwdefaults[i]) for i in keyworded),
+            _flatten(_tuple(kwdefaults[i] for i in keyworded)),
+            _tuple(cell for cell, _i in cells), _tuple(i for _cell, i in cells),
+            _tuple(_CONTENTS(cell) for cell, _i in cells), klasses, _tuple(classes.values()),
+            _tuple(_map(_BASES, klasses)), _tuple(_dict(_vars(k)) for k in klasses),
+            _flatten(_tuple(_map(_vars, klasses))))
+
+    def holds(self, loaded: list[tuple[str, types.ModuleType]]) -> bool:
+        """Whether this record is of the modules ``loaded``, and all of it still holds."""
+        return (_len(loaded) == _len(self.modules)
+                and _all(_map(is_, self.modules, (module for _name, module in loaded)))
+                and self.names == _tuple(name for name, _module in loaded) and self.unchanged())
+
+    def unchanged(self) -> bool:
+        """Whether nothing changed since the record was built (False: see :meth:`changes`)."""
+        try:
+            return (_all(_map(is_, self.modules, _map(_SYS_MODULES.get, self.names)))
+                    and _all(_map(is_, self.kinds, _map(_type, self.modules)))
+                    and _same_items(*self.flat, self.dicts)
+                    and _all(_map(is_, self.codes, _map(_CODE, self.functions)))
+                    and _all(_map(is_, self.defaults, _map(_DEFAULTS, self.functions)))
+                    and _all(_map(is_, self.kwdefaults, _map(_KWDEFAULTS, self.functions)))
+                    and _same_items(*self.kwflat, _tuple(self.kwdefaults[i]
+                                                        for i in self.keyworded))
+                    and _all(_map(is_, self.contents, _map(_CONTENTS, self.cells)))
+                    and _all(_map(is_, self.bases, _map(_BASES, self.classes)))
+                    and _same_items(*self.class_flat, _tuple(_map(_vars, self.classes))))
+        except ValueError:                  # a closure cell emptied
+            return False
+
+    # -- what changed, and putting it back (only when :meth:`unchanged` says so) ---------------
+    def _changed_functions(self) -> list[int]:
+        """The indices of the functions whose code, defaults or closure changed."""
+        changed = {i for i, fn in _enumerate(self.functions)
+                   if fn.__code__ is not self.codes[i] or fn.__defaults__ is not self.defaults[i]
+                   or fn.__kwdefaults__ is not self.kwdefaults[i]}
+        changed.update(i for i, saved in _zip(self.keyworded, self.kwcopies, strict=True)
+                       if not _identical(saved, self.kwdefaults[i]))
+        changed.update(i for cell, i, value in _zip(self.cells, self.cell_of, self.contents,
+                                                   strict=True) if _cell(cell) is not value)
+        return _sorted(changed)
+
+    def changes(self) -> list[str]:
+        """What changed since the record was built, one plain sentence each."""
+        if self.unchanged():
+            return []
+        out = []
+        for name, module, kind, before, after in _zip(self.names, self.modules, self.kinds,
+                                                     self.namespaces, self.dicts, strict=True):
+            if _SYS_MODULES.get(name) is not module:
+                out.append(f"the module {name} was replaced in sys.modules")
+            if _type(module) is not kind:
+                out.append(f"the class of the module {name} was changed")
+            if _identical(before, after):
+                continue
+            for attr, value in before.items():
+                now = after.get(attr, _EMPTY)
+                if attr in _SKIPPED or now is value:
+                    continue
+                out.append(f"{name}.{attr} was " + ("deleted" if now is _EMPTY else "replaced"))
+            if name != "builtins":
+                out += [f"{name}.{attr} was added, hiding the builtin {attr}"
+                        for attr in _hiding(before, after)]
+        out += [f"the code of {self.where[i]} was changed" for i in self._changed_functions()]
+        for klass, where, bases, attrs in _zip(self.classes, self.class_where, self.bases,
+                                              self.attrs, strict=True):
+            if klass.__bases__ is not bases:
+                out.append(f"the bases of {where} were changed")
+            now = _vars(klass)
+            if _identical(attrs, now):
+                continue
+            for attr in _sorted(_set(attrs) | {a for a in _list(now) if _type(a) is str}):
+                if attr in _CLASS_CACHES:
+                    continue
+                if attr not in now:
+                    out.append(f"{where}.{attr} was deleted")
+                elif attr not in attrs:
+                    out.append(f"{where}.{attr} was added")
+                elif now[attr] is not attrs[attr]:
+                    out.append(f"{where}.{attr} was replaced")
+        return out
+
+    def restore(self) -> None:
+        """Put back everything :meth:`changes` would report."""
+        if self.unchanged():
+            return
+        for name, module, kind, before, live in _zip(self.names, self.modules, self.kinds,
+                                                    self.namespaces, self.dicts, strict=True):
+            if _SYS_MODULES.get(name) is not module:
+                _SYS_MODULES[name] = module
+            if _type(module) is not kind:
+                try:
+                    _object_setattr(module, "__class__", kind)
+                except TypeError:
+                    pass
+            if _identical(before, live):
+                continue
+            if name != "builtins":
+                for attr in _hiding(before, live):
+                    del live[attr]
+            for attr, value in before.items():
+                if attr not in _SKIPPED and live.get(attr, _EMPTY) is not value:
+                    live[attr] = value
+        contents = _dict(_zip(self.keyworded, self.kwcopies, strict=True))
+        for i in self._changed_functions():
+            fn, kwdefaults = self.functions[i], self.kwdefaults[i]
+            try:
+                if fn.__code__ is not self.codes[i]:
+                    fn.__code__ = self.codes[i]
+                fn.__defaults__ = self.defaults[i]
+                fn.__kwdefaults__ = kwdefaults
+                if kwdefaults is not None and not _identical(contents[i], kwdefaults):
+                    kwdefaults.clear()
+                    kwdefaults.update(contents[i])
+            except (AttributeError, TypeError, ValueError, RuntimeError):
+                pass
+        for cell, value in _zip(self.cells, self.contents, strict=True):
+            if _cell(cell) is not value:
+                cell.cell_contents = value
+        for klass, bases, attrs in _zip(self.classes, self.bases, self.attrs, strict=True):
+            try:
+                if klass.__bases__ is not bases:
+                    klass.__bases__ = bases
+                now = _dict(_vars(klass))
+                for attr in now:
+                    if attr not in attrs and attr not in _CLASS_CACHES:
+                        delattr(klass, attr)
+                for attr, value in attrs.items():
+                    if attr not in _CLASS_CACHES and now.get(attr, _EMPTY) is not value:
+                        setattr(klass, attr, value)
+            except (AttributeError, TypeError):
+                pass
+
+
+def _flatten(mappings: tuple) -> tuple[tuple, tuple, tuple]:
+    """The keys, the values and the lengths of ``mappings``, each flattened into one tuple."""
+    return (_tuple(chain.from_iterable(mappings)),
+            _tuple(chain.from_iterable(_map(_VALUES, mappings))), _tuple(_map(_len, mappings)))
+
+
+def _hiding(before: dict, after: dict) -> list[str]:
+    """The names added to a module that hide a builtin from its functions."""
+    return [attr for attr in _list(after) if _type(attr) is str and attr in _BUILTIN_NAMES
+            and attr not in before]
+
+
+def _foreign() -> _Foreign:
+    """The record of the modules outside acllab as they are now: the last one, if it holds.
+
+    A record built while a learner's function runs (a snapshot inside the call) is not kept,
+    so that the kept one changes only between guarded calls.
+    """
+    loaded = _external_modules()
+    last = _FOREIGN[0]
+    if last is not None and last.holds(loaded):
+        return last
+    record = _Foreign.build(loaded)
+    if _STATE.depth == 0:
+        _FOREIGN[0] = record
+    return record
+
+
+_FOREIGN: list[_Foreign | None] = [None]
+
+
 @dataclass
 class Snapshot:
     """What acllab's modules hold right now; :meth:`changes` and :meth:`restore` compare."""
 
     modules: dict[str, tuple[types.ModuleType, dict]] = field(default_factory=dict)
-    external: dict[str, tuple[types.ModuleType, dict]] = field(default_factory=dict)
+    external: _Foreign | None = None
     functions: dict[int, tuple[types.FunctionType, str, tuple]] = field(default_factory=dict)
     classes: dict[int, tuple[type, str, dict]] = field(default_factory=dict)
     containers: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
@@ -262,6 +582,7 @@ class Snapshot:
     @classmethod
     def take(cls) -> Snapshot:
         snap = cls()
+        snap.external = _foreign()      # first: it may renew _FOREIGN, a container noted below
         for name, module in _acllab_modules():
             namespace = dict(vars(module))
             snap.modules[name] = (module, namespace)
@@ -275,10 +596,6 @@ class Snapshot:
                 elif (name, attr) not in _MUTABLE_NAMES and (
                         isinstance(value, _CONTAINERS) or isinstance(value, np.ndarray)):
                     snap.containers[(name, attr)] = (value, _freeze(value))
-        for name in _EXTERNAL:
-            module = sys.modules.get(name)
-            if module is not None:
-                snap.external[name] = (module, dict(vars(module)))
         return snap
 
     def _class(self, klass: type, where: str) -> None:
@@ -293,17 +610,26 @@ class Snapshot:
     # -- comparing -----------------------------------------------------------------------------
     def changes(self) -> list[str]:
         """What changed since the snapshot, one plain sentence each (empty: nothing)."""
+        # first the modules outside acllab, builtins among them: that comparison calls none
+        # of the builtins a learner's function may have rebound ...
+        out: list[str] = [] if self.external is None else self.external.changes()
+        try:
+            return out + self._acllab_changes()
+        except _Exception:
+            if not out:
+                raise
+        # ... which the comparison of acllab's own modules does call
+        return [*out, "acllab's own modules could not be compared with those builtins changed"]
+
+    def _acllab_changes(self) -> list[str]:
+        """What changed in acllab's own modules, functions, classes and containers."""
         out: list[str] = []
         current = dict(_acllab_modules())
         for name, (module, namespace) in self.modules.items():
             if current.get(name) is not module:
                 out.append(f"the module {name} was replaced in sys.modules")
-            out += _namespace_changes(name, namespace, vars(module), self.modules)
-        for name, (module, namespace) in self.external.items():
-            if sys.modules.get(name) is not module:
-                out.append(f"the module {name} was replaced in sys.modules")
-            out += [text for text in _namespace_changes(name, namespace, vars(module), {})
-                    if "was added" not in text]
+            if not _identical(namespace, vars(module)):     # the usual case, checked in C
+                out += _namespace_changes(name, namespace, vars(module), self.modules)
         for fn, where, state in self.functions.values():
             if not _same_state(_function_state(fn), state):
                 out.append(f"the code of {where} was changed")
@@ -326,17 +652,15 @@ class Snapshot:
 
     def restore(self) -> None:
         """Put back everything :meth:`changes` would report."""
+        if self.external is not None:       # first: builtins are used below
+            self.external.restore()
         for name, (module, _namespace) in self.modules.items():
             if sys.modules.get(name) is not module:
                 sys.modules[name] = module
-        for name, (module, _namespace) in self.external.items():
-            if sys.modules.get(name) is not module:
-                sys.modules[name] = module
-        for name, (module, namespace) in [*self.modules.items(), *self.external.items()]:
+        for name, (module, namespace) in self.modules.items():
             live = vars(module)
             for attr in [a for a in live if a not in namespace
-                         and not _new_submodule(name, a, live[a])
-                         and name not in _EXTERNAL]:
+                         and not _new_submodule(name, a, live[a])]:
                 try:
                     delattr(module, attr)
                 except (AttributeError, TypeError):
@@ -558,16 +882,15 @@ def run_guarded(fn: Callable, args: tuple, limit_s: float | None,
         out.error = exc
     finally:
         alarm.disarm()
-        out.timed_out = isinstance(out.error, CaseTimeout)
-        state_changed = (_STATE.depth != (saved_depth + (0 if trusted else 1))
-                         or not isinstance(_STATE.refused, list))
-        out.refused = list(_STATE.refused) if isinstance(_STATE.refused, list) else []
+        depth, refused = _STATE.depth, _STATE.refused
         _STATE.depth, _STATE.refused = saved_depth, saved_refused
-        out.changes = snapshot.changes()
-        if state_changed:
-            out.changes.append("the guard's own state (acllab.checks._guard._STATE) was changed")
-        if out.changes:
+        out.changes = snapshot.changes()    # first: the code below calls builtins, which
+        if out.changes:                     # the function may have rebound
             snapshot.restore()
+        out.timed_out = isinstance(out.error, CaseTimeout)
+        if depth != saved_depth + (0 if trusted else 1) or not isinstance(refused, list):
+            out.changes.append("the guard's own state (acllab.checks._guard._STATE) was changed")
+        out.refused = list(refused) if isinstance(refused, list) else []
     if alarm.fired and out.error is None:
         out.timed_out = True     # it swallowed the timeout and went on: still too long
     return out
