@@ -276,7 +276,7 @@ class Runtime:
     def destroy_context(self, ctx: Context) -> list[str]:
         """Destroy a context and everything in it; return the names of leaked objects."""
         leaked = []
-        self.sync_context(ctx)
+        self.sync_context(ctx)           # what it finds can never finish, destroy_stream drops
         for s in list(ctx.streams.values()):
             leaked.append(f"stream 0x{s.handle:x} ({s.name}) of context 0x{ctx.handle:x}")
             self.destroy_stream(s)
@@ -361,11 +361,45 @@ class Runtime:
         queue = self.queued_tasks(stream)
         n = len(queue)
         for task in queue:
+            if task.api == "launch_callback" and not task.cancelled:
+                self._callbacks_ahead -= 1   # a HostCallback no stream will reach now
             task.cancelled = True
         queue.clear()
         return n
 
+    def abandon_stream(self, stream: Stream) -> None:
+        """Drop what ``stream`` still holds that can never run now: it goes away with its
+        device or context (reset_device, finalize, destroy_context) after a synchronisation
+        that found it could never finish (a blocking callback that no thread processed), or
+        at once (destroy_stream_force).
+
+        As CANN does when a device is reset under pending work, nothing of it runs later:
+        its tasks that have not started are cancelled (they pass through the engine as
+        zero-length tasks without effects, so whatever waits for them is released); its
+        callback reports that no thread processed are dropped (no later process_report, on
+        any stream, runs them); a blocking callback that holds it ends now, cancelled.
+        """
+        cancelled = self.cancel_queued(stream)
+        held = []
+        for reports in (self._manual_reports, self._due_reports):
+            if any(cb.stream is stream for cb in reports):
+                held += [cb for cb in reports if cb.stream is stream]
+                reports[:] = [cb for cb in reports if cb.stream is not stream]
+        now = max(self.host_ns, self.engine.now_ns)
+        for cb in held:
+            cb.done = True
+            task = cb.task
+            if cb.block and task.end_ns < 0 and task.duration_ns.__class__ is not int:
+                task.cancelled = True
+                self.engine.finish(task, max(now, task.start_ns))
+        if held or cancelled:
+            self.process(self.host_ns)        # the cancelled tasks pass through now
+
     def destroy_stream(self, stream: Stream) -> None:
+        """Destroy ``stream``; whatever it still holds is dropped (see abandon_stream)."""
+        if not stream.alive:
+            return                       # destroyed already (a teardown that was interrupted)
+        self.abandon_stream(stream)
         self._queued.pop(stream, None)
         if stream.report_thread is not None:
             self.unsubscribe(stream)

@@ -40,13 +40,19 @@ def _reset(device_id, force: bool):
 
 @api("aclrtResetDevice")
 def reset_device(device_id):
-    """Drop one reference to the device; at zero, synchronise and release everything on it."""
+    """Drop one reference to the device; at zero, synchronise and release everything on it.
+
+    Work the synchronisation finds can never finish (behind a blocking callback that no
+    thread processes) is discarded with the streams, as are the callback reports that no
+    thread processed: none of it runs later, on any stream. The call still returns 0, and
+    warns about the objects it had to release."""
     _reset(device_id, force=False)
 
 
 @api("aclrtResetDeviceForce")
 def reset_device_force(device_id):
-    """Release the device at once, whatever its reference count."""
+    """Release the device at once, whatever its reference count (as reset_device does at
+    zero, pending work that can never finish included)."""
     _reset(device_id, force=True)
 
 

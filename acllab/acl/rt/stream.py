@@ -60,7 +60,8 @@ def _explicit_stream(r, handle) -> Stream:
 
 @api("aclrtDestroyStream")
 def destroy_stream(stream):
-    """Wait for the stream's pending tasks, then destroy it."""
+    """Wait for the stream's pending tasks, then destroy it (its callback reports that no
+    thread processed are dropped: they never run)."""
     r = rt()
     s = _explicit_stream(r, stream)
     r.spend(r.profile.api_ns)
@@ -71,7 +72,9 @@ def destroy_stream(stream):
 
 @api("aclrtDestroyStreamForce")
 def destroy_stream_force(stream):
-    """Destroy the stream at once; tasks that have not started are discarded."""
+    """Destroy the stream at once; tasks that have not started are discarded, and so are
+    its callback reports that no thread processed (a blocking callback that holds the stream
+    ends, cancelled)."""
     r = rt()
     s = _explicit_stream(r, stream)
     r.spend(r.profile.api_ns)
