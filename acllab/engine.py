@@ -218,7 +218,7 @@ class Engine:
     """
 
     __slots__ = ("now_ns", "_heap", "_seq", "tasks", "record", "submitted", "observer",
-                 "fault", "wrote", "_chain_until", "__weakref__")
+                 "fault", "wrote", "_chain_until", "_settling", "__weakref__")
 
     def __init__(self, record: bool = True):
         self.now_ns = 0
@@ -237,6 +237,8 @@ class Engine:
         # dependency ends, and would end before anything else is due and no later than
         # this, ends in the same step (see _step); -1 while a stop condition is watched
         self._chain_until = -1
+        # True while a step that an exception interrupted is being finished (see _recover)
+        self._settling = False
         self.tasks: list[Task] = []
         self.record = record
         self.submitted = 0
@@ -249,61 +251,70 @@ class Engine:
 
         ``after``: its stream's previous task, a dependency labelled "stream" that comes
         first in ``task.deps`` (given apart, so the runtime builds no tuple for it).
+
+        All or nothing: an exception before the task is registered (``task.id`` still -1)
+        leaves the engine as it was; once it has an id, the submission is finished whatever
+        happens (an exception, from its start or an interrupt, is raised after that).
         """
-        task.id = self.submitted
-        self.submitted += 1
-        record = self.record
-        if record:
-            self.tasks.append(task)
-        task.submit_ns = at_ns
-        pending = 0
-        floor = at_ns
-        if after is not None:
-            if after.end_ns < 0:
-                pending = 1
-                if after.dependents is None:
-                    after.dependents = [task]
-                else:
-                    after.dependents.append(task)
-            elif after.end_ns > floor:
-                floor = after.end_ns
         deps = task.deps
-        if deps:
-            for dep, _label in deps:
-                if dep.end_ns < 0:
-                    if dep is after:
-                        continue     # already waited for as "stream": one wake-up is enough
-                    pending += 1
-                    if dep.dependents is None:
-                        dep.dependents = [task]
+        try:
+            task.id = self.submitted
+            self.submitted += 1
+            record = self.record
+            if record:
+                self.tasks.append(task)
+            task.submit_ns = at_ns
+            pending = 0
+            floor = at_ns
+            if after is not None:
+                if after.end_ns < 0:
+                    pending = 1
+                    if after.dependents is None:
+                        after.dependents = [task]
                     else:
-                        dep.dependents.append(task)
-                elif dep.end_ns > floor:
-                    floor = dep.end_ns
-            if not record:
-                task.deps = ()
-            elif len(deps) == 1:
-                dep, label = deps[0]
-                if after is not None:
-                    task.deps = ((after.id, "stream"), (dep.id, label))
+                        after.dependents.append(task)
+                elif after.end_ns > floor:
+                    floor = after.end_ns
+            if deps:
+                for dep, _label in deps:
+                    if dep.end_ns < 0:
+                        if dep is after:
+                            continue     # already waited for as "stream": one wake-up is enough
+                        pending += 1
+                        if dep.dependents is None:
+                            dep.dependents = [task]
+                        else:
+                            dep.dependents.append(task)
+                    elif dep.end_ns > floor:
+                        floor = dep.end_ns
+                if not record:
+                    task.deps = ()
+                elif len(deps) == 1:
+                    dep, label = deps[0]
+                    if after is not None:
+                        task.deps = ((after.id, "stream"), (dep.id, label))
+                    else:
+                        task.deps = ((dep.id, label),)
+                elif after is not None:
+                    task.deps = ((after.id, "stream"), *[(d.id, label) for d, label in deps])
                 else:
-                    task.deps = ((dep.id, label),)
-            elif after is not None:
-                task.deps = ((after.id, "stream"), *[(d.id, label) for d, label in deps])
-            else:
-                task.deps = tuple([(d.id, label) for d, label in deps])
-        elif after is not None and record:
-            task.deps = ((after.id, "stream"),)
-        task.floor_ns = floor
-        task.pending = pending
-        if pending == 0:
-            heap = self._heap
-            if floor == self.now_ns and (not heap or heap[0][0] > floor):
-                self._ready(task, floor)      # nothing else is due first: skip the heap
-            else:
-                self._seq += 1
-                _heappush(heap, (floor, _READY, self._seq, task))
-        return task
+                    task.deps = tuple([(d.id, label) for d, label in deps])
+            elif after is not None and record:
+                task.deps = ((after.id, "stream"),)
+            task.floor_ns = floor
+            task.pending = pending
+            if pending == 0:
+                heap = self._heap
+                if floor == self.now_ns and (not heap or heap[0][0] > floor):
+                    self._ready(task, floor)      # nothing else is due first: skip the heap
+                else:
+                    self._seq += 1
+                    _heappush(heap, (floor, _READY, self._seq, task))
+            return task
+        except BaseException as exc:
+            if task.id >= 0:
+                self._recover(self._register, task, at_ns, after, deps, exc)
+            raise
 
     def submit_at(self, task: Task, at_ns: int, after: Task | None = None) -> Task:
         """Run everything up to ``at_ns``, submit ``task`` at ``at_ns``, then run what that
@@ -391,66 +402,78 @@ class Engine:
         return not self._heap
 
     def _step(self) -> None:
-        t, phase, _seq, task = _heappop(self._heap)
-        self.now_ns = t
-        if phase != _END:
-            self._ready(task, t)
-            return
-        while True:              # once per task ending now (see "a chain" below)
-            task.end_ns = t
-            effect = task.on_end
-            if effect is not None:
-                if (not task.cancelled and self._effect(task, effect) and task.writes
-                        and self.wrote is not None):
-                    self.wrote(task)
-                task.on_end = None       # drop the closure: the trace keeps only data
-            if self.observer is not None and not task.cancelled:
-                self.observer(task)
-            task.on_start = None
-            res = task.resource
-            if res is not None:
-                res.in_use -= task.units
-                if res.queue:
+        heap = self._heap
+        t, phase, seq, task = heap[0]    # read before the pop: an interrupt may follow it
+        try:
+            _heappop(heap)
+            self.now_ns = t
+            if phase != _END:
+                self._ready(task, t)
+                return
+            while True:              # once per task ending now (see "a chain" below)
+                res = task.resource
+                if res is not None:              # what has ended holds nothing (one line)
+                    res.in_use, task.end_ns = res.in_use - task.units, t
+                else:
+                    task.end_ns = t
+                effect = task.on_end
+                if effect is not None:
+                    if not task.cancelled and self._effect(task, effect):
+                        task.on_end = None       # drop the closure: the trace keeps only data
+                        if task.writes and self.wrote is not None:
+                            self.wrote(task)
+                    else:
+                        task.on_end = None
+                if self.observer is not None and not task.cancelled:
+                    self.observer(task)
+                if res is not None and res.queue:
                     self._grant(res, t)
-            dependents = task.dependents
-            if dependents is None:
+                dependents = task.dependents
+                if dependents is None:
+                    return
+                task.dependents = None
+                if len(dependents) != 1:
+                    for nxt in dependents:
+                        if t > nxt.floor_ns:
+                            nxt.floor_ns = t
+                        nxt.pending -= 1
+                        if nxt.pending == 0:
+                            self._seq += 1
+                            _heappush(self._heap, (nxt.floor_ns, _READY, self._seq, nxt))
+                    return
+                nxt = dependents[0]
+                if t > nxt.floor_ns:
+                    nxt.floor_ns = t
+                nxt.pending -= 1
+                if nxt.pending != 0:
+                    return
+                if nxt.floor_ns != t or (heap and heap[0][0] <= t):
+                    self._seq += 1
+                    _heappush(heap, (nxt.floor_ns, _READY, self._seq, nxt))
+                    return
+                if not self._admit(nxt, t):      # nothing else is due at t: skip the heap
+                    return
+                end = self._begin(nxt, t)
+                if end < 0:
+                    return                   # ends when someone calls finish()
+                self._seq += 1               # its end's number, used or not: the same as unchained
+                if end <= self._chain_until and (not heap or heap[0][0] > end):
+                    # a chain (a model's ops, a stream's queued copies): its end is the next
+                    # entry the loop would take, so it ends now, in this step, as it would in
+                    # the next; the same order and times, without the heap
+                    self.now_ns = t = end
+                    task = nxt
+                    continue
+                _heappush(heap, (end, _END, self._seq, nxt))
                 return
-            task.dependents = None
-            if len(dependents) != 1:
-                for nxt in dependents:
-                    if t > nxt.floor_ns:
-                        nxt.floor_ns = t
-                    nxt.pending -= 1
-                    if nxt.pending == 0:
-                        self._seq += 1
-                        _heappush(self._heap, (nxt.floor_ns, _READY, self._seq, nxt))
-                return
-            nxt = dependents[0]
-            if t > nxt.floor_ns:
-                nxt.floor_ns = t
-            nxt.pending -= 1
-            if nxt.pending != 0:
-                return
-            heap = self._heap
-            if nxt.floor_ns != t or (heap and heap[0][0] <= t):
-                self._seq += 1
-                _heappush(heap, (nxt.floor_ns, _READY, self._seq, nxt))
-                return
-            if not self._admit(nxt, t):      # nothing else is due at t: skip the heap
-                return
-            end = self._begin(nxt, t)
-            if end < 0:
-                return                   # ends when someone calls finish()
-            self._seq += 1               # its end's number, used or not: the same as unchained
-            if end <= self._chain_until and (not heap or heap[0][0] > end):
-                # a chain (a model's ops, a stream's queued copies): its end is the next
-                # entry the loop would take, so it ends now, in this step, as it would in the
-                # next; the same order and times, without the heap
-                self.now_ns = t = end
-                task = nxt
-                continue
-            _heappush(heap, (end, _END, self._seq, nxt))
-            return
+        except BaseException as exc:
+            # an interrupt (Ctrl-C in a kernel, a callback's KeyboardInterrupt ...) or any
+            # other exception: finish what this step left half done, then let it go on
+            if not any(entry[2] == seq for entry in self._heap):     # it was popped
+                local = locals()
+                self._recover(self._settle_step, task, local.get("nxt"),
+                              local.get("dependents"), exc)
+            raise
 
     def _ready(self, task: Task, t: int) -> None:
         if self._admit(task, t):
@@ -459,22 +482,29 @@ class Engine:
     def _admit(self, task: Task, t: int) -> bool:
         """``task`` is ready at ``t``: True if its resource has room (taken), else it queues
         for it."""
-        task.ready_ns = t
         res = task.resource
         if res is not None:
             if res.queue or res.in_use + task.units > res.capacity:
                 res.queue.append(task)
+                task.ready_ns = t
                 self._grant(res, t)
                 return False
-            res.in_use += task.units
+            res.in_use, task.ready_ns = res.in_use + task.units, t   # one line: both or none
+            return True
+        task.ready_ns = t
         return True
 
     def _grant(self, res: Resource, t: int) -> None:
         q = res.queue
-        while q and res.in_use + q[0].units <= res.capacity:
-            task = q.popleft()
-            res.in_use += task.units
-            self._start(task, t)
+        try:
+            while q and res.in_use + q[0].units <= res.capacity:
+                task = q[0]
+                res.in_use += task.units     # before the pop: an interrupt may follow it
+                q.popleft()
+                self._start(task, t)
+        except BaseException as exc:
+            self._recover(self._settle_grant, res, locals().get("task"), exc)
+            raise
 
     def _start(self, task: Task, t: int) -> None:
         end = self._begin(task, t)
@@ -486,27 +516,40 @@ class Engine:
         """Start ``task`` at ``t`` (its on_start runs); return when it ends (-1: open, it ends
         when someone calls finish())."""
         task.start_ns = t
-        on_start = task.on_start
-        if task.cancelled:
-            task.duration_ns = 0
-        elif on_start is not None:
-            self._effect(task, on_start)
-        d = task.duration_ns
-        if d.__class__ is not int and not isinstance(d, int):
-            d = d(task)
-            if d is None:        # ends when someone calls finish()
-                return -1
-            d = task.duration_ns = int(d)
-        return t + d
+        try:
+            on_start = task.on_start
+            if task.cancelled:
+                task.duration_ns = 0
+                task.on_start = None
+            elif on_start is not None:
+                self._effect(task, on_start)
+                task.on_start = None     # it ran (None also tells _settle so)
+            d = task.duration_ns
+            if d.__class__ is not int and not isinstance(d, int):
+                d = d(task)
+                if d is None:        # ends when someone calls finish()
+                    return -1
+                d = task.duration_ns = int(d)
+            return t + d
+        except BaseException as exc:
+            self._recover(self._settle, task, exc)   # its end is due all the same
+            raise
 
     def _effect(self, task: Task, effect: Callable[[Task], None]) -> bool:
         """Run one of ``task``'s data effects; True when it succeeded. An effect that raised,
-        or recorded ``info['fault']`` itself, is reported to ``fault``."""
+        or recorded ``info['fault']`` itself, is reported to ``fault``. An interrupt (a
+        BaseException that is no Exception: KeyboardInterrupt ...) is a fault of the task
+        too, and is raised again (the step that ran the effect is finished first)."""
         try:
             effect(task)
         except Exception as exc:   # noqa: BLE001 (a task's data effect failed)
             self._failed(task, exc)
             return False
+        except BaseException as exc:
+            self._interrupted(task, exc)
+            if self._settling:
+                return False         # one interrupt is enough: the first one goes on
+            raise
         info = task.info
         if info and "fault" in info:
             self._faulted(task)
@@ -515,6 +558,8 @@ class Engine:
     def _failed(self, task: Task, exc: Exception) -> None:
         """A task's effect raised: report it to ``fault`` (or let it propagate without one)."""
         if self.fault is None:
+            if self._settling:
+                return
             raise exc
         self.fault(task, f"{type(exc).__name__}: {exc}")
 
@@ -522,6 +567,159 @@ class Engine:
         """A task's effect recorded ``info['fault']`` itself: report it once to ``fault``."""
         if self.fault is not None and "fault_reported" not in task.info:
             self.fault(task, task.info["fault"])
+
+    def _interrupted(self, task: Task, exc: BaseException) -> None:
+        """An effect of ``task`` was interrupted (or could not finish): a fault of the task,
+        reported once to ``fault``."""
+        if self.fault is not None and not (task.info and "fault_reported" in task.info):
+            self.fault(task, f"{type(exc).__name__}: {exc}" if str(exc)
+                       else f"{type(exc).__name__} (interrupted)")
+
+    # -- finishing an interrupted step -----------------------------------------------------
+    # An exception can stop a step anywhere a function is called: in a task's effect (a
+    # kernel's own code, where Ctrl-C lands most often), in the runtime's hooks (fault, wrote,
+    # observer), or on entering any of the methods above. The handlers in submit, _step,
+    # _begin and _grant then finish the step from what the tasks' fields say, so that after
+    # any interrupt: every submitted task has ended, or is due in the heap (to become ready
+    # or to end), or waits in its resource's queue, or waits for dependencies that will
+    # end, or is open (a blocking callback, ended by finish()); a resource's in_use is the
+    # units of its started tasks that have not ended. An effect that did not finish is a
+    # fault of its task (see _interrupted). The exception is raised again afterwards.
+
+    def _recover(self, fix: Callable, *args) -> None:
+        """Run ``fix(*args)`` while settling: effects that raise are faults, not escapes."""
+        settling = self._settling
+        self._settling = True
+        try:
+            fix(*args)
+        finally:
+            self._settling = settling
+
+    def _register(self, task: Task, at_ns: int, after: Task | None, deps: tuple,
+                  exc: BaseException) -> None:
+        """submit was interrupted after giving ``task`` its id: finish the submission (what
+        was done already is not done again)."""
+        if self.submitted == task.id:
+            self.submitted += 1
+        if self.record and len(self.tasks) == task.id:
+            self.tasks.append(task)
+        task.submit_ns = at_ns
+        waits = []                   # what it waits for, as the loops of submit count it
+        floor = at_ns
+        if after is not None:
+            if after.end_ns < 0:
+                waits.append(after)
+            else:
+                floor = max(floor, after.end_ns)
+        for dep, _label in deps:
+            if dep.end_ns < 0:
+                if dep is not after:
+                    waits.append(dep)
+            else:
+                floor = max(floor, dep.end_ns)
+        for dep in {id(d): d for d in waits}.values():
+            held = dep.dependents if dep.dependents is not None else []
+            dep.dependents = held
+            for _ in range(sum(d is dep for d in waits) - sum(d is task for d in held)):
+                held.append(task)
+        if task.deps is deps:
+            if not self.record:
+                task.deps = ()
+            elif deps or after is not None:
+                ids = [(d.id, label) for d, label in deps]
+                task.deps = tuple([(after.id, "stream"), *ids] if after is not None else ids)
+        task.floor_ns = floor
+        task.pending = len(waits)
+        if not waits:
+            self._settle(task, exc)          # due, readied or started, as far as it got
+
+    def _settle_step(self, task: Task, nxt: Task | None, dependents: list[Task] | None,
+                     exc: BaseException) -> None:
+        if dependents is not None and task.dependents is None:
+            # the step took them: those up to nxt (the one it was at) are told
+            told = next((i + 1 for i, d in enumerate(dependents) if d is nxt), 0)
+            if told < len(dependents):
+                task.dependents = dependents[told:]
+        self._settle(task, exc)
+        if nxt is not None and nxt is not task:
+            self._settle(nxt, exc)
+
+    def _settle_grant(self, res: Resource, task: Task | None, exc: BaseException) -> None:
+        if task is not None:
+            self._settle(task, exc)
+        self._grant(res, self.now_ns)
+
+    def _due(self, task: Task) -> bool:
+        """True when the heap holds an entry for ``task``."""
+        return any(entry[3] is task for entry in self._heap)
+
+    def _settle(self, task: Task, exc: BaseException) -> None:
+        """Finish what an interrupted step left undone for ``task`` (see above)."""
+        if task.id < 0:
+            return                              # never submitted
+        now = self.now_ns
+        if task.end_ns >= 0:                    # ending (its units are released already)
+            if task.on_end is not None:         # its on_end did not finish
+                task.on_end = None
+                if not task.cancelled:
+                    self._interrupted(task, exc)
+            elif task.writes and not task.cancelled and self.wrote is not None:
+                try:
+                    self.wrote(task)            # again: it only fingerprints
+                except BaseException:   # noqa: BLE001 (the first exception goes on)
+                    pass
+            res = task.resource
+            if res is not None and res.queue:
+                self._grant(res, now)
+            dependents = task.dependents
+            if dependents is not None:
+                task.dependents = None
+                t = task.end_ns
+                for nxt in dependents:
+                    if t > nxt.floor_ns:
+                        nxt.floor_ns = t
+                    nxt.pending -= 1
+                    if nxt.pending == 0:
+                        self._seq += 1
+                        _heappush(self._heap, (nxt.floor_ns, _READY, self._seq, nxt))
+            return
+        if task.start_ns >= 0:                  # started: its end must be due (or open)
+            if self._due(task):
+                return
+            unfinished = task.on_start is not None and not task.cancelled
+            task.on_start = None
+            if unfinished:
+                self._interrupted(task, exc)
+            d = task.duration_ns
+            if d.__class__ is not int:
+                try:
+                    d = d(task)
+                except BaseException:   # noqa: BLE001
+                    d = 0
+                if d is None:
+                    if not unfinished:
+                        return                  # open: finish() ends it
+                    d = 0                       # what would have ended it never started
+                    task.cancelled = True
+                d = task.duration_ns = int(d)
+            self._seq += 1
+            _heappush(self._heap, (task.start_ns + d, _END, self._seq, task))
+            return
+        res = task.resource
+        if res is not None and task in res.queue:   # waits for its resource
+            if task.ready_ns < 0:
+                task.ready_ns = now
+            self._grant(res, now)
+            return
+        if task.ready_ns >= 0:                  # admitted (its units are taken): start it
+            self._start(task, now)
+            return
+        if task.pending == 0 and not self._due(task):   # ready, but in no heap entry
+            if task.floor_ns > now:
+                self._seq += 1
+                _heappush(self._heap, (task.floor_ns, _READY, self._seq, task))
+            else:
+                self._ready(task, now)
 
     def finish(self, task: Task, t_ns: int) -> None:
         """End a started task whose duration was open (a blocking host callback) at ``t_ns``."""

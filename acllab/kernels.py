@@ -180,6 +180,18 @@ def kernel_task(runtime, k: Kernel, block_dim: int, args: tuple, stream, flops: 
             task.info["fault"] = where
             stream.fault = f"kernel {k.name} (task {task.id}) failed: {where}"
             log.clear()
+        except BaseException as exc:
+            # an interrupt (Ctrl-C while the kernel's Python runs): the same AI Core
+            # exception, none of its stores land; then the interrupt goes on (the engine
+            # schedules the task's end first, so its cores are freed and its stream goes on)
+            where = f"{type(exc).__name__}: {exc}" if str(exc) else \
+                f"{type(exc).__name__} (interrupted)"
+            task.info["fault"] = where
+            stream.fault = f"kernel {k.name} (task {task.id}) failed: {where}"
+            log.clear()
+            task.info["mem"] = ()
+            task.reads = task.writes = ()
+            raise
         mem = _coalesce((reg.start, reg.generation, addr, addr + (n if op == "r" else len(n)),
                          op) for op, reg, addr, n in log)
         task.info["mem"] = tuple(mem)

@@ -1,6 +1,12 @@
-"""reset_device (finalize, destroy_context, destroy_stream_force) under work that can never
-run (a blocking callback nobody processed) drops that work: nothing of it runs later, on
-another stream.
+"""Interrupts (Ctrl-C in a Jupyter cell: a KeyboardInterrupt, or any other BaseException) in
+the middle of an engine step leave the engine consistent, and reset_device drops work that
+can never run.
+
+* an interrupted kernel is a faulted task that ends: its cores are freed, the tasks after it
+  go on, the next synchronisation reports the fault (507015) and the one after it succeeds;
+  the interrupt itself still reaches the caller;
+* reset_device under work that can never run (a blocking callback nobody processed) drops
+  that work: nothing of it runs later, on another stream.
 """
 
 from __future__ import annotations
@@ -178,7 +184,132 @@ def recover_and_check(streams) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# reset_device under work that can never run
+# 1. the reviewer's reproductions
+# ---------------------------------------------------------------------------------------
+
+def _interrupt(ctx):
+    raise KeyboardInterrupt
+
+
+k_interrupted = acllab.kernel(flops=1, bytes=1)(_interrupt)
+
+
+def test_an_interrupted_kernel_is_an_ai_core_fault_that_ends():
+    """The reviewer's repro: a kernel raising KeyboardInterrupt (Ctrl-C during a long
+    kernel) used to leave the AI Core '2/2 busy' for good and every later sync at 507046,
+    even after reset_device and finalize + init."""
+    acl.init()
+    acl.rt.set_device(0)
+    s, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(NBYTES, 0)
+    with pytest.raises(KeyboardInterrupt):            # the interrupt reaches the learner
+        acl.rt.launch_kernel(k_interrupted, 2, (), s)
+    r = rt()
+    check_consistent(r)
+    assert acl.rt.launch_kernel(k_noop, 1, (), s) == 0    # behind it on the stream
+    assert acl.rt.synchronize_stream(s) == 507015     # the AI Core exception, once
+    assert acl.rt.synchronize_stream(s) == 0
+    check_idle(r)
+    faulted = [t for t in r.tasks if t.name == "_interrupt"]
+    assert len(faulted) == 1 and "KeyboardInterrupt" in faulted[0].info["fault"]
+    assert faulted[0].end_ns >= 0
+    acl.rt.reset_device(0)
+    acl.finalize()
+    acl.init()
+    acl.rt.set_device(0)
+    s, _ = acl.rt.create_stream()
+    assert acl.rt.launch_kernel(k_noop, 1, (), s) == 0
+    assert acl.rt.synchronize_stream(s) == 0
+    check_idle(r)
+
+
+def test_an_interrupted_kernel_stores_nothing_and_frees_its_cores_for_the_queue():
+    """Blocks 0 and 1 store, block 2 is interrupted: none of the stores land; a kernel
+    queued for the AI Core (another stream) starts when the interrupted one ends."""
+    acl.init()
+    acl.rt.set_device(0)
+    s1, _ = acl.rt.create_stream()
+    s2, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(NBYTES, 0)
+    assert acl.rt.memset(dev, NBYTES, 0, NBYTES) == 0
+
+    @acllab.kernel(flops=10**9, bytes=NBYTES)
+    def partial(ctx, dst):
+        ctx.store(dst + 4 * ctx.block_idx, np.ones(1, np.float32))
+        if ctx.block_idx == 2:
+            raise KeyboardInterrupt
+
+    assert acl.rt.launch_kernel(k_noop, 2, (), s2) == 0      # holds both cores a while
+    assert acl.rt.launch_kernel(k_inc, 2, (dev, dev, N), s2) == 0
+    with pytest.raises(KeyboardInterrupt):
+        # queued behind s2's kernels; it runs (and is interrupted) when they end, inside
+        # synchronize_stream
+        assert acl.rt.launch_kernel(partial, 4, (dev,), s1) == 0
+        acl.rt.synchronize_stream(s1)
+    check_consistent(rt())
+    assert sync_all() == [507015, 0]
+    host, _ = acl.rt.malloc_host(NBYTES)
+    assert acl.rt.memcpy(host, NBYTES, dev, NBYTES, D2H) == 0
+    got = np.frombuffer(acl.util.ptr_to_bytes(host, NBYTES), np.float32)
+    assert not got[:4].any() or (got[:4] == 1).all()    # k_inc's +1 only, never a partial store
+    assert (got == got[0]).all()
+    check_idle(rt())
+
+
+# ---------------------------------------------------------------------------------------
+# 2. interrupts inside the engine's steps
+# ---------------------------------------------------------------------------------------
+
+def _setup():
+    """Before the interrupts: init, the device, two streams (one reported to the main
+    thread, one auto-delivered), buffers (a pinned one with a view, so its copies are
+    fingerprinted, and a pageable one), an event."""
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    s1, _ = acl.rt.create_stream()
+    s2, _ = acl.rt.create_stream()
+    assert acl.rt.subscribe_report(threading.get_ident(), s1) == 0
+    assert acl.rt.subscribe_report(AUTO_TID, s2) == 0
+    dev_a, _ = acl.rt.malloc(NBYTES, 0)
+    dev_b, _ = acl.rt.malloc(NBYTES, 0)
+    host, _ = acl.rt.malloc_host(NBYTES)
+    view = acl.util.ptr_to_numpy(host, (N,), C.NPY_FLOAT32)
+    view[:] = np.arange(N, dtype=np.float32)
+    page = bytearray(NBYTES)
+    page_ptr = acl.util.bytes_to_ptr(page)
+    ev, _ = acl.rt.create_event()
+    big_dev, _ = acl.rt.malloc(BIG, 0)
+    big_host, _ = acl.rt.malloc_host(BIG)
+    return dict(s1=s1, s2=s2, dev_a=dev_a, dev_b=dev_b, host=host, view=view, page=page,
+                page_ptr=page_ptr, ev=ev, big_dev=big_dev, big_host=big_host)
+
+
+def test_an_interrupt_in_the_wrote_hook_of_a_step():
+    """The reviewer's other case: an interrupt in Runtime._wrote inside Engine._step (the
+    resource was never released, the dependents never scheduled)."""
+    w = _setup()
+    r = rt()
+    calls = [0]
+    real = r.engine.wrote
+
+    def wrote(task):
+        calls[0] += 1
+        if calls[0] == 1:
+            raise KeyboardInterrupt
+        real(task)
+
+    r.engine.wrote = wrote
+    acl.rt.memcpy_async(w["host"], NBYTES, w["dev_b"], NBYTES, D2H, w["s2"])
+    acl.rt.launch_kernel(k_inc, 2, (w["dev_a"], w["dev_b"], N), w["s2"])
+    with pytest.raises(KeyboardInterrupt):
+        acl.rt.synchronize_stream(w["s2"])
+    r.engine.wrote = real
+    check_consistent(r)
+    recover_and_check([w["s1"], w["s2"]])
+
+
+# ---------------------------------------------------------------------------------------
+# 3. reset_device under work that can never run
 # ---------------------------------------------------------------------------------------
 
 def test_reset_device_drops_an_unprocessed_blocking_callback_and_what_waits_behind_it():
