@@ -549,6 +549,18 @@ class Runtime:
                 if view[8] is not None:
                     self._drop_view(view)
 
+    def _forget_views(self, task: Task) -> None:
+        """Drop the watched ranges of ``task``, a submission that did not happen (they are
+        the newest)."""
+        views = self._views
+        while views and views[-1][0] is task:
+            view = views.pop()
+            if view[8] is not None:
+                self._drop_view(view)
+        quiet = self._quiet_views
+        while quiet and quiet[-1][0] is task:
+            quiet.pop()
+
     def _materialise(self, region: Region) -> None:
         """Turn the quiet ranges of ``region`` into views fingerprinted as the bytes are now
         (the region stops being quiet: the host may write it from now on)."""
@@ -778,53 +790,105 @@ class Runtime:
         if eng.submitted >= self.task_budget:
             self.over_budget("task", f"{self.task_budget:,} tasks", "task_budget")
         after = None
-        if stream is not None:
-            after = self._enqueue(task, stream)
-            if eng.record and (task.reads or task.writes):
-                self._watch_host_ranges(task)
-        host = self.host_ns
-        if self._due_reports or self._callbacks_ahead:
-            self.process(host)            # the device catches up to the host first ...
-            eng.submit(task, host, after)
-            nxt = eng.peek()
-            if nxt is not None and nxt <= host:
-                self.process(host)        # ... then runs what ends at once (zero-length tasks)
+        try:
+            if stream is not None:
+                after = self._enqueue(task, stream)
+                if eng.record and (task.reads or task.writes):
+                    self._watch_host_ranges(task)
+            host = self.host_ns
+            if self._due_reports or self._callbacks_ahead:
+                self.process(host)            # the device catches up to the host first ...
+                eng.submit(task, host, after)
+                nxt = eng.peek()
+                if nxt is not None and nxt <= host:
+                    self.process(host)        # ... then runs what ends at once (zero-length)
+                return task
+            # as above, in one engine call, when no report can fall due
+            eng.submit_at(task, host, after)
             return task
-        # as above, in one engine call, when no report can fall due
-        eng.submit_at(task, host, after)
-        return task
+        except BaseException:
+            # an interrupt (or any exception) on the way: if the engine never got the task,
+            # the submission did not happen (the stream forgets it); if it did, it happened
+            # (the engine keeps itself consistent, see acllab.engine)
+            self._unsubmit(task, stream, after)
+            raise
 
     def submit_chain(self, tasks: list[Task], stream: Stream | None) -> None:
         """``submit`` each of ``tasks`` in order, at the current host time (a model
         execution's ops): the same submissions, with the per-call checks done once."""
         eng = self.engine
-        if (stream is None or self._due_reports or self._callbacks_ahead
-                or eng.submitted + len(tasks) > self.task_budget
-                or any(t.reads or t.writes for t in tasks)):
+        last = None if stream is None else stream.last
+        try:
+            if (stream is None or self._due_reports or self._callbacks_ahead
+                    or eng.submitted + len(tasks) > self.task_budget
+                    or any(t.reads or t.writes for t in tasks)):
+                for task in tasks:
+                    self.submit(task, stream)
+                return
+            submit_at = eng.submit_at
+            enqueue = self._enqueue
+            host = self.host_ns
             for task in tasks:
-                self.submit(task, stream)
-            return
-        submit_at = eng.submit_at
-        enqueue = self._enqueue
-        host = self.host_ns
-        for task in tasks:
-            submit_at(task, host, enqueue(task, stream))
+                submit_at(task, host, enqueue(task, stream))
+        except BaseException:
+            self._abandon_chain(tasks, stream, last)
+            raise
+
+    def _unsubmit(self, task: Task, stream: Stream | None, after: Task | None) -> None:
+        """``submit`` was interrupted: undo its part if the engine never got ``task``."""
+        if task.id < 0 and stream is not None and stream.last is task:
+            stream.last = after
+            stream.submitted -= 1
+            queue = self._queued.get(stream)
+            if queue and queue[-1] is task:
+                queue.pop()
+            self._forget_views(task)
+        self._callbacks_ahead = self._count_callbacks_ahead()
+
+    def _abandon_chain(self, tasks: list[Task], stream: Stream | None,
+                       last: Task | None) -> None:
+        """``submit_chain`` was interrupted: the rest of the chain is not submitted, and what
+        was submitted and has not started is cancelled (it passes through the engine without
+        effects, as destroy_stream_force's tasks do), so the call did not happen, as far as
+        it can be undone."""
+        for i, task in enumerate(tasks):
+            if task.id < 0:
+                self._unsubmit(task, stream, tasks[i - 1] if i else last)
+                break
+            if task.start_ns < 0:
+                task.cancelled = True
+        self._callbacks_ahead = self._count_callbacks_ahead()
+
+    def _count_callbacks_ahead(self) -> int:
+        """HostCallback tasks submitted that no stream reached yet (``_callbacks_ahead`` as
+        the streams' queues say, after an interrupt)."""
+        return sum(1 for queue in self._queued.values() for t in queue
+                   if t.api == "launch_callback" and t.start_ns < 0 and not t.cancelled)
 
     def _enqueue(self, task: Task, stream: Stream) -> Task | None:
         """Make ``task`` the last of ``stream``'s queue; return the task it follows there (the
         engine puts it first in deps, as "stream")."""
         after = stream.last
-        stream.last = task
-        stream.submitted += 1
-        task.stream = stream
-        queue = self._queued.get(stream)
-        if queue is None:
-            queue = self._queued[stream] = deque()
-        elif len(queue) >= 32:       # drop the started prefix now and then (queued_tasks does)
-            while queue and (queue[0].start_ns >= 0 or queue[0].cancelled):
-                queue.popleft()
-        queue.append(task)
-        return after
+        try:
+            stream.last = task
+            stream.submitted += 1
+            task.stream = stream
+            queue = self._queued.get(stream)
+            if queue is None:
+                queue = self._queued[stream] = deque()
+            elif len(queue) >= 32:   # drop the started prefix now and then (queued_tasks does)
+                while queue and (queue[0].start_ns >= 0 or queue[0].cancelled):
+                    queue.popleft()
+            queue.append(task)
+            return after
+        except BaseException:        # an interrupt: the stream never had it
+            if stream.last is task:
+                stream.last = after
+                stream.submitted -= 1
+            queue = self._queued.get(stream)
+            if queue and queue[-1] is task:
+                queue.pop()
+            raise
 
     def _wrote(self, task: Task) -> None:
         """A task's on_end wrote memory: rebaseline the watched host ranges it covers."""
@@ -873,21 +937,38 @@ class Runtime:
         """
         eng = self.engine
         due = self._due_reports
-        if target is None:
-            if not due and not self._callbacks_ahead:
-                eng.run(limit_ns)        # no report can fall due on the way
+        try:
+            if target is None:
+                if not due and not self._callbacks_ahead:
+                    eng.run(limit_ns)        # no report can fall due on the way
+                    return True
+                while eng.run(limit_ns, due.__len__):   # stops when a report falls due
+                    self._run_due(due)
                 return True
-            while eng.run(limit_ns, due.__len__):   # stops when a report falls due
-                self._run_report(due.pop(0))
-            return True
-        while True:
-            if due:
-                self._run_report(due.pop(0))
-                continue
-            if target.end_ns >= 0:
-                return True
-            if not eng.run(limit_ns, lambda: due or target.end_ns >= 0):
-                return target.end_ns >= 0
+            while True:
+                if due:
+                    self._run_due(due)
+                    continue
+                if target.end_ns >= 0:
+                    return True
+                if not eng.run(limit_ns, lambda: due or target.end_ns >= 0):
+                    return target.end_ns >= 0
+        except BaseException:
+            # the engine finished its interrupted step (acllab.engine); a HostCallback it
+            # cancelled on the way was never reached: count again what is ahead
+            self._callbacks_ahead = self._count_callbacks_ahead()
+            raise
+
+    def _run_due(self, due: list[Callback]) -> None:
+        """Run the first due report; an interrupt before it ran leaves it due."""
+        cb = due[0]
+        try:
+            due.pop(0)
+            self._run_report(cb)
+        except BaseException:
+            if not cb.done and cb not in due:
+                due.insert(0, cb)
+            raise
 
     def wait_for(self, task: Task, timeout_ns: int | None = None) -> bool:
         """Block the host until ``task`` ends (plus the wake-up), or until the timeout.
@@ -927,9 +1008,13 @@ class Runtime:
             manual = stream.report_thread == self.main_thread
             (self._manual_reports if manual else self._due_reports).append(cb)
 
-        self._callbacks_ahead += 1
-        self.submit(callback_task(fn, user_data, block_type == ACL_CALLBACK_BLOCK, stream,
-                                  reached), stream)
+        task = callback_task(fn, user_data, block_type == ACL_CALLBACK_BLOCK, stream, reached)
+        try:
+            self._callbacks_ahead += 1
+            self.submit(task, stream)
+        except BaseException:
+            self._callbacks_ahead = self._count_callbacks_ahead()
+            raise
 
     def subscribe(self, stream: Stream, tid: int) -> None:
         """Deliver ``stream``'s callback reports to thread ``tid`` (subscribe_report)."""
@@ -1012,30 +1097,72 @@ class Runtime:
                 self._report_cv.wait(remaining)
 
     def _run_report(self, cb: Callback, manual: bool = False) -> None:
-        """Run one callback report at its virtual time (on the report thread's timeline)."""
+        """Run one callback report at its virtual time (on the report thread's timeline).
+
+        Whatever happens in the callback, the report is accounted for: a callback that
+        raises an Exception is a warning (a learner's bug must not break the runtime); one
+        that is interrupted (KeyboardInterrupt, any BaseException) is a fault of its
+        HostCallback task, which the stream reports at its next synchronisation (507000), and
+        the interrupt goes on, after the report was recorded and a blocking callback's
+        stream released, as for a report that returned.
+        """
         start = max(cb.reached_ns, self.host_ns) if manual else cb.reached_ns
         saved = self.host_ns
         self.host_ns = start
-        self.log("join", cb.task.id)     # the callback runs after the stream reached it
         try:
-            cb.fn(cb.user_data)
-        except Exception:   # a learner's bug must not break the runtime
-            msg = traceback.format_exc(limit=3)
-            self.callback_errors.append(msg)
-            warnings.warn(f"a host callback raised an exception:\n{msg}", AclWarning,
-                          stacklevel=2)
-        end = max(self.host_ns, start) + self.profile.callback_ns
-        self.host_ns = end if manual else saved
-        cb.done = True
-        if not manual:
-            state = self._report_threads.get(cb.stream.report_thread)
-            if state is not None:
-                with self._report_cv:
-                    state.delivered += 1
-                    self._report_cv.notify_all()
-        self.engine.submit(report_task(cb, start, end), start)
-        if cb.block:
-            self.engine.finish(cb.task, end)
+            self.log("join", cb.task.id)     # the callback runs after the stream reached it
+            try:
+                cb.fn(cb.user_data)
+            except Exception:   # a learner's bug must not break the runtime
+                msg = traceback.format_exc(limit=3)
+                self.callback_errors.append(msg)
+                warnings.warn(f"a host callback raised an exception:\n{msg}", AclWarning,
+                              stacklevel=2)
+            self._report_ran(cb, start, saved, manual, None)
+        except BaseException as exc:
+            if not cb.done:                  # (else _report_ran finished it, then raised)
+                self._report_ran(cb, start, saved, manual, exc)
+            raise
+
+    def _report_ran(self, cb: Callback, start: int, saved: int, manual: bool,
+                    exc: BaseException | None) -> None:
+        """Account for a report whose callback returned (``exc`` None) or was interrupted:
+        the host clock, its CallbackReport task, the end of a blocking callback's task, the
+        report thread's count. Finished even when an interrupt lands in it (each part is done
+        once; the interrupt is raised again after)."""
+        interrupt = end = report = None
+        counted = manual
+        for _attempt in range(3):            # the later ones only finish what is left
+            try:
+                if end is None:
+                    end = max(self.host_ns, start) + self.profile.callback_ns
+                self.host_ns = end if manual else saved
+                cb.done = True
+                if exc is not None and "fault_reported" not in (cb.task.info or {}):
+                    name = type(exc).__name__
+                    self.callback_errors.append(f"{name}: the callback was interrupted")
+                    self.task_fault(cb.task, f"{name}: {exc}" if str(exc)
+                                    else f"{name} (the callback was interrupted)")
+                if report is None:
+                    report = report_task(cb, start, end)
+                if report.id < 0:
+                    self.engine.submit(report, start)
+                task = cb.task
+                if cb.block and task.end_ns < 0 and (task.duration_ns.__class__ is not int or (
+                        _attempt and not self.engine._due(task))):
+                    self.engine.finish(task, end)
+                if not counted:              # the report thread's poll learns of it
+                    counted = True
+                    state = self._report_threads.get(cb.stream.report_thread)
+                    if state is not None:
+                        with self._report_cv:
+                            state.delivered += 1
+                            self._report_cv.notify_all()
+                break
+            except BaseException as again:
+                interrupt = interrupt or again
+        if interrupt is not None:
+            raise interrupt
 
     def reports_possible(self) -> bool:
         """True when a report for the main thread is waiting, or the device still has work
@@ -1050,13 +1177,24 @@ class Runtime:
             if due:
                 self.process(self.host_ns)
                 continue
-            if not self.engine.run(limit, lambda: manual or due):
+            try:
+                ran_dry = not self.engine.run(limit, lambda: manual or due)
+            except BaseException:
+                self._callbacks_ahead = self._count_callbacks_ahead()   # as in process
+                raise
+            if ran_dry:
                 self.host_ns = max(self.host_ns if limit is None else limit,
                                    self.engine.now_ns)
                 self.process(self.host_ns)
                 return False
-        cb = self._manual_reports.pop(0)
-        self._run_report(cb, manual=True)
+        cb = manual[0]
+        try:
+            manual.pop(0)
+            self._run_report(cb, manual=True)
+        except BaseException:
+            if not cb.done and cb not in manual:   # interrupted before it ran: still pending
+                manual.insert(0, cb)
+            raise
         self.process(self.host_ns)
         return True
 

@@ -1,16 +1,23 @@
 """Interrupts (Ctrl-C in a Jupyter cell: a KeyboardInterrupt, or any other BaseException) in
-the middle of an engine step leave the engine consistent, and reset_device drops work that
-can never run.
+the middle of a call leave the runtime consistent, and reset_device drops work that can
+never run.
 
-* an interrupted kernel is a faulted task that ends: its cores are freed, the tasks after it
-  go on, the next synchronisation reports the fault (507015) and the one after it succeeds;
-  the interrupt itself still reaches the caller;
+* an interrupted kernel or callback is a faulted task that ends: its resource is freed, the
+  tasks after it go on, the next synchronisation reports the fault (507015 for AI Core work)
+  and the one after it succeeds; the interrupt itself still reaches the caller;
+* an interrupt at any point where CPython can deliver a Ctrl-C inside acllab (a
+  sys.setprofile hook raising KeyboardInterrupt when the k-th Python function starts or C
+  function returns, for every k of a program that uses copies, kernels competing for the AI
+  Cores, events, blocking and auto-delivered callbacks and a pageable copy) leaves the
+  engine's invariants true, and later work synchronises with 0, also after reset_device and
+  after finalize + init;
 * reset_device under work that can never run (a blocking callback nobody processed) drops
   that work: nothing of it runs later, on another stream.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 from collections import Counter
@@ -256,9 +263,76 @@ def test_an_interrupted_kernel_stores_nothing_and_frees_its_cores_for_the_queue(
     check_idle(rt())
 
 
+def test_a_callback_interrupted_in_process_report_releases_its_stream():
+    """The reviewer's repro: a callback raising KeyboardInterrupt during process_report left
+    its stream blocked (destroy_stream returned 507046)."""
+    acl.init()
+    acl.rt.set_device(0)
+    s, _ = acl.rt.create_stream()
+    acl.rt.subscribe_report(threading.get_ident(), s)
+    ran = []
+
+    def callback(user_data):
+        ran.append(user_data)
+        if user_data == 1:
+            raise KeyboardInterrupt
+
+    for i in range(3):
+        assert acl.rt.launch_callback(callback, i, C.ACL_CALLBACK_BLOCK, s) == 0
+    assert acl.rt.launch_kernel(k_noop, 1, (), s) == 0
+    assert acl.rt.process_report(100) == 0
+    with pytest.raises(KeyboardInterrupt):
+        acl.rt.process_report(100)
+    check_consistent(rt())
+    assert acl.rt.process_report(100) == 0            # the next one is still delivered
+    assert ran == [0, 1, 2]
+    assert acl.rt.synchronize_stream(s) == 507000     # the interrupted callback, once
+    assert acl.rt.synchronize_stream(s) == 0
+    assert any("interrupted" in e for e in rt().callback_errors)
+    assert acl.rt.unsubscribe_report(threading.get_ident(), s) == 0
+    assert acl.rt.destroy_stream(s) == 0
+    check_idle(rt())
+
+
+def test_an_auto_delivered_callback_interrupted_inside_a_sync():
+    """A report-thread callback runs inside whatever call drives the device; an interrupt
+    in it stops that call, and the stream goes on."""
+    acl.init()
+    acl.rt.set_device(0)
+    s, _ = acl.rt.create_stream()
+    acl.rt.subscribe_report(AUTO_TID, s)
+
+    def callback(_user_data):
+        raise KeyboardInterrupt
+
+    dev, _ = acl.rt.malloc(1 << 20, 0)
+    host, _ = acl.rt.malloc_host(1 << 20)
+    assert acl.rt.memcpy_async(dev, 1 << 20, host, 1 << 20, H2D, s) == 0
+    assert acl.rt.launch_callback(callback, None, C.ACL_CALLBACK_BLOCK, s) == 0
+    assert acl.rt.launch_kernel(k_noop, 1, (), s) == 0
+    with pytest.raises(KeyboardInterrupt):
+        acl.rt.synchronize_stream(s)
+    check_consistent(rt())
+    assert sync_all() == [507000, 0]
+    check_idle(rt())
+
+
 # ---------------------------------------------------------------------------------------
-# 2. interrupts inside the engine's steps
+# 2. an interrupt at every function call of a program
 # ---------------------------------------------------------------------------------------
+
+def _cb_main(user_data):
+    _cb_main.seen.append(user_data)
+
+
+def _cb_auto(user_data):
+    _cb_auto.seen.append(user_data)
+
+
+_cb_main.seen = []
+_cb_auto.seen = []
+_LEARNER_CODE = {k_inc.fn.__code__, _cb_main.__code__, _cb_auto.__code__}
+
 
 def _setup():
     """Before the interrupts: init, the device, two streams (one reported to the main
@@ -282,6 +356,148 @@ def _setup():
     big_host, _ = acl.rt.malloc_host(BIG)
     return dict(s1=s1, s2=s2, dev_a=dev_a, dev_b=dev_b, host=host, view=view, page=page,
                 page_ptr=page_ptr, ev=ev, big_dev=big_dev, big_host=big_host)
+
+
+def _work(w) -> None:
+    """The interrupted part: every kind of task, AI Core contention, event waits, a
+    blocking callback processed by the main thread, auto-delivered ones, a pageable copy,
+    callbacks that the streams reach inside a synchronisation."""
+    s1, s2 = w["s1"], w["s2"]
+    for i in range(2):
+        acl.rt.memcpy_async(w["dev_a"], NBYTES, w["host"], NBYTES, H2D, s1)
+        acl.rt.launch_kernel(k_inc, 2, (w["dev_a"], w["dev_b"], N), s1)
+        acl.rt.launch_kernel(k_inc, 2, (w["dev_b"], w["dev_b"], N), s2)    # competes
+        acl.rt.record_event(w["ev"], s1)
+        acl.rt.stream_wait_event(s2, w["ev"])
+        acl.rt.launch_callback(_cb_main, i, C.ACL_CALLBACK_BLOCK, s1)
+        acl.rt.launch_callback(_cb_auto, i, C.ACL_CALLBACK_BLOCK, s2)
+        acl.rt.memcpy_async(w["host"], NBYTES, w["dev_b"], NBYTES, D2H, s2)
+        acl.rt.process_report(100)
+        acl.rt.memcpy_async(w["dev_a"], NBYTES, w["page_ptr"], NBYTES, H2D, s1)   # pageable
+        acl.rt.synchronize_stream(s2)
+    # a long copy, then callbacks the stream reaches inside the synchronisation
+    acl.rt.memcpy_async(w["big_dev"], BIG, w["big_host"], BIG, H2D, s1)
+    acl.rt.launch_callback(_cb_main, 9, C.ACL_CALLBACK_NO_BLOCK, s1)
+    acl.rt.memcpy_async(w["big_dev"], BIG, w["big_host"], BIG, H2D, s2)
+    acl.rt.launch_callback(_cb_auto, 9, C.ACL_CALLBACK_BLOCK, s2)
+    acl.rt.synchronize_device()
+    acl.rt.process_report(100)
+
+
+class _InterruptAt:
+    """A sys.setprofile hook: KeyboardInterrupt at the k-th point where CPython can deliver a
+    Ctrl-C inside acllab (or the program's kernel and callbacks): when a Python function
+    starts, and when a C function called from acllab's code returns (a pending signal's
+    handler runs there, before the result is stored)."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self.points = 0
+        self.fired = False
+        self.where = None
+
+    def __call__(self, frame, event, arg):
+        if event == "call" or event == "c_return":
+            code = frame.f_code
+            if code.co_filename.startswith(ACLLAB_DIR) or code in _LEARNER_CODE:
+                self.points += 1
+                if self.points == self.k:
+                    self.fired = True
+                    self.where = (code.co_name, frame.f_lineno, event,
+                                  getattr(arg, "__name__", ""))
+                    sys.setprofile(None)
+                    raise KeyboardInterrupt(f"injected at point {self.k}: {self.where}")
+
+
+def _run_interrupted(k: int) -> _InterruptAt:
+    acllab.session.restore_defaults()
+    w = _setup()
+    hook = _InterruptAt(k)
+    interrupted = False
+    sys.setprofile(hook)
+    try:
+        _work(w)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        sys.setprofile(None)
+    assert interrupted == hook.fired, (k, hook.where)     # it reaches the caller, once
+    recover_and_check([w["s1"], w["s2"]])
+    return hook
+
+
+def _points_of_work() -> int:
+    """The program's interrupt points (the first run in a process has a few more: caches)."""
+    counts = [_run_interrupted(10**12).points for _ in range(2)]    # never fires
+    return counts[-1]
+
+
+@pytest.mark.parametrize("part", range(4))
+def test_an_interrupt_at_every_point_leaves_the_runtime_consistent(part):
+    """For every k (a quarter of them in each part): KeyboardInterrupt at the k-th point."""
+    total = _points_of_work()
+    assert total > 1000
+    for k in range(1 + part, total + 1, 4):
+        try:
+            hook = _run_interrupted(k)
+        except AssertionError as exc:
+            raise AssertionError(f"interrupt at point {k} of {total}: {exc}") from exc
+        assert hook.fired
+
+
+@pytest.mark.parametrize(("which", "nth"), [
+    *[("kernel", n) for n in range(1, 9)],           # 4 launches of 2 blocks
+    *[(cb, n) for cb in ("callback_main", "callback_auto") for n in (1, 2, 3)]])
+def test_learner_code_interrupted_at_its_nth_call(which, nth):
+    """The kernel (each launch runs it once per block) or a callback raises
+    KeyboardInterrupt on its n-th call."""
+    target = {"kernel": k_inc.fn, "callback_main": _cb_main, "callback_auto": _cb_auto}[which]
+    calls = [0]
+
+    def hook(frame, event, _arg):
+        if event == "call" and frame.f_code is target.__code__:
+            calls[0] += 1
+            if calls[0] == nth:
+                sys.settrace(None)
+                raise KeyboardInterrupt
+        return None
+
+    acllab.session.restore_defaults()
+    w = _setup()
+    sys.settrace(hook)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _work(w)
+    finally:
+        sys.settrace(None)
+    r = rt()
+    check_consistent(r)
+    faulted = [t for t in r.tasks if (t.info or {}).get("fault")]
+    assert len(faulted) == 1 and "KeyboardInterrupt" in faulted[0].info["fault"]
+    recover_and_check([w["s1"], w["s2"]])
+
+
+def test_an_interrupt_in_the_stream_bookkeeping_of_a_submission_undoes_it():
+    """The reviewer's case: an interrupt in Runtime._watch_host_ranges (the task was queued
+    on the stream but never reached the engine) left synchronize_device at 507046."""
+    w = _setup()
+    r = rt()
+    real = r._watch_host_ranges
+
+    def interrupted(task):
+        real(task)
+        raise KeyboardInterrupt
+
+    r._watch_host_ranges = interrupted
+    s1 = r.stream_for(w["s1"])
+    last, submitted = s1.last, s1.submitted
+    with pytest.raises(KeyboardInterrupt):
+        acl.rt.memcpy_async(w["dev_a"], NBYTES, w["host"], NBYTES, H2D, w["s1"])
+    del r._watch_host_ranges
+    assert (s1.last, s1.submitted) == (last, submitted)    # it did not happen
+    assert not [v for v in r._views if v[0].id < 0]
+    check_consistent(r)
+    recover_and_check([w["s1"], w["s2"]])
 
 
 def test_an_interrupt_in_the_wrote_hook_of_a_step():
