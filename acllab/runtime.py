@@ -17,6 +17,7 @@ import threading
 import time
 import traceback
 import warnings
+import weakref
 import zlib
 from collections import deque
 from threading import get_ident
@@ -52,6 +53,10 @@ _HANDLE_STEP = 0x40
 # device addresses lie below every host address (acllab.memory's layout)
 _DEVICE_END = min(PAGEABLE_BASE, PINNED_BASE)
 _getrefcount = sys.getrefcount
+
+# report threads (Python threads) -> the runtime that subscribed each last, weakly: a thread
+# of a runtime that acllab.reset() replaced keeps polling (see Runtime.foreign_poll)
+_REPORT_OWNERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class Device:
@@ -1026,6 +1031,8 @@ class Runtime:
             if state is None:
                 thread = next((t for t in threading.enumerate() if t.ident == tid), None)
                 state = self._report_threads[tid] = _ReportThread(thread)
+            if state.thread is not None:
+                _REPORT_OWNERS[state.thread] = weakref.ref(self)
             state.streams += 1
             self._report_cv.notify_all()
 
@@ -1060,6 +1067,22 @@ class Runtime:
                 if remaining <= 0:
                     return None
                 self._report_cv.wait(remaining)
+
+    def foreign_poll(self) -> bool:
+        """True when the calling thread (not the main thread) cannot get reports from this
+        runtime and must not touch it: a report thread of an earlier runtime (one that
+        acllab.reset() replaced: the thread of a setup cell that was run again), or any
+        thread that is none of this runtime's report threads while it is not initialised.
+        Its process_report waits and returns an error without changing this runtime (see
+        acllab.acl.rt.callback.process_report)."""
+        me = threading.current_thread()
+        owner = _REPORT_OWNERS.get(me)
+        if owner is not None and owner() is not self:
+            return True
+        if not self.initialized:
+            state = self._report_threads.get(threading.get_ident())
+            return state is None or state.thread is not me
+        return False
 
     def poll_report(self, state: _ReportThread, timeout_ms: int) -> int:
         """One process_report call of a report thread (not the main thread); its code.

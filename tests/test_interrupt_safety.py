@@ -1,6 +1,6 @@
 """Interrupts (Ctrl-C in a Jupyter cell: a KeyboardInterrupt, or any other BaseException) in
-the middle of a call leave the runtime consistent, and reset_device drops work that can
-never run.
+the middle of a call leave the runtime consistent, reset_device drops work that can never
+run, and stale report threads leave a fresh runtime alone.
 
 * an interrupted kernel or callback is a faulted task that ends: its resource is freed, the
   tasks after it go on, the next synchronisation reports the fault (507015 for AI Core work)
@@ -12,13 +12,16 @@ never run.
   engine's invariants true, and later work synchronises with 0, also after reset_device and
   after finalize + init;
 * reset_device under work that can never run (a blocking callback nobody processed) drops
-  that work: nothing of it runs later, on another stream.
+  that work: nothing of it runs later, on another stream;
+* a report thread of a runtime that acllab.reset() replaced (or any thread polling a runtime
+  that is not initialised) does not spin and does not touch the new runtime's log or clock.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -606,3 +609,88 @@ def test_finalize_drops_unprocessed_reports_too():
     acl.rt.subscribe_report(threading.get_ident(), s)
     assert acl.rt.process_report(10) == 507012
     assert ran == []
+
+
+# ---------------------------------------------------------------------------------------
+# 4. report threads of an earlier runtime
+# ---------------------------------------------------------------------------------------
+
+def _polling_thread(polls: list, stop: threading.Event, timeout_ms: int = 100):
+    def loop():
+        while not stop.is_set():
+            acl.rt.process_report(timeout_ms)
+            polls.append(1)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_report_thread_of_a_replaced_runtime_leaves_the_new_one_alone():
+    """The reviewer's repro: re-running a setup cell (acllab.reset()) left the old report
+    thread polling the fresh, uninitialised runtime: ~370,000 calls/s, each logged."""
+    acl.init()
+    acl.rt.set_device(0)
+    s, _ = acl.rt.create_stream()
+    polls, stop = [], threading.Event()
+    thread = _polling_thread(polls, stop)
+    acl.rt.subscribe_report(thread.ident, s)
+    time.sleep(0.05)
+    try:
+        fresh = acllab.reset()
+        before = len(polls)
+        time.sleep(0.5)
+        assert len(polls) - before <= 10              # waits its 100 ms timeout: no spin
+        assert fresh.api_log == [] and fresh.calls == 0 and fresh.host_ns == 0
+        assert fresh.recent_error == {}
+        assert acl.init() == 0                       # initialised: still not its runtime
+        time.sleep(0.3)
+        assert [e[0] for e in fresh.api_log] == ["init"] and fresh.calls == 1
+        assert fresh.host_ns == fresh.profile.api_ns
+        assert acl.rt.set_device(0) == 0
+        s, _ = acl.rt.create_stream()
+        assert acl.rt.synchronize_stream(s) == 0
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_a_thread_polling_a_runtime_that_is_not_initialised_does_not_spin():
+    r = rt()
+    polls, stop = [], threading.Event()
+    thread = _polling_thread(polls, stop, timeout_ms=50)
+    try:
+        time.sleep(0.4)
+        assert 1 <= len(polls) <= 12
+        assert r.api_log == [] and r.calls == 0 and r.host_ns == 0
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_a_report_thread_of_this_runtime_is_served_as_before():
+    """The same runtime: a report thread subscribed here gets 0 for a delivered report."""
+    acl.init()
+    acl.rt.set_device(0)
+    s, _ = acl.rt.create_stream()
+    got, subscribed = [], threading.Event()
+
+    def loop():
+        subscribed.wait(5)
+        for _ in range(50):
+            code = acl.rt.process_report(20)
+            got.append(code)
+            if code == 0:
+                return
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    acl.rt.subscribe_report(thread.ident, s)
+    subscribed.set()
+    acl.rt.launch_callback(lambda _u: None, 0, C.ACL_CALLBACK_NO_BLOCK, s)
+    assert acl.rt.synchronize_stream(s) == 0
+    thread.join(5)
+    assert got and got[-1] == 0
+    assert not [e for e in rt().api_log if e[0] == "process_report"]

@@ -91,6 +91,10 @@ def process_report(timeout_ms):
     since its previous call (see ``Runtime.poll_report``: such polls are not logged, so a
     program with a report thread gives the same log on every run).
 
+    A thread that must leave the runtime alone (a report thread of a runtime that
+    acllab.reset() replaced, or any thread while the runtime is not initialised) waits its
+    timeout and gets 107012 or 100001, unlogged (``_foreign_poll``).
+
     Differs from hardware: a report thread's callbacks run when their stream reaches them,
     not when the thread polls (see ``Runtime.poll_report``).
     """
@@ -98,6 +102,8 @@ def process_report(timeout_ms):
     tid = threading.get_ident()
     if tid != r.main_thread:
         timeout = as_int(timeout_ms, "timeout_ms")
+        if r.foreign_poll():
+            return _foreign_poll(r, timeout)
         state = r.report_thread(tid, wait_s=_SUBSCRIBE_WAIT_S) if _valid_timeout(timeout) \
             else None      # an invalid timeout: the logged call returns 100000
         if state is not None:
@@ -111,6 +117,26 @@ def process_report(timeout_ms):
 
 
 process_report.c_name = "aclrtProcessReport"
+
+
+# the longest a foreign poll waits (wall-clock), so that its thread still sees its exit flag
+_FOREIGN_WAIT_MAX_MS = 1000
+
+
+def _foreign_poll(r, timeout_ms: int) -> int:
+    """A poll from a thread that must leave ``r`` alone (``Runtime.foreign_poll``: a report
+    thread of an earlier runtime, or a thread polling a runtime that is not initialised).
+
+    Nothing could come: it waits its timeout in wall-clock time (as a real process_report
+    with nothing to report does; at most ``_FOREIGN_WAIT_MAX_MS``, 10 ms for an invalid
+    timeout), so its loop does not spin, then returns 100001 (not initialised) or 107012
+    (not subscribed here), without a call, a log entry, an error message or virtual time in
+    ``r``: the new runtime's log and trace are the program's alone.
+    """
+    wait_ms = min(timeout_ms, _FOREIGN_WAIT_MAX_MS) if timeout_ms > 0 else \
+        _FOREIGN_WAIT_MAX_MS if timeout_ms == -1 else 10
+    time.sleep(wait_ms / 1000)
+    return 107012 if r.initialized else 100001
 
 
 def _valid_timeout(timeout_ms: int) -> bool:
