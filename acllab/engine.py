@@ -468,8 +468,12 @@ class Engine:
                 return
         except BaseException as exc:
             # an interrupt (Ctrl-C in a kernel, a callback's KeyboardInterrupt ...) or any
-            # other exception: finish what this step left half done, then let it go on
-            if not any(entry[2] == seq for entry in self._heap):     # it was popped
+            # other exception: finish what this step left half done, then let it go on. (No
+            # closure here: one over a local would make it a cell, paid on every step.)
+            for entry in self._heap:
+                if entry[2] == seq:
+                    break                        # not popped yet: nothing was done
+            else:
                 local = locals()
                 self._recover(self._settle_step, task, local.get("nxt"),
                               local.get("dependents"), exc)
