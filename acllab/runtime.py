@@ -39,7 +39,36 @@ from .memory import (
 )
 from .streams import Callback, Context, DataBuffer, Event, Stream
 
-__all__ = ["Runtime", "Device"]
+__all__ = ["Runtime", "Device", "API_LOCK", "unlocked"]
+
+#: The one process-wide lock every ``acl.*`` call holds while it runs (the facade's ``api``
+#: wrapper takes it), so the calls of several threads never interleave inside the runtime: each
+#: is atomic, in the order the threads happen to get the lock. Re-entrant: a callback or a
+#: signal handler that makes acl calls on the thread that holds it goes on. Every wall-clock wait
+#: inside a call (a report thread's poll, start_thread, stop_thread, a process_report's sleep)
+#: releases it while it waits (:func:`unlocked`, or a Condition built on it), so that the
+#: threads it waits for can make their own calls meanwhile.
+API_LOCK = threading.RLock()
+
+
+class unlocked:
+    """``with unlocked():`` releases :data:`API_LOCK` entirely (whatever the calling thread's
+    recursion depth) for the block, if this thread holds it, and takes it back after, at the
+    same depth, however the block ends (as ``threading.Condition.wait`` does)."""
+
+    __slots__ = ("_state",)
+
+    def __enter__(self):
+        self._state = None
+        if API_LOCK._is_owned():
+            self._state = API_LOCK._release_save()
+        return self
+
+    def __exit__(self, *exc):
+        state, self._state = self._state, None
+        if state is not None:
+            API_LOCK._acquire_restore(state)
+        return False
 
 _HANDLE_BASE = {
     "context": 0x0C00_0000_1000,
@@ -204,7 +233,7 @@ class Runtime:
         self._view_epoch = 0              # counts rebaselines (see _watch_host_ranges)
         self._lazy_regions: set = set()   # regions with CRCs of None (see expose_host)
         self._views_checked_ns = 0
-        self._report_cv = threading.Condition()
+        self._report_cv = threading.Condition(API_LOCK)   # its waits release the lock
         self._report_threads: dict[int, _ReportThread] = {}   # thread id -> its reports
         self.blocking_fault: tuple[int, str] | None = None
         self.model_count = 0

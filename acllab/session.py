@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from .hardware import DeviceProfile, get_profile
-from .runtime import Runtime
+from .runtime import API_LOCK, Runtime
 
 __all__ = ["current_runtime", "configure", "reset", "restore_defaults", "host_work",
            "override", "snapshot", "restore", "live"]
@@ -173,13 +173,14 @@ def host_work(duration_ns: int, label: str = "host work") -> None:
     would spend host time (decoding images, post-processing results). It shows in the trace
     on the host's row as ``host: <label>``.
     """
-    r = current_runtime()
-    ns = int(duration_ns)
-    if ns < 0:
-        raise ValueError(f"duration_ns must not be negative (got {ns})")
-    start = r.host_ns
-    r.spend(ns)
-    r.api_log.append((f"host: {label}", start, r.host_ns, 0))
+    with API_LOCK:                # atomic with respect to other threads' acl calls
+        r = current_runtime()
+        ns = int(duration_ns)
+        if ns < 0:
+            raise ValueError(f"duration_ns must not be negative (got {ns})")
+        start = r.host_ns
+        r.spend(ns)
+        r.api_log.append((f"host: {label}", start, r.host_ns, 0))
 
 
 def snapshot() -> tuple:

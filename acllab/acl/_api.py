@@ -4,6 +4,9 @@ Each pyACL function is written as if it always succeeds and simply returns its o
 The :func:`api` decorator adds what pyACL does around it: the ``ret`` code last in the tuple
 (or alone), default out-values on failure, the explanation kept for
 ``acl.get_recent_err_msg()``, and an :class:`AclWarning` (or :class:`AclError` in strict mode).
+It also holds the process-wide :data:`acllab.runtime.API_LOCK` for the whole call, so the calls
+of several threads are atomic with respect to each other; a ``with`` releases it however the
+call ends (an exception, an asynchronous exception, a signal handler's).
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import warnings
 from .. import session as _session
 from ..engine import Deadlock
 from ..errors import AclError, AclWarning, Fail, code_name
+from ..runtime import API_LOCK
 from ..session import current_runtime
 
 __all__ = ["api", "as_int", "rt"]
 
 rt = current_runtime
+_acquire, _release = API_LOCK.acquire, API_LOCK.release
 _PREFIX = {"acllab.acl.rt": "acl.rt", "acllab.acl.util": "acl.util", "acllab.acl.mdl": "acl.mdl",
            "acllab.acl.media": "acl.media"}
 
@@ -58,39 +63,52 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            runtime = _session.live       # current_runtime(), without the call
-            if runtime is None:
-                runtime = current_runtime()
-            calls = runtime.calls = runtime.calls + 1
-            if calls > runtime.call_budget:
-                runtime.over_budget("API call", f"{runtime.call_budget:,} calls", "call_budget")
-            start = runtime.host_ns
+            # the process-wide lock, for the whole call: taken inside the try, so whatever
+            # is raised once it is held (a signal handler's, an asynchronous exception, even
+            # right after the acquire returns) releases it; an acquire that itself was
+            # interrupted (SIGALRM while another thread holds the lock) holds nothing, and
+            # its release is skipped. Cheaper than a `with` (one C call each way).
             try:
-                if needs_init and not runtime.initialized:
-                    runtime.require_init()
-                result = fn(*args, **kwargs) if kwargs else fn(*args)
-                code = 0
-            except Fail as exc:
-                code, message, quiet = exc.code, exc.message, exc.quiet
-            except Deadlock as exc:
-                code = 507046
-                quiet = False
-                message = ("the host would wait forever: the task it waits for "
-                           f"({exc.args[0].name}) can never finish (a blocking callback that "
-                           "no thread processes, or an event that is never recorded)")
-            runtime.api_log.append((py_name, start, runtime.host_ns, code))
-            if code == 0:
-                if status:
-                    return 0
-                if mode == "one":
-                    return result, 0
-                if mode == "bare":
-                    return result
-                return (*result, 0)
-            _report(runtime, where, c_name, code, message, quiet)
-            if bare:
-                return outs[0]
-            return (*outs, code) if outs else code
+                _acquire()
+                runtime = _session.live       # current_runtime(), without the call
+                if runtime is None:
+                    runtime = current_runtime()
+                calls = runtime.calls = runtime.calls + 1
+                if calls > runtime.call_budget:
+                    runtime.over_budget("API call", f"{runtime.call_budget:,} calls",
+                                        "call_budget")
+                start = runtime.host_ns
+                try:
+                    if needs_init and not runtime.initialized:
+                        runtime.require_init()
+                    result = fn(*args, **kwargs) if kwargs else fn(*args)
+                    code = 0
+                except Fail as exc:
+                    code, message, quiet = exc.code, exc.message, exc.quiet
+                except Deadlock as exc:
+                    code = 507046
+                    quiet = False
+                    message = ("the host would wait forever: the task it waits for "
+                               f"({exc.args[0].name}) can never finish (a blocking callback "
+                               "that no thread processes, or an event that is never recorded)")
+                runtime.api_log.append((py_name, start, runtime.host_ns, code))
+                if code == 0:
+                    if status:
+                        return 0
+                    if mode == "one":
+                        return result, 0
+                    if mode == "bare":
+                        return result
+                    return (*result, 0)
+                _report(runtime, where, c_name, code, message, quiet)
+                if bare:
+                    return outs[0]
+                return (*outs, code) if outs else code
+            finally:
+                try:
+                    _release()
+                except RuntimeError:   # the acquire was interrupted: this thread holds none
+                    pass
 
         wrapper.c_name = c_name
         return wrapper

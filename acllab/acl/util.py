@@ -22,6 +22,7 @@ import warnings
 import numpy as np
 
 from ..errors import AclWarning, Fail
+from ..runtime import unlocked
 from . import rt as _rt
 from ._api import api, as_int, rt, span
 
@@ -214,7 +215,8 @@ def start_thread(fn, args_list):
     thread = threading.Thread(target=_run_until_first_poll, args=(fn, args_list, reached),
                               name="acl.util.start_thread", daemon=True)
     thread.start()
-    reached.wait(START_WAIT_S)
+    with unlocked():      # the new thread's calls (set_context, its first poll) need the lock
+        reached.wait(START_WAIT_S)
     _THREADS[thread.ident] = thread
     r = rt()
     r.spend(r.profile.api_ns)
@@ -232,7 +234,8 @@ def stop_thread(thread_id):
     if thread is threading.current_thread():
         raise Fail(100000, "a thread cannot stop itself: call acl.util.stop_thread from "
                            "another thread")
-    thread.join(STOP_WAIT_S)
+    with unlocked():      # the thread's last polls and calls need the lock to end
+        thread.join(STOP_WAIT_S)
     if thread.is_alive():
         raise Fail(500001, f"thread {tid} is still running after {STOP_WAIT_S:g} s: its "
                            "function must return (set the flag its process_report loop "

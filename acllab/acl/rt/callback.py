@@ -9,6 +9,7 @@ import time
 
 from ... import constants as C
 from ...errors import Fail, code_name
+from ...runtime import API_LOCK, unlocked
 from .._api import api, as_int, rt
 
 __all__ = ["launch_callback", "subscribe_report", "unsubscribe_report", "process_report"]
@@ -98,22 +99,24 @@ def process_report(timeout_ms):
     Differs from hardware: a report thread's callbacks run when their stream reaches them,
     not when the thread polls (see ``Runtime.poll_report``).
     """
-    r = rt()
-    tid = threading.get_ident()
-    if tid != r.main_thread:
-        timeout = as_int(timeout_ms, "timeout_ms")
-        if r.foreign_poll():
-            return _foreign_poll(r, timeout)
-        state = r.report_thread(tid, wait_s=_SUBSCRIBE_WAIT_S) if _valid_timeout(timeout) \
-            else None      # an invalid timeout: the logged call returns 100000
-        if state is not None:
-            code = r.poll_report(state, as_int(timeout_ms, "timeout_ms"))
-            code = _POLL_CODES.get(code, code)
-            if code:
-                r.recent_error[tid] = (f"acl.rt.process_report (aclrtProcessReport) returned "
-                                       f"{code} {code_name(code)}: {_POLL_ERRORS[code]}")
-            return code
-    return _logged_process_report(timeout_ms)
+    with API_LOCK:        # its waits release it (the Condition is built on it, _foreign_poll)
+        r = rt()
+        tid = threading.get_ident()
+        if tid != r.main_thread:
+            timeout = as_int(timeout_ms, "timeout_ms")
+            if r.foreign_poll():
+                return _foreign_poll(r, timeout)
+            state = r.report_thread(tid, wait_s=_SUBSCRIBE_WAIT_S) \
+                if _valid_timeout(timeout) else None   # invalid: the logged call gives 100000
+            if state is not None:
+                code = r.poll_report(state, as_int(timeout_ms, "timeout_ms"))
+                code = _POLL_CODES.get(code, code)
+                if code:
+                    r.recent_error[tid] = (f"acl.rt.process_report (aclrtProcessReport) "
+                                           f"returned {code} {code_name(code)}: "
+                                           f"{_POLL_ERRORS[code]}")
+                return code
+        return _logged_process_report(timeout_ms)
 
 
 process_report.c_name = "aclrtProcessReport"
@@ -135,7 +138,8 @@ def _foreign_poll(r, timeout_ms: int) -> int:
     """
     wait_ms = min(timeout_ms, _FOREIGN_WAIT_MAX_MS) if timeout_ms > 0 else \
         _FOREIGN_WAIT_MAX_MS if timeout_ms == -1 else 10
-    time.sleep(wait_ms / 1000)
+    with unlocked():      # the other threads' calls go on meanwhile
+        time.sleep(wait_ms / 1000)
     return 107012 if r.initialized else 100001
 
 
@@ -160,7 +164,8 @@ def _process_report(timeout_ms):
                            "(acl.rt.subscribe_report)")
     if tid != r.main_thread:
         # a report thread: acllab delivers its reports itself, in virtual time
-        time.sleep(min(max(timeout_ms, 0), 10) / 1000)
+        with unlocked():
+            time.sleep(min(max(timeout_ms, 0), 10) / 1000)
         raise Fail(507012, "no report for this thread (acllab runs report-thread callbacks "
                            "itself, in virtual time)", quiet=True)
     timeout_ns = -1 if timeout_ms < 0 else timeout_ms * 1_000_000
