@@ -473,17 +473,8 @@ class _Foreign:
             if klass.__bases__ is not bases:
                 out.append(f"the bases of {where} were changed")
             now = _vars(klass)
-            if _identical(attrs, now):
-                continue
-            for attr in _sorted(_set(attrs) | {a for a in _list(now) if _type(a) is str}):
-                if attr in _CLASS_CACHES:
-                    continue
-                if attr not in now:
-                    out.append(f"{where}.{attr} was deleted")
-                elif attr not in attrs:
-                    out.append(f"{where}.{attr} was added")
-                elif now[attr] is not attrs[attr]:
-                    out.append(f"{where}.{attr} was replaced")
+            if not _identical(attrs, now):
+                out += _class_changes(where, attrs, now)
         return out
 
     def restore(self) -> None:
@@ -536,6 +527,22 @@ class _Foreign:
                         setattr(klass, attr, value)
             except (AttributeError, TypeError):
                 pass
+
+
+def _class_changes(where: str, attrs: dict, now) -> list[str]:
+    """How a class's attributes ``now`` differ from ``attrs``, its own dict when the guard
+    looked (caches Python fills in itself aside), one line each; builtins as imported."""
+    out: list[str] = []
+    for attr in _sorted(_set(attrs) | {a for a in _list(now) if _type(a) is str}):
+        if attr in _CLASS_CACHES:
+            continue
+        if attr not in now:
+            out.append(f"{where}.{attr} was deleted")
+        elif attr not in attrs:
+            out.append(f"{where}.{attr} was added")
+        elif now[attr] is not attrs[attr]:
+            out.append(f"{where}.{attr} was replaced")
+    return out
 
 
 def _flatten(mappings: tuple) -> tuple[tuple, tuple, tuple]:
@@ -634,17 +641,7 @@ class Snapshot:
             if not _same_state(_function_state(fn), state):
                 out.append(f"the code of {where} was changed")
         for klass, where, attrs in self.classes.values():
-            now = dict(vars(klass))
-            for attr in sorted(set(attrs) | set(now)):
-                if attr in ("__dict__", "__weakref__", "__doc__", "__abstractmethods__",
-                            "_abc_impl"):
-                    continue
-                if attr not in now:
-                    out.append(f"{where}.{attr} was deleted")
-                elif attr not in attrs:
-                    out.append(f"{where}.{attr} was added")
-                elif now[attr] is not attrs[attr]:
-                    out.append(f"{where}.{attr} was replaced")
+            out += _class_changes(where, attrs, _vars(klass))
         for (name, attr), (value, frozen) in self.containers.items():
             if not _same(frozen, _freeze(value), attr.startswith("_")):
                 out.append(f"the contents of {name}.{attr} were changed")
