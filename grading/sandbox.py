@@ -16,10 +16,17 @@ Without bwrap (not Linux, or not installed) the same command runs as a plain sub
 the scratch folder, with a cleared environment and the same limits: the grade is still
 written by a process the learner's code never shared with the grader, but that process can
 read files and use the network. :func:`mode` says which, and the grader says so aloud.
+
+Inside the process, the worker's audit hook holds the result channel (:mod:`grading.worker`):
+the grader gives it a fresh key on stdin and accepts a line of the pipe only with the key's
+tag and the next sequence number. A line with a bad tag (learner code writing to the pipe),
+a gap in the numbers (learner code taking the pipe over), or a ``!`` line (something the
+hook refused) becomes a refusal in :attr:`Run.refused`: no credit, and a note.
 """
 
 from __future__ import annotations
 
+import hmac
 import importlib.util
 import json
 import marshal
@@ -34,6 +41,8 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from .worker import MARK, line_tag
 
 __all__ = ["Run", "mode", "package_roots", "bwrap_command", "run_worker", "grace_s", "spent",
            "MODES", "HOME"]
@@ -52,7 +61,8 @@ class Run:
     without a result (None if none was), ``cell_problem`` what it did ('did not stop when
     its time ran out (3 s)', 'ended the grading process (exit code 0)'), ``killed`` whether
     the grader killed it, and ``phases`` the seconds spent starting, in the cells and in
-    the check.
+    the check. ``refused`` lists what the learner's code tried that the grader refused, as
+    (cell or None, note): each one costs the exercise its credit, whatever the payload says.
     """
 
     payload: dict | None
@@ -62,6 +72,7 @@ class Run:
     cell_problem: str = ""
     killed: bool = False
     phases: dict[str, float] = field(default_factory=dict)
+    refused: list[tuple[int | None, str]] = field(default_factory=list)
 
 
 def _package_dir(name: str) -> Path | None:
@@ -266,20 +277,32 @@ def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float,
     without a result. Never raises for the learner's sake.
     """
     start = time.monotonic()
-    nonce = f"ACLLAB-RESULT-{secrets.token_hex(16)} "
+    key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
     watch = _Watch(start, deadline_s, job.get("cell_s"), job.get("cells_s"), check_s)
-    job = {**job, "nonce": nonce, "result_fd": write_fd}
+    job = {**job, "key": key.hex(), "result_fd": write_fd}
     argv = [sys.executable, "-I", str(_WORKER), *package_roots()]
     if sandbox == "bwrap":
         cmd, cwd, env = bwrap_command(scratch, argv, _environment(HOME)), None, None
     else:
         cmd, cwd, env = argv, str(scratch), _environment(str(scratch))
-    lines: list[str] = []
-    marker = nonce.encode()
+    results: list[bytes] = []
+    pipe = _Lines(key)
+
+    def take(line: bytes) -> None:
+        got = pipe.read(line)
+        if got is None:
+            return
+        kind, body = got
+        if kind == b"@":
+            watch.event(time.monotonic(), body.decode("utf-8", "replace"))
+        elif kind == b"!":
+            pipe.refusal(body.decode("utf-8", "replace"))
+        elif kind == b"=" and len(results) < 2:
+            results.append(body)
 
     def drain() -> None:
-        pending, kept = b"", 0
+        pending = b""
         while True:
             block = os.read(read_fd, 1 << 16)
             if not block:
@@ -287,18 +310,10 @@ def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float,
             pending += block
             *whole, pending = pending.split(b"\n")
             for line in whole:
-                if not line.startswith(marker):
-                    continue
-                text = line.decode("utf-8", "replace")
-                if text[len(nonce):].startswith("@"):
-                    watch.event(time.monotonic(), text[len(nonce) + 1:])
-                elif kept < (8 << 20):             # a flood is cut, not buffered
-                    lines.append(text)
-                    kept += len(line)
-            if len(pending) > (8 << 20):
+                take(line)
+            if len(pending) > (64 << 20):           # a flood is cut, not buffered
                 pending = b""
-        if pending.startswith(marker) and not pending[len(marker):].startswith(b"@"):
-            lines.append(pending.decode("utf-8", "replace"))
+        take(pending)
 
     stderr: list[bytes] = []
 
@@ -349,7 +364,8 @@ def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float,
     seconds = round(now - start, 2)
     if killed_at is not None:
         where = watch.where(killed_at)
-        run = Run(None, "", seconds, killed=True, phases=watch.phases(killed_at))
+        run = Run(None, "", seconds, killed=True, phases=watch.phases(killed_at),
+                  refused=pipe.refused(results))
         after = _s(killed_at - start)
         if cell is not None:
             run.cell, run.cell_problem = cell, f"did not stop when its time ran out ({_s(limit)})"
@@ -367,21 +383,29 @@ def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float,
     with watch.lock:
         cell = watch.cell if watch.phase == "cells" else None
         phase = watch.phase
-    results = [line for line in lines if line.startswith(nonce)]
+    refused = pipe.refused(results)
+    run = _result(results, proc.returncode, cell, phase, stderr, seconds, phases)
+    run.refused = refused
+    return run
+
+
+def _result(results: list[bytes], returncode: int, cell: int | None, phase: str,
+            stderr: list[bytes], seconds: float, phases: dict[str, float]) -> Run:
+    """The Run of a process that ended by itself, from its result lines."""
     if len(results) != 1:
         if cell is not None and not results:
-            problem = f"ended the grading process (exit code {proc.returncode})"
+            problem = f"ended the grading process (exit code {returncode})"
             return Run(None, f"cell {cell} {problem}", seconds, cell=cell, cell_problem=problem,
                        phases=phases)
         why = ("wrote more than one result: the learner's code wrote to the grader's pipe"
-               if results else f"ended without a result (exit code {proc.returncode})")
+               if results else f"ended without a result (exit code {returncode})")
         if not results and phase == "check":
             why += " in the check"
         tail = b"".join(stderr).decode("utf-8", "replace").strip().splitlines()[-3:]
         return Run(None, why + (f": {' / '.join(tail)}" if tail and not results else ""),
                    seconds, phases=phases)
     try:
-        payload = marshal.loads(bytes.fromhex(results[0][len(nonce):]))
+        payload = marshal.loads(results[0].partition(b" ")[2])
         if not isinstance(payload, dict):
             raise ValueError(type(payload).__name__)
     except (ValueError, EOFError, TypeError):
@@ -394,3 +418,58 @@ def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float,
         return Run(None, "the grader crashed: " + payload["crash"].strip().splitlines()[-1],
                    seconds, phases=phases)
     return Run(payload, "", seconds, phases=phases)
+
+
+class _Lines:
+    """The grader's side of the pipe: which lines carry the key's tag and the next number.
+
+    :meth:`read` gives (kind, body) for a good line, None for anything else (output the
+    learner's code wrote without the marker is ignored; a line with the marker and a bad
+    tag is counted). :meth:`refused` lists the refusals: the hook's ``!`` lines, forged
+    lines, and lost ones (a gap in the numbers, or fewer ``!`` lines than the result says
+    were sent)."""
+
+    def __init__(self, key: bytes):
+        self.key, self.next, self.forged, self.lost = key, 0, 0, False
+        self.notes: list[tuple[int | None, str]] = []
+
+    def read(self, line: bytes) -> tuple[bytes, bytes] | None:
+        if not line.startswith(MARK):
+            return None
+        tag, _, message = line[len(MARK):].partition(b" ")
+        if not hmac.compare_digest(tag, line_tag(self.key, message)):
+            self.forged += 1
+            return None
+        number, _, body = message[1:].partition(b" ")
+        try:
+            seq, body = int(number), bytes.fromhex(body.decode("ascii"))
+        except ValueError:
+            self.forged += 1
+            return None
+        if seq != self.next:
+            self.lost = True
+        self.next = max(self.next, seq + 1)
+        return message[:1], body
+
+    def refusal(self, text: str) -> None:
+        cell, _, note = text.partition("\t")
+        try:
+            number: int | None = int(cell)
+        except ValueError:
+            number = None
+        if len(self.notes) < 20:
+            self.notes.append((number if number is not None and number >= 0 else None, note))
+
+    def refused(self, results: list[bytes]) -> list[tuple[int | None, str]]:
+        notes = list(self.notes)
+        if results:
+            sent, _, _ = results[0].partition(b" ")
+            if sent.isdigit() and int(sent) > len(self.notes) and len(self.notes) < 20:
+                self.lost = True
+        if self.forged:
+            notes.append((None, f"{self.forged} line{'s' if self.forged > 1 else ''} on the "
+                                "grader's pipe that the grader did not write"))
+        if self.lost:
+            notes.append((None, "lines of the grader's pipe lost, repeated or out of order "
+                                "(learner code took the pipe over)"))
+        return notes
