@@ -18,6 +18,13 @@ both (:func:`_deadline`); a notebook is graded again at most :data:`RERUNS` time
 
 The lesson is the notebook's name's (``04-streams.ipynb``), else its check cells', else
 ``--lesson``; a ``--lesson`` that disagrees with the name or the cells is noted.
+
+What the grader refused the learner's code (:attr:`grading.sandbox.Run.refused`: reaching
+the grader's frames, heap, pipe or processes...) costs the exercise its credit: score 0, a
+passed status becomes failed, and the row's error says what was refused and where
+(:func:`refuse`). A refusal counts for every run of that exercise, including those graded
+again without a cell, and one made by a cell counts for every exercise of the notebook that
+skipped that cell.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from pathlib import Path
 from . import sandbox
 
 __all__ = ["Options", "grade_submission", "lesson_of", "lesson_in", "code_cells",
-           "error_result", "RERUNS"]
+           "error_result", "refuse", "RERUNS"]
 
 RERUNS = 3                  # a notebook's exercises graded again without a cell, at most
 
@@ -91,6 +98,19 @@ def error_result(exercise, message: str) -> dict:
     return {"exercise": exercise.id, "title": exercise.title, "status": "error", "score": 0.0,
             "case": "", "cases": 0, "public": True, "items": [], "warnings": [],
             "text": f"{exercise.id} {exercise.title}: not graded: {message}", "error": message}
+
+
+def refuse(result: dict, notes: list[str]) -> dict:
+    """``result`` with no credit for what the grader refused: score 0, 'passed' becomes
+    'failed' (other statuses stay), and the refusal leads the error, warnings and text."""
+    note = "no credit: the grader refused " + "; ".join(notes)
+    result["score"] = 0.0
+    if result["status"] == "passed":
+        result["status"] = "failed"
+    result["error"] = f"{note}; {result['error']}" if result.get("error") else note
+    result.setdefault("warnings", []).insert(0, note)
+    result["text"] = result.get("text", "") + f"\n  note: {note}"
+    return result
 
 
 def _check_s(exercise, options: Options, seeds: list[int] | None) -> float:
@@ -207,14 +227,21 @@ def grade_submission(job: dict) -> dict:
     skipped: dict[int, str] = {}           # cell -> why, for every later run of the notebook
     notes: list[str] = []                  # the skips, in the order they were found
     cell_errors: list[str] = []
+    cell_refusals: dict[int, list[str]] = {}   # cell -> what the grader refused it, any run
     reruns = RERUNS
     for ex in todo:
         seeds = options.seeds_for(ex.id)
         earlier: list[str] = []            # why this exercise was graded again
+        refused: list[str] = []            # what its runs refused
         while True:
             run = _run(ex, seeds, options, [{**c, "skip": skipped[c["index"]]}
                                             if c["index"] in skipped else c for c in cells],
                        filename, content, graded["sandbox"])
+            for cell, note in run.refused:
+                if note not in refused:
+                    refused.append(note)
+                if cell is not None and note not in cell_refusals.setdefault(cell, []):
+                    cell_refusals[cell].append(note)
             found = {cell: why for cell, why in (_rerun_of(run) or {}).items()
                      if cell in indices and cell not in skipped}
             if not found:
@@ -242,6 +269,10 @@ def grade_submission(job: dict) -> dict:
         for note in earlier:
             result["warnings"].append(note)
             result["text"] += f"\n  note: {note}"
+        for cell in skipped:                # a cell not run here, that tried it elsewhere
+            refused += [n for n in cell_refusals.get(cell, []) if n not in refused]
+        if refused:
+            refuse(result, refused)
         graded["results"].append(result)
         if run.payload is None:
             continue
