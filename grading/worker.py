@@ -92,17 +92,22 @@ class CellTimeout(BaseException):
 
 class _Inert:
     """What ``check``, ``summary`` and the widgets are while the learner's cells run: any
-    call, attribute or iteration gives another inert value."""
+    call, attribute or iteration gives another inert value, except that a keyword given when
+    it was made reads back (``ipw.IntSlider(value=2).value`` is 2, so a cell that runs its
+    demonstration at a control's starting value still does)."""
 
     def __init__(self, *args, **kwargs):
-        pass
+        self.__dict__["_given"] = kwargs
 
     def __call__(self, *args, **kwargs):
-        return _Inert()
+        return _Inert(**kwargs)
 
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
+        given = self.__dict__.get("_given", {})
+        if name in given:
+            return given[name]
         return _Inert()
 
     def __iter__(self):

@@ -273,3 +273,22 @@ def test_lesson_is_the_fallback_and_a_disagreement_is_noted(graded):
         assert rows["bare", eid]["error"] == ""
         assert rows["exiter", eid]["lesson"] == "05"
         assert "--lesson" not in rows["bash", eid]["error"]
+
+
+# -- a correct notebook's figure and control cells ----------------------------------------------
+
+@pytest.mark.parametrize(("filename", "names"), [
+    ("00-where-runtime-sits.ipynb", ("first_copy",)), ("07-offline-models.ipynb", ("infer",))])
+def test_a_correct_notebook_grades_with_no_note_from_its_figure_cells(tmp_path, filename, names):
+    """Controls and figures are inert while grading, yet a correct notebook's cells that use
+    them (a slider's starting value, a figure's annotations) raise nothing the row reports."""
+    lesson = filename[:2]
+    put(tmp_path / "subs", f"ref/{filename}",
+        notebook(filename, **{n: solution(lesson, n) for n in names}))
+    assert main([str(tmp_path / "subs"), "--out", str(tmp_path / "out"),
+                 "--sandbox", "none"]) == 0
+    rows = read_csv(tmp_path / "out" / "results.csv")
+    for (who, eid), row in rows.items():
+        assert who == "ref" and eid.startswith(lesson)
+        assert status(row) == ("passed", 1.0), row["error"]
+        assert row["error"] == "", row["error"]
