@@ -5,8 +5,9 @@ The :func:`api` decorator adds what pyACL does around it: the ``ret`` code last 
 (or alone), default out-values on failure, the explanation kept for
 ``acl.get_recent_err_msg()``, and an :class:`AclWarning` (or :class:`AclError` in strict mode).
 It also holds the process-wide :data:`acllab.runtime.API_LOCK` for the whole call, so the calls
-of several threads are atomic with respect to each other; a ``with`` releases it however the
-call ends (an exception, an asynchronous exception, a signal handler's).
+of several threads are atomic with respect to each other; it is taken inside the call's
+``try`` and released in its ``finally``, however the call ends (an exception, an asynchronous
+exception, a signal handler's).
 """
 
 from __future__ import annotations
