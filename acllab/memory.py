@@ -1002,9 +1002,21 @@ class DeviceHeap:
 
 
 class HostMemory:
-    """Pinned host buffers (malloc_host) and registered pageable Python buffers."""
+    """Pinned host buffers (malloc_host) and registered pageable Python buffers.
+
+    ``arena`` (None by default) is where pinned buffers' bytes come from when another
+    process must see them too: an object with ``alloc(n) -> (offset, uint8 array) | None``
+    and ``free(offset)`` (the device server's shared memory, :mod:`acllab.device.server`).
+    A runtime's buffers come from it once it is set, filled with the
+    uninitialised pattern at once, and gives them back when they are freed or the runtime
+    goes away.
+    """
+
+    arena = None
 
     def __init__(self, space: AddressSpace, pinned_limit_bytes: int):
+        self._arena = None                     # the arena this memory took buffers from
+        self._blocks: dict[int, int] = {}      # pinned start -> offset in the arena
         self.space = space
         self.pinned_limit = pinned_limit_bytes
         self.pinned: dict[int, Region] = {}
@@ -1021,6 +1033,16 @@ class HostMemory:
         start = ceil_div(self._next_pinned, NORMAL_PAGE) * NORMAL_PAGE
         self._next_pinned = start + ceil_div(size, NORMAL_PAGE) * NORMAL_PAGE + _GUARD
         region = Region(start, size, "pinned")
+        if self._arena is None and HostMemory.arena is not None:
+            self._arena = HostMemory.arena
+            weakref.finalize(self, _free_blocks, self._arena, self._blocks)
+        if self._arena is not None:
+            got = self._arena.alloc(size)
+            if got is None:
+                raise Fail(207001, f"cannot page-lock {size} B: the shared host memory the "
+                                   "device and this program both map is full")
+            self._blocks[start], region._data = got
+            _fill_pattern(region._data)
         self.space.add(region)
         self.pinned[start] = region
         self.pinned_bytes += size
@@ -1033,6 +1055,10 @@ class HostMemory:
         region.dangling = True
         region._snap = None           # a tombstone holds no copy of the bytes
         self.space.remove(region)
+        off = self._blocks.pop(region.start, None)
+        if off is not None:
+            region._data = None
+            self._arena.free(off)
 
     def release_all(self) -> list[Region]:
         leaked = list(self.pinned.values())
@@ -1089,6 +1115,13 @@ class HostMemory:
     @property
     def registered_count(self) -> int:
         return len(self._registered)
+
+
+def _free_blocks(arena, blocks: dict) -> None:
+    """Give a dead runtime's pinned buffers back to the arena."""
+    for off in list(blocks.values()):
+        arena.free(off)
+    blocks.clear()
 
 
 def _probe(obj) -> int:

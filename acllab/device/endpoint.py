@@ -1,0 +1,320 @@
+"""One end of a device-protocol connection: requests both ways, nested, on channels.
+
+Either side may send a request (``{"k": "q", "id", "ch", "op", "args", "kw"}``) and gets one
+reply for it, a value (``{"k": "r", "id", "ch", "v"}``) or an error (``{"k": "e", "id", "ch",
+"type", "msg", "where"}``). A channel is one thread of the client's program: while a thread
+waits for its reply, the peer may send it requests on the same channel (the device asks the
+host to run a kernel's block, a callback, a cost function), and that thread serves them
+before its reply comes, so a request can nest inside another to any depth, as a driver's
+callbacks do. A request on a channel that no thread of this side is waiting on goes to that
+channel's worker thread here (made on first use). Any message may carry ``mem``, the host
+memory the sender changed since its last message (:mod:`acllab.device.server`).
+
+The reader thread reads every frame; a malformed frame, an oversized one or the end of the
+stream closes the connection: every waiter gets :class:`ConnectionLost` at once, and so do
+later requests. Nothing here depends on what the peer is: the device server and the client
+use the same class.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from . import wire
+
+__all__ = ["Endpoint", "ConnectionLost", "RemoteError", "CallTimeout", "Reply"]
+
+
+class ConnectionLost(Exception):
+    """The connection closed (the peer ended, or sent what the protocol does not allow)."""
+
+
+class CallTimeout(Exception):
+    """No reply came within the request's time limit."""
+
+
+class RemoteError(Exception):
+    """The peer's handler raised: its type name, message and where (plain values only)."""
+
+    def __init__(self, type_name: str, message: str, where: list | None = None,
+                 extra: dict | None = None) -> None:
+        super().__init__(f"{type_name}: {message}" if message else type_name)
+        self.type_name, self.message = type_name, message
+        self.where = where or []
+        self.extra = extra or {}
+
+
+_CLOSED = object()
+
+
+class Reply:
+    """A handler's answer: ``value`` plus fields for the reply message (``extra``)."""
+
+    __slots__ = ("value", "extra")
+
+    def __init__(self, value, **extra) -> None:
+        self.value, self.extra = value, extra
+
+
+class _Channel:
+    __slots__ = ("waiters", "worker", "inbox")
+
+    def __init__(self) -> None:
+        self.waiters: list[queue.SimpleQueue] = []
+        self.worker: threading.Thread | None = None
+        self.inbox: queue.SimpleQueue | None = None
+
+
+class Endpoint:
+    """A connection over ``sock`` (a stream socket). ``serve(op, args, kw, ch)`` answers the
+    peer's requests (return a value, or a :class:`Reply`; raise to send an error);
+    ``encode_error(exc) -> dict`` describes an exception for the error reply; ``outgoing()``
+    gives the ``mem`` list for the next message, ``incoming(mem)`` takes the peer's (both
+    called in the thread that sends or takes the message)."""
+
+    def __init__(self, sock: socket.socket, serve: Callable, *, name: str = "",
+                 limit: int = wire.MAX_FRAME, encode_error: Callable | None = None,
+                 outgoing: Callable | None = None, incoming: Callable | None = None) -> None:
+        self.sock = sock
+        self.serve = serve
+        self.name = name
+        self.limit = limit
+        self.encode_error = encode_error or _describe
+        self.outgoing = outgoing
+        self.incoming = incoming
+        self._ids = itertools.count(1)
+        self._wlock = threading.Lock()
+        self._lock = threading.Lock()
+        self._pending: dict[int, queue.SimpleQueue] = {}
+        self._channels: dict[int, _Channel] = {}
+        self.closed = threading.Event()
+        self.why = ""
+        self.workers: dict[int, int] = {}        # channel -> ident of its worker thread
+        self._reader: threading.Thread | None = None
+        self.frames_in = self.frames_out = 0
+
+    # -- the stream --------------------------------------------------------------------------
+    def start(self) -> Endpoint:
+        self._reader = threading.Thread(target=self._read_loop, daemon=True,
+                                        name=f"acllab-device-reader{self.name}")
+        self._reader.start()
+        return self
+
+    def _recv_exactly(self, n: int) -> bytes:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if k == 0:
+                break
+            got += k
+        return bytes(buf[:got])
+
+    def send(self, msg: dict) -> None:
+        """Send one message (adding the ``mem`` list); ConnectionLost once closed."""
+        if self.closed.is_set():
+            raise ConnectionLost(self.why or "the connection is closed")
+        with self._wlock:
+            if self.outgoing is not None:
+                mem = self.outgoing()
+                if mem:
+                    msg["mem"] = mem
+            data = wire.frame(msg)
+            try:
+                self.sock.sendall(data)
+            except OSError as exc:
+                self.close(f"sending failed: {exc}")
+                raise ConnectionLost(self.why) from None
+            self.frames_out += 1
+
+    def _read_loop(self) -> None:
+        why = "the peer closed the connection"
+        try:
+            while True:
+                msg = wire.read_frame(self._recv_exactly, self.limit)
+                if msg is None:
+                    break
+                self.frames_in += 1
+                self._route(msg)
+        except wire.ProtocolError as exc:
+            why = f"protocol error: {exc}"
+        except OSError as exc:
+            why = f"the connection failed: {exc}"
+        except Exception as exc:  # noqa: BLE001 - whatever a peer sends never crashes us
+            why = f"a message could not be routed: {type(exc).__name__}: {exc}"
+        self.close(why)
+
+    def _route(self, msg) -> None:
+        if type(msg) is not dict:
+            raise wire.ProtocolError("a message is a map")
+        kind, ch = msg.get("k"), msg.get("ch", 0)
+        if type(ch) is not int or not 0 <= ch < (1 << 31):
+            raise wire.ProtocolError(f"bad channel {ch!r}")
+        if kind in ("r", "e"):
+            rid = msg.get("id")
+            with self._lock:
+                target = self._pending.pop(rid, None) if type(rid) is int else None
+            if target is None:
+                raise wire.ProtocolError(f"a reply to no request ({rid!r})")
+            target.put(msg)
+        elif kind == "q":
+            if type(msg.get("id")) is not int or type(msg.get("op")) is not str:
+                raise wire.ProtocolError("a request needs an integer id and a string op")
+            with self._lock:
+                chan = self._channels.setdefault(ch, _Channel())
+                if chan.waiters:
+                    chan.waiters[-1].put(msg)
+                    return
+                if chan.inbox is None:
+                    if len(self._channels) > 4096:
+                        raise wire.ProtocolError("more than 4096 channels")
+                    chan.inbox = queue.SimpleQueue()
+                    chan.worker = threading.Thread(target=self._work, args=(ch, chan.inbox),
+                                                   daemon=True,
+                                                   name=f"acllab-device-ch{ch}{self.name}")
+                    chan.worker.start()
+                chan.inbox.put(msg)
+        else:
+            raise wire.ProtocolError(f"unknown message kind {kind!r}")
+
+    def open_channel(self, ch: int) -> int:
+        """The ident of this side's worker thread for channel ``ch`` (started if need be)."""
+        with self._lock:
+            chan = self._channels.setdefault(ch, _Channel())
+            if chan.inbox is None:
+                chan.inbox = queue.SimpleQueue()
+                chan.worker = threading.Thread(target=self._work, args=(ch, chan.inbox),
+                                               daemon=True,
+                                               name=f"acllab-device-ch{ch}{self.name}")
+                chan.worker.start()
+        while chan.worker.ident is None:
+            time.sleep(0)
+        return chan.worker.ident
+
+    def _work(self, ch: int, inbox: queue.SimpleQueue) -> None:
+        self.workers[ch] = threading.get_ident()
+        while True:
+            msg = inbox.get()
+            if msg is _CLOSED:
+                return
+            self._handle(msg)
+
+    def close(self, why: str = "closed") -> None:
+        """Close the connection: every waiter and worker is told at once."""
+        with self._lock:
+            if self.closed.is_set():
+                return
+            self.why = why
+            self.closed.set()
+            pending = list(self._pending.values())
+            self._pending.clear()
+            chans = list(self._channels.values())
+        for q in pending:
+            q.put(_CLOSED)
+        for chan in chans:
+            for q in chan.waiters:
+                q.put(_CLOSED)
+            if chan.inbox is not None:
+                chan.inbox.put(_CLOSED)
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    # -- requests ------------------------------------------------------------------------
+    def _handle(self, msg: dict) -> None:
+        if self.incoming is not None and "mem" in msg:
+            self.incoming(msg["mem"])
+        args, kw = msg.get("args", []), msg.get("kw", {})
+        reply: dict
+        try:
+            if type(args) not in (list, tuple) or type(kw) is not dict:
+                raise TypeError("a request's args are a list and its kw a map")
+            value = self.serve(msg["op"], list(args), kw, msg.get("ch", 0))
+            if isinstance(value, Reply):
+                reply = {"k": "r", "id": msg["id"], "ch": msg.get("ch", 0),
+                         "v": value.value, **value.extra}
+            else:
+                reply = {"k": "r", "id": msg["id"], "ch": msg.get("ch", 0), "v": value}
+            try:
+                wire.encode(reply)
+            except (TypeError, wire.ProtocolError) as exc:
+                raise TypeError(f"the result cannot travel on the wire: {exc}") from None
+        except ConnectionLost:
+            return
+        except BaseException as exc:  # noqa: B036 - every failure is the peer's error reply
+            reply = {"k": "e", "id": msg["id"], "ch": msg.get("ch", 0),
+                     **self.encode_error(exc)}
+        try:
+            self.send(reply)
+        except ConnectionLost:
+            pass
+
+    def request(self, ch: int, op: str, args=(), kw=None, timeout: float | None = None):
+        """Send a request on channel ``ch`` and serve the peer's requests on that channel until
+        its reply comes: the value, or RemoteError; CallTimeout after ``timeout`` seconds;
+        ConnectionLost if the connection closes first."""
+        rid = next(self._ids)
+        inbox: queue.SimpleQueue = queue.SimpleQueue()
+        msg = {"k": "q", "id": rid, "ch": ch, "op": op, "args": list(args)}
+        if kw:
+            msg["kw"] = kw
+        with self._lock:
+            if self.closed.is_set():
+                raise ConnectionLost(self.why or "the connection is closed")
+            chan = self._channels.setdefault(ch, _Channel())
+            chan.waiters.append(inbox)
+            self._pending[rid] = inbox
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            self.send(msg)
+            while True:
+                if deadline is None:
+                    item = inbox.get()
+                else:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise CallTimeout(f"no reply to {op} within {timeout:g} s")
+                    try:
+                        item = inbox.get(timeout=left)
+                    except queue.Empty:
+                        raise CallTimeout(f"no reply to {op} within {timeout:g} s") from None
+                if item is _CLOSED:
+                    raise ConnectionLost(self.why or "the connection is closed")
+                if item.get("k") == "q":
+                    self._handle(item)
+                    continue
+                if item.get("id") != rid:
+                    continue
+                if self.incoming is not None and "mem" in item:
+                    self.incoming(item["mem"])
+                if item["k"] == "e":
+                    where = item.get("where")
+                    raise RemoteError(str(item.get("type", "Error")), str(item.get("msg", "")),
+                                      where if type(where) is list else [],
+                                      {k: v for k, v in item.items()
+                                       if k not in ("k", "id", "ch", "type", "msg", "where")})
+                return item.get("v")
+        finally:
+            with self._lock:
+                self._pending.pop(rid, None)
+                if inbox in chan.waiters:
+                    chan.waiters.remove(inbox)
+            # requests routed to this waiter after its reply belong to the channel's next one
+            while True:
+                try:
+                    left_over = inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if left_over is not _CLOSED and left_over.get("k") == "q":
+                    self._route(left_over)
+
+
+def _describe(exc: BaseException) -> dict:
+    return {"type": type(exc).__name__, "msg": str(exc)[:4000]}

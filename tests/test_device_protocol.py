@@ -1,0 +1,446 @@
+"""The device protocol: its wire format, and a device server that survives any client.
+
+The wire format decodes only plain values and refuses anything malformed with ProtocolError
+(never another exception); the server answers a client's pyACL calls with exactly what an
+in-process call gives (codes, log, trace), and a client that sends garbage, dies mid-call,
+forges replies or scribbles over shared memory ends its own session, never the server.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import acllab
+from acllab import session
+from acllab.constants import (
+    ACL_CALLBACK_BLOCK,
+    ACL_MEM_MALLOC_HUGE_FIRST,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+)
+from acllab.device import connect, pair, wire
+from acllab.device.endpoint import ConnectionLost
+
+# -- the wire format ---------------------------------------------------------------------------
+
+PLAIN = [None, True, False, 0, -1, 1 << 62, -(1 << 63), (1 << 63) - 1, 1 << 64, -(1 << 200),
+         0.5, float("inf"), -0.0, "", "héllo \u2603", b"", b"\x00\xff" * 100, [], (),
+         [1, [2, [3, "x"]]], (1, "a", b"b"), {"a": 1, 2: [3], None: True, 1.5: "f"},
+         {"nested": {"k": (1, 2)}}]
+
+
+@pytest.mark.parametrize("value", PLAIN, ids=range(len(PLAIN)))
+def test_plain_values_come_back_as_they_went(value):
+    assert wire.decode(wire.encode(value)) == value
+    assert type(wire.decode(wire.encode(value))) is type(value)
+
+
+@pytest.mark.parametrize("dtype", wire.DTYPES)
+def test_arrays_of_every_wire_dtype_come_back_with_shape_and_bytes(dtype):
+    arr = (np.arange(24) % 7).astype(dtype).reshape(2, 3, 4)
+    back = wire.decode(wire.encode(arr))
+    assert back.dtype == arr.dtype and back.shape == (2, 3, 4)
+    assert back.tobytes() == arr.tobytes() and back.flags.writeable
+
+
+def test_big_endian_and_strided_arrays_travel_as_little_endian_c_order():
+    arr = np.arange(12, dtype=">i4").reshape(3, 4)[:, ::2]
+    back = wire.decode(wire.encode(arr))
+    assert back.dtype == np.dtype("<i4") and (back == arr).all()
+
+
+@pytest.mark.parametrize("value", [object(), {1, 2}, np.array(["s"]), {(1, 2): 3},
+                                   np.zeros(2, dtype=object)], ids=str)
+def test_what_is_not_plain_does_not_encode(value):
+    with pytest.raises((TypeError, wire.ProtocolError)):
+        wire.encode(value)
+
+
+def test_extensions_carry_a_known_name_and_a_plain_value():
+    e = wire.Ext("ref", {"id": 3})
+    assert wire.decode(wire.encode([e])) == [e]
+    with pytest.raises(wire.ProtocolError):
+        wire.Ext("pickle", b"")
+    bad = b"x" + bytes((6,)) + b"pickle" + wire.encode(None)
+    with pytest.raises(wire.ProtocolError, match="unknown extension"):
+        wire.decode(bad)
+
+
+@pytest.mark.parametrize("data, why", [
+    (b"", "past the end"), (b"Q", "unknown tag"), (b"i\x00\x00", "past the end"),
+    (b"s\x00\x00\x00\x05abc", "past the end"), (b"s\x00\x00\x00\x02\xff\xfe", "malformed"),
+    (b"l\xff\xff\xff\xff", "cannot fit"), (b"NN", "after the value"),
+    (b"m\x00\x00\x00\x01l\x00\x00\x00\x00N", "map key"),
+    (b"a\x03<f4\x01" + struct.pack(">Q", 3) + struct.pack(">Q", 8) + b"\x00" * 8,
+     "cannot hold"),
+    (b"a\x03<O8\x00" + struct.pack(">Q", 0), "dtype"),
+    (b"l\x00\x00\x00\x01" * 60 + b"N", "deeper"),
+])
+def test_malformed_values_are_protocol_errors(data, why):
+    with pytest.raises(wire.ProtocolError, match=why):
+        wire.decode(data)
+
+
+def test_random_bytes_and_truncations_raise_only_protocol_errors():
+    rng = random.Random(7)
+    good = [wire.encode(v) for v in PLAIN] + [wire.encode(np.arange(10.0))]
+    for _ in range(3000):
+        base = rng.choice(good)
+        kind = rng.randrange(3)
+        if kind == 0:
+            data = bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
+        elif kind == 1:
+            data = base[:rng.randrange(len(base) + 1)]
+        else:
+            data = bytearray(base)
+            for _ in range(rng.randrange(1, 4)):
+                if data:
+                    data[rng.randrange(len(data))] = rng.randrange(256)
+            data = bytes(data)
+        try:
+            wire.decode(data)
+        except wire.ProtocolError:
+            pass
+
+
+def test_a_frame_over_the_limit_is_refused_before_it_is_read():
+    reads = []
+
+    def recv(n):
+        reads.append(n)
+        return struct.pack(">I", 1 << 30) if len(reads) == 1 else b""
+
+    with pytest.raises(wire.ProtocolError, match="over the limit"):
+        wire.read_frame(recv, limit=1 << 20)
+    assert reads == [4]
+
+
+# -- a client and a server in this process -------------------------------------------------
+
+@pytest.fixture
+def device():
+    acllab.reset()
+    server, sock = pair()
+    client = connect(sock)
+    yield server, client
+    client.close()
+    server.close()
+    acllab.reset()
+
+
+def _program(acl, use_kernel=True):
+    """One program over memory, copies, streams, events, a kernel and a callback; its
+    returns, the bytes it read back, and its callback's calls."""
+    out = []
+    seen = []
+    out.append(acl.init())
+    out.append(acl.rt.set_device(0))
+    ctx, ret = acl.rt.create_context(0)
+    stream, ret2 = acl.rt.create_stream()
+    out += [ret, ret2]
+    dev, ret = acl.rt.malloc(4096, ACL_MEM_MALLOC_HUGE_FIRST)
+    host, ret2 = acl.rt.malloc_host(4096)
+    out += [ret, ret2]
+    view = acl.util.ptr_to_numpy(host, (1024,), 11)
+    view[:] = np.arange(1024, dtype=np.float32)
+    event, ret = acl.rt.create_event()
+    out.append(ret)
+    out.append(acl.rt.memcpy_async(dev, 4096, host, 4096, ACL_MEMCPY_HOST_TO_DEVICE, stream))
+    out.append(acl.rt.record_event(event, stream))
+    if use_kernel:
+        @acllab.kernel(flops=lambda x, n: n, bytes=lambda x, n: 8 * n)
+        def triple(ctx, x, n):
+            lo, hi = ctx.tile(n)
+            ctx.store(x + 4 * lo, ctx.load(x + 4 * lo, np.float32, hi - lo) * 3)
+
+        out.append(acl.rt.launch_kernel(triple, 4, (dev, 1024), stream))
+    tid = threading.get_ident()
+    out.append(acl.rt.subscribe_report(tid, stream))
+    out.append(acl.rt.launch_callback(lambda data: seen.append(data), "done",
+                                      ACL_CALLBACK_BLOCK, stream))
+    out.append(acl.rt.process_report(1000))
+    back = bytearray(4096)
+    out.append(acl.rt.memcpy_async(acl.util.bytes_to_ptr(back), 4096, dev, 4096,
+                                   ACL_MEMCPY_DEVICE_TO_HOST, stream))
+    out.append(acl.rt.synchronize_stream(stream))
+    out.append(acl.rt.query_event_status(event))
+    out.append(acl.rt.unsubscribe_report(tid, stream))
+    out.append(acl.rt.malloc(-5, ACL_MEM_MALLOC_HUGE_FIRST))      # a bad size: its code
+    out.append(acl.rt.free(0x1234))                               # not an allocation
+    out += [acl.rt.destroy_event(event), acl.rt.free(dev), acl.rt.free_host(host),
+            acl.rt.destroy_stream(stream), acl.rt.destroy_context(ctx),
+            acl.rt.reset_device(0), acl.finalize()]
+    return out, bytes(back), seen
+
+
+def _record(runtime):
+    return ([(t.name, t.kind, t.start_ns, t.end_ns, t.reads, t.writes) for t in runtime.tasks],
+            [entry[:4] if isinstance(entry, tuple) else entry for entry in runtime.api_log])
+
+
+def test_a_program_gives_the_same_codes_bytes_log_and_trace_in_process_and_remotely(device):
+    server, client = device
+    with pytest.warns(acllab.AclWarning):
+        remote = _program(client.acl)
+    remote_record = _record(session.current_runtime())
+    acllab.reset()
+    with pytest.warns(acllab.AclWarning):
+        local = _program(acllab.acl)
+    assert remote[0] == local[0]
+    assert remote[1] == local[1] == np.arange(1024, dtype=np.float32).__mul__(3).tobytes()
+    assert remote[2] == local[2] == ["done"]
+    assert remote_record == _record(session.current_runtime())
+
+
+def test_errors_raise_what_pyacl_raises_and_the_recent_message_names_the_reason(device):
+    _, client = device
+    acl = client.acl
+    acl.init()
+    with pytest.raises(TypeError, match="must be an integer"):
+        acl.rt.malloc("10", ACL_MEM_MALLOC_HUGE_FIRST)
+    with pytest.warns(acllab.AclWarning, match="null pointer"):
+        assert acl.rt.free(0) == 100000
+    assert "null pointer" in acl.get_recent_err_msg()
+    with pytest.raises(TypeError, match="bytes_to_ptr takes bytes"):
+        acl.util.bytes_to_ptr("text")
+    acl.finalize()
+
+
+def test_pageable_buffers_stay_in_step_both_ways(device):
+    _, client = device
+    acl = client.acl
+    acl.init()
+    acl.rt.set_device(0)
+    dev, _ = acl.rt.malloc(64, ACL_MEM_MALLOC_HUGE_FIRST)
+    src = bytearray(64)
+    p = acl.util.bytes_to_ptr(src)
+    src[:] = b"a" * 64                               # changed after it was registered
+    assert acl.rt.memcpy(dev, 64, p, 64, ACL_MEMCPY_HOST_TO_DEVICE) == 0
+    out = np.zeros(64, dtype=np.uint8)
+    with pytest.warns(DeprecationWarning):
+        q = acl.util.numpy_to_ptr(out)
+    assert acl.rt.memcpy(q, 64, dev, 64, ACL_MEMCPY_DEVICE_TO_HOST) == 0
+    assert out.tobytes() == b"a" * 64                # the device's write reached the array
+    assert acl.util.ptr_to_bytes(q + 8, 4) == b"aaaa"
+    with pytest.warns(DeprecationWarning):
+        assert acl.util.numpy_to_ptr(out[8:]) == q + 8
+    acl.rt.free(dev)
+    acl.rt.reset_device(0)
+    acl.finalize()
+
+
+def test_a_host_view_of_pinned_memory_is_the_devices_memory(device):
+    _, client = device
+    acl = client.acl
+    acl.init()
+    acl.rt.set_device(0)
+    host, _ = acl.rt.malloc_host(16)
+    with pytest.warns(DeprecationWarning):
+        view = acl.util.ptr_to_numpy(host, (16,), 2)
+    view[:] = np.arange(16)
+    assert acl.util.ptr_to_bytes(host, 16) == bytes(range(16))
+    with pytest.warns(DeprecationWarning), pytest.warns(acllab.AclWarning, match="npy_type"):
+        assert acl.util.ptr_to_numpy(host, (4,), 99) is None
+    acl.rt.free_host(host)
+    acl.finalize()
+
+
+def test_a_kernel_that_raises_is_an_ai_core_fault_at_the_next_sync(device):
+    _, client = device
+    acl = client.acl
+    acl.init()
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(64, ACL_MEM_MALLOC_HUGE_FIRST)
+
+    @acllab.kernel(flops=1, bytes=1)
+    def broken(ctx, x):
+        ctx.load(x + 1 << 20, np.float32, 4)         # far past the end of its buffer
+
+    assert acl.rt.launch_kernel(broken, 2, (dev,), stream) == 0
+    with pytest.warns(acllab.AclWarning, match="507015|past the end|not live"):
+        assert acl.rt.synchronize_stream(stream) == 507015
+    acl.rt.reset_device(0)
+    acl.finalize()
+
+
+def test_threads_of_the_client_are_threads_of_the_server(device):
+    _, client = device
+    acl = client.acl
+    acl.init()
+    acl.rt.set_device(0)
+    ctx, _ = acl.rt.get_context()
+    got = {}
+
+    def worker():
+        got["set"] = acl.rt.set_context(ctx)
+        got["ctx"] = acl.rt.get_context()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join(10)
+    assert got == {"set": 0, "ctx": (ctx, 0)}
+    stop = []
+
+    def reporter(args):
+        acl.rt.set_context(ctx)
+        while not stop:
+            acl.rt.process_report(10)
+
+    tid, ret = acl.util.start_thread(reporter, [])
+    assert ret == 0
+    stream, _ = acl.rt.create_stream()
+    seen = []
+    assert acl.rt.subscribe_report(tid, stream) == 0
+    assert acl.rt.launch_callback(seen.append, 7, ACL_CALLBACK_BLOCK, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0 and seen == [7]
+    stop.append(1)
+    assert acl.rt.unsubscribe_report(tid, stream) == 0
+    assert acl.util.stop_thread(tid) == 0
+    acl.rt.destroy_stream(stream)
+    acl.rt.reset_device(0)
+    acl.finalize()
+
+
+# -- a client that misbehaves ends its own session, never the server ---------------------------
+
+def _raw_pair():
+    acllab.reset()
+    server, sock = pair()
+    msg, fds, _, _ = socket.recv_fds(sock, 1, 1)
+    assert msg == b"\x01" and len(fds) == 1
+    return server, sock
+
+
+def _alive_after(server) -> None:
+    """The server process goes on: a new client on a new connection is served."""
+    server2, sock = pair()
+    client = connect(sock)
+    assert client.acl.rt.get_device_count() == (1, 0) or client.acl.rt.get_device_count()[1] == 0
+    client.close()
+    server2.close()
+    server.close()
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\xff\xff\xff\xff", struct.pack(">I", 3) + b"Qxx", struct.pack(">I", 1) + b"N",
+    wire.frame({"k": "r", "id": 999, "ch": 0, "v": 1}),
+    wire.frame({"k": "q", "id": "x", "op": 5}),
+    wire.frame({"k": "q", "id": 1, "ch": -4, "op": "acl.init"}),
+    wire.frame(["not", "a", "map"]),
+], ids=["huge", "bad-tag", "not-a-message", "forged-reply", "bad-request", "bad-channel",
+        "a-list"])
+def test_malformed_frames_close_that_connection_only(garbage):
+    server, sock = _raw_pair()
+    sock.sendall(garbage)
+    assert server.endpoint.closed.wait(5)
+    assert server.endpoint.why
+    _alive_after(server)
+
+
+def test_random_requests_get_replies_or_close_the_connection():
+    rng = random.Random(3)
+    ops = ["acl.init", "acl.rt.malloc", "acl.rt.free", "acl.rt.memcpy", "host.register",
+           "host.view", "fn.call", "sfn.call", "ref.call", "ctx.load", "thread.ident",
+           "acl.rt.launch_kernel", "acl.rt.launch_callback", "nothing", "acl.util.ptr_to_numpy"]
+    values = [0, -1, 1 << 70, 3.5, "s", b"\x00" * 8, None, [], {}, [1, 2],
+              wire.Ext("ref", {"id": 1}), wire.Ext("cfn", {"id": 1}), wire.Ext("kernel", {}),
+              wire.Ext("ctx", {"id": 2}), wire.Ext("acl", None), np.zeros(3)]
+    server, sock = _raw_pair()
+    sock.settimeout(10)
+    buf = b""
+    for i in range(400):
+        args = [rng.choice(values) for _ in range(rng.randrange(5))]
+        msg = {"k": "q", "id": i + 1, "ch": rng.choice([0, 0, 1]), "op": rng.choice(ops),
+               "args": args}
+        sock.sendall(wire.frame(msg))
+        while True:                       # every request gets its reply (or a request back)
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
+                chunk = sock.recv(1 << 16)
+                assert chunk, f"the server closed after {msg}: {server.endpoint.why}"
+                buf += chunk
+            n = struct.unpack(">I", buf[:4])[0]
+            reply, buf = wire.decode(buf[4:4 + n]), buf[4 + n:]
+            if reply["k"] == "q":         # the server calls back: answer with an error
+                sock.sendall(wire.frame({"k": "e", "id": reply["id"], "ch": reply["ch"],
+                                         "type": "ValueError", "msg": "no"}))
+                continue
+            assert reply["id"] == i + 1 and reply["k"] in ("r", "e")
+            break
+    _alive_after(server)
+
+
+def test_a_client_that_dies_mid_call_releases_the_waiting_server_thread(device):
+    server, client = device
+    acl = client.acl
+    acl.init()
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    started = threading.Event()
+
+    def hang(data):
+        started.set()
+        time.sleep(30)
+
+    ctx, _ = acl.rt.get_context()
+
+    def run():
+        acl.rt.set_context(ctx)
+        acl.rt.subscribe_report(threading.get_ident(), stream)
+        acl.rt.launch_callback(hang, None, ACL_CALLBACK_BLOCK, stream)
+        acl.rt.synchronize_stream(stream)       # the callback runs meanwhile, and hangs
+
+    caller = threading.Thread(target=lambda: _swallow(run), daemon=True)
+    caller.start()
+    assert started.wait(10)
+    client.sock.shutdown(socket.SHUT_RDWR)  # the client goes away mid-callback
+    assert server.endpoint.closed.wait(5)
+    _alive_after(server)
+
+
+def _swallow(fn, *args):
+    try:
+        fn(*args)
+    except (ConnectionLost, OSError):
+        pass
+
+
+def test_shared_memory_changed_during_a_copy_never_breaks_the_server(device):
+    server, client = device
+    acl = client.acl
+    acl.init()
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(1 << 20, ACL_MEM_MALLOC_HUGE_FIRST)
+    host, _ = acl.rt.malloc_host(1 << 20)
+    stop = []
+    scribble = np.frombuffer(client.arena, dtype=np.uint8)
+
+    def scribbler():
+        rng = np.random.default_rng(0)
+        while not stop:
+            scribble[rng.integers(0, scribble.size, 64)] = 7
+
+    t = threading.Thread(target=scribbler, daemon=True)
+    t.start()
+    try:
+        for _ in range(20):
+            assert acl.rt.memcpy_async(dev, 1 << 20, host, 1 << 20, ACL_MEMCPY_HOST_TO_DEVICE,
+                                       stream) == 0
+            assert acl.rt.memcpy_async(host, 1 << 20, dev, 1 << 20, ACL_MEMCPY_DEVICE_TO_HOST,
+                                       stream) == 0
+        assert acl.rt.synchronize_stream(stream) == 0
+    finally:
+        stop.append(1)
+        t.join(5)
+    acl.rt.free_host(host)
+    acl.rt.free(dev)
+    acl.rt.reset_device(0)
+    acl.finalize()
