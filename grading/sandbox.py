@@ -44,13 +44,19 @@ from pathlib import Path
 
 from .worker import MARK, line_tag
 
+_OVERLAY_DOC = ('''"""acllab.checks as the learner's process sees it while grading: no checks here.
+
+The checks run in the grader's device process; this package holds only what the lessons
+let learners import from acllab.checks (the names its modules take from acllab's other
+packages)."""\n''')
+
 __all__ = ["Run", "mode", "package_roots", "bwrap_command", "run_worker", "grace_s", "spent",
            "MODES", "HOME"]
 
 MODES = ("auto", "bwrap", "none")
 HOME = "/home/learner"                  # the scratch folder, as the sandbox sees it
 _PACKAGES = ("acllab", "widgets", "grading")
-_WORKER = Path(__file__).resolve().with_name("worker.py")
+_DEVICE = Path(__file__).resolve().with_name("device.py")
 
 
 @dataclass
@@ -127,12 +133,17 @@ def _read_only_binds() -> list[str]:
 
 
 def bwrap_command(scratch: Path, argv: list[str], env: dict[str, str],
-                  keep_fd: int | None = None) -> list[str]:
-    """The bwrap command line that runs ``argv`` in the sandbox described above."""
+                  keep_fd: int | None = None, overlay: str | None = None) -> list[str]:
+    """The bwrap command line that runs ``argv`` in the sandbox described above;
+    ``overlay`` (a folder) is shown in place of acllab's checks."""
+    over: list[str] = []
+    checks = next((p / "checks" for p in package_dirs() if p.name == "acllab"), None)
+    if overlay and checks is not None and checks.is_dir():
+        over = ["--ro-bind", overlay, str(checks)]
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
            "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL", "--hostname", "grading",
            "--tmpfs", "/tmp",          # first: the binds below may lie under /tmp
-           *_read_only_binds(),
+           *_read_only_binds(), *over,
            "--proc", "/proc", "--dev", "/dev",
            "--bind", str(scratch), HOME, "--chdir", HOME, "--clearenv"]
     for key, value in env.items():
@@ -280,12 +291,13 @@ def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float,
     key = secrets.token_bytes(32)
     read_fd, write_fd = os.pipe()
     watch = _Watch(start, deadline_s, job.get("cell_s"), job.get("cells_s"), check_s)
-    job = {**job, "key": key.hex(), "result_fd": write_fd}
-    argv = [sys.executable, "-I", str(_WORKER), *package_roots()]
-    if sandbox == "bwrap":
-        cmd, cwd, env = bwrap_command(scratch, argv, _environment(HOME)), None, None
-    else:
-        cmd, cwd, env = argv, str(scratch), _environment(str(scratch))
+    job = {**job, "key": key.hex(), "result_fd": write_fd, "sandbox": sandbox,
+           "scratch": str(scratch), "overlay": learner_checks()}
+    # the device process (trusted: no learner code runs in it) starts the learner's
+    # process in the sandbox itself (grading.device)
+    argv = [sys.executable, "-I", str(_DEVICE), *package_roots()]
+    cmd, cwd, env = argv, str(scratch), {**_environment(str(scratch)),
+                                         "PYTHONHASHSEED": "0"}
     results: list[bytes] = []
     pipe = _Lines(key)
 
@@ -410,6 +422,16 @@ def _result(results: list[bytes], returncode: int, cell: int | None, phase: str,
             raise ValueError(type(payload).__name__)
     except (ValueError, EOFError, TypeError):
         return Run(None, "wrote a result that cannot be read", seconds, phases=phases)
+    if "learner_ended" in payload:
+        code = payload["learner_ended"]
+        problem = f"ended the grading process (exit code {code})"
+        if cell is not None:
+            return Run(None, f"cell {cell} {problem}", seconds, cell=cell,
+                       cell_problem=problem, phases=phases)
+        tail = [str(t) for t in payload.get("stderr") or []]
+        return Run(None, "the learner's process " + problem.replace("the grading process", "")
+                   .replace("ended ", "ended ", 1).strip()
+                   + (f": {' / '.join(tail)}" if tail else ""), seconds, phases=phases)
     if "tampered_during_check" in payload:
         return Run(None, "acllab was changed while the check ran (by a thread the learner's "
                          "code left running): " + "; ".join(payload["tampered_during_check"]),
@@ -418,6 +440,39 @@ def _result(results: list[bytes], returncode: int, cell: int | None, phase: str,
         return Run(None, "the grader crashed: " + payload["crash"].strip().splitlines()[-1],
                    seconds, phases=phases)
     return Run(payload, "", seconds, phases=phases)
+
+
+@lru_cache(maxsize=1)
+def learner_checks() -> str:
+    """A folder to show as acllab.checks in the sandbox: for each lesson's check module, only
+    the names it takes from acllab's other packages (``deployment_cost``...) and its plain
+    constants (``BOUND_SHARE``), never the checks themselves, their oracles or their cases."""
+    import importlib
+    import tempfile
+
+    import acllab.checks as checks
+
+    root = Path(tempfile.mkdtemp(prefix="acllab-learner-checks-"))
+    (root / "__init__.py").write_text(_OVERLAY_DOC + "\n\ndef check(*args, **kwargs):\n"
+                                      "    return None\n\n\nsummary = check\n")
+    folder = Path(checks.__file__).parent
+    for path in sorted(folder.glob("lesson*.py")):
+        module = importlib.import_module(f"acllab.checks.{path.stem}")
+        lines = [f'"""acllab.checks.{path.stem} while grading: its public helpers only."""\n']
+        for name in sorted(vars(module)):
+            obj = getattr(module, name)
+            home = getattr(obj, "__module__", "") or ""
+            if (not name.startswith("_") and callable(obj) and home.startswith("acllab.")
+                    and not home.startswith("acllab.checks")
+                    and getattr(sys.modules.get(home), name, None) is obj):
+                lines.append(f"from {home} import {name}  # noqa: F401\n")
+            elif not name.startswith("_") and name.isupper() and type(obj) in (int, float,
+                                                                               str, bool):
+                lines.append(f"{name} = {obj!r}\n")     # a lesson's figure (BOUND_SHARE)
+        (path_out := root / path.name).write_text("".join(lines))
+        path_out.chmod(0o644)
+    root.chmod(0o755)
+    return str(root)
 
 
 class _Lines:

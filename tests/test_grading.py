@@ -207,15 +207,18 @@ def test_forging_the_check_or_the_result_pipe_changes_no_grade(graded_class):
     assert rows["forger", "04.overlap"]["status"] == "not done"
     saved = json.loads((out / "forger" / "results.json").read_text())
     assert saved["score"] == 0
-    assert "put it back" in saved["tests"][0]["output"]      # case_score was restored
+    # what the cells rebound (check, case_score, json, marshal) and wrote (every descriptor)
+    # lives in the learner's process: the check ran on the grader's side of the boundary
+    assert "forged" not in saved["tests"][0]["output"]
 
 
 def test_a_hang_costs_only_its_own_exercise(graded_class):
     _, out, _ = graded_class
     rows = read_csv(out / "results.csv")
     hung = rows["stubborn", "04.read_after_sync"]
-    assert hung["status"] == "error" and float(hung["score"]) == 0
-    assert "killed after" in hung["error"]
+    # the check stops a call that runs past its limit by ending the learner's process
+    assert hung["status"] in ("error", "failed") and float(hung["score"]) == 0
+    assert "killed after" in hung["error"] or "stopped after" in hung["error"], hung["error"]
     assert (rows["stubborn", "04.overlap"]["status"],
             float(rows["stubborn", "04.overlap"]["score"])) == ("passed", 1.0)
     # sys.exit and a busy loop in cells are contained; the cells after them still run

@@ -2,8 +2,9 @@
 
 Each notebook below tries one way for learner code to reach the grader's result channel (its
 writer, its secret, its pipe) and, where it gets through, writes full marks and ends the
-process. Every one must score 0 with a note naming what the grader refused, with the real
-sandbox where bubblewrap runs and without it, and the grader must carry on. Correct
+process. Since the device boundary none of these is in the learner's process (the check and
+its result pipe are the grader's device process's, grading.device), so every one must score
+0, with the real sandbox where bubblewrap runs and without it, and the grader must carry on. Correct
 reference solutions of several lessons (numpy, files, threads, callbacks, kernels) must
 still get full credit with no such note.
 
@@ -28,7 +29,6 @@ from grading.__main__ import main  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
 SANDBOXED = sandbox_module.mode("auto") == "bwrap"
-REFUSED = "no credit: the grader refused"
 
 pytestmark = pytest.mark.notebook
 
@@ -381,16 +381,17 @@ def forged(request, tmp_path_factory):
 
 
 @pytest.mark.parametrize("route", sorted(FORGERIES))
-def test_a_forgery_earns_nothing_and_is_named(forged, route):
+def test_a_forgery_earns_nothing(forged, route):
+    """Each route runs in the learner's process, which holds neither the check, nor the
+    result pipe, nor its key (the device boundary: grading.device), so it finds nothing to
+    write full marks with."""
     code, rows, out, mode = forged
     assert code == 0
     row = rows[route, "00.tour"]
     assert row["sandbox"] == mode
     assert float(row["score"]) == 0 and row["status"] != "passed", row
-    assert REFUSED in row["error"], row["error"]
-    assert FORGERIES[route][0] in row["error"], row["error"]
     saved = json.loads((out / route / "results.json").read_text(encoding="utf-8"))
-    assert saved["score"] == 0 and REFUSED in saved["tests"][0]["output"]
+    assert saved["score"] == 0 and "forged" not in saved["tests"][0]["output"]
 
 
 @pytest.mark.parametrize("route", sorted(OUT_OF_REACH))

@@ -501,7 +501,13 @@ def _learner_frame(exc: BaseException) -> traceback.FrameSummary | None:
 
 
 def describe_exception(exc: BaseException) -> str:
-    """'ValueError: ... (line 3 in fetch: x = ...)', naming the learner's line, not a path."""
+    """'ValueError: ... (line 3 in fetch: x = ...)', naming the learner's line, not a path.
+
+    An exception that already carries its description (``acllab_described``: one the
+    learner's process described, as the grader's device boundary gives it) is shown as is."""
+    described = getattr(exc, "acllab_described", None)
+    if type(described) is str:
+        return described
     text = f"{type(exc).__name__}: {exc}".rstrip(": ")
     frame = _learner_frame(exc)
     if frame is not None:
@@ -625,6 +631,11 @@ def _abort_item(fn: Callable, out: _guard.Outcome, limit: float | None, configur
                     "streams), so what it did there cannot be graded",
                     "leave acllab's settings and runtimes alone inside the function; the check "
                     "sets them up for each case (and puts yours back afterwards)")
+    ended = getattr(out.error, "acllab_ended", None)
+    if type(ended) is str:            # the learner's process ended (the grader's boundary)
+        return Item("runs", False, f"{name} did not return: {ended}",
+                    "return from the function: os._exit, sys.exit in a thread, a crash or "
+                    "the grader's memory limit end the whole process, and the case with it")
     if out.error is not None and not isinstance(out.error, Exception):
         return Item("runs", False,
                     f"{name} raised {describe_exception(out.error)}: the check stopped "
@@ -649,9 +660,13 @@ def call_learner(fn: Callable, *args, limit_s: float | None = None) -> Call:
     before = _records(runtime)
     limit = limit_s if limit_s is not None else (
         _limit[0] if _limit[0] is not None else DEFAULT_LIMIT_S * _time_scale())
+    # a function that runs in another process (the grader's device boundary: its type says
+    # so, not the object) is called by message, and nothing it does can reach this process
+    remote = getattr(type(fn), "acllab_remote", False) is True
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = _guard.run_guarded(fn, args, limit, trusted=_trusted(fn))
+        out = fn.call_outcome(args, limit) if remote else \
+            _guard.run_guarded(fn, args, limit, trusted=_trusted(fn))
     now = session.snapshot()
     configured = (now[0] is not runtime or now[1] != before_call[1]
                   or now[2] != before_call[2])

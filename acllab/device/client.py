@@ -214,7 +214,9 @@ class DeviceClient:
         if not isinstance(hello, dict) or hello.get("version") != wire.VERSION:
             raise ConnectionLost(f"the device server speaks {hello!r}, not version "
                                  f"{wire.VERSION}")
-        self.acl = self._build(hello.get("functions") or [])
+        self.acl = self._build(hello.get("functions") or [],
+                               hello.get("constants") if isinstance(hello.get("constants"),
+                                                                    dict) else {})
 
     # -- requests ------------------------------------------------------------------------
     def channel(self) -> int:
@@ -325,6 +327,12 @@ class DeviceClient:
                               {k: self.from_server(x) for k, x in fields.items()})
             if v.name == "cfn":
                 return self._callables.get(val.get("id"))
+            if v.name == "om" and type(v.value) is bytes:
+                try:
+                    from ..model import omfile
+                except ImportError:           # a client without acllab's model package
+                    return v.value
+                return omfile.loads(v.value)
         return v
 
     # -- what the server asks ------------------------------------------------------------
@@ -393,7 +401,7 @@ class DeviceClient:
         return start + (view_lo - lo) if start else 0
 
     # -- the acl tree ------------------------------------------------------------------------
-    def _build(self, names: list) -> _Namespace:
+    def _build(self, names: list, constants: dict) -> _Namespace:
         root = _Namespace(__name__="acl")
         for value_name in dir(_constants):
             if value_name.isupper():
@@ -415,6 +423,16 @@ class DeviceClient:
         for sub in ("rt", "util", "mdl", "media"):
             if sub not in root.__dict__:
                 setattr(root, sub, _Namespace(__name__=f"acl.{sub}"))
+        for where, values in constants.items():
+            node = root
+            for part in str(where).split(".")[1:]:
+                node = node.__dict__.get(part)
+                if not isinstance(node, _Namespace):
+                    break
+            if isinstance(node, _Namespace) and isinstance(values, dict):
+                for name, value in values.items():
+                    if isinstance(name, str) and name.isupper() and name not in node.__dict__:
+                        setattr(node, name, value)
         util, rt = root.util, root.rt
         util.bytes_to_ptr = self._bytes_to_ptr
         util.numpy_to_ptr = self._numpy_to_ptr

@@ -40,6 +40,7 @@ from .. import kernels, memory, session
 from ..acl import _api
 from ..acl import util as _util
 from ..errors import AclError, BudgetExceeded, Fail
+from ..model import CompiledModel, omfile
 from . import wire
 from .endpoint import ConnectionLost, Endpoint, Reply
 
@@ -69,6 +70,26 @@ def served_functions() -> dict[str, object]:
                 out[f"{prefix}{name}"] = value
 
     walk(_acl, "acl.")
+    return out
+
+
+def served_constants() -> dict[str, dict]:
+    """'acl.media' -> {'PIXEL_FORMAT_YUV_SEMIPLANAR_420': 1, ...}: the constants each pyACL
+    module has (numbers and strings), for a client to show as its own."""
+    out: dict[str, dict] = {}
+
+    def walk(module, prefix):
+        values = {name: value for name, value in vars(module).items()
+                  if name.isupper() and type(value) in (int, float, str)}
+        if values:
+            out[prefix] = values
+        for name in getattr(module, "__all__", ()):
+            value = getattr(module, name)
+            if isinstance(value, types.ModuleType) and value.__name__.startswith(
+                    "acllab.acl") and name != "constants":
+                walk(value, f"{prefix}.{name}")
+
+    walk(_acl, "acl")
     return out
 
 
@@ -290,6 +311,9 @@ class DeviceServer:
         if isinstance(v, kernels.BlockContext):
             return wire.Ext("ctx", {"id": self._ref(v), "block_idx": v.block_idx,
                                     "block_dim": v.block_dim})
+        if isinstance(v, CompiledModel):
+            # a compiled model travels as its .om file (acllab's safe format): a copy
+            return wire.Ext("om", omfile.dumps(v))
         if isinstance(v, (types.FunctionType, types.MethodType, types.BuiltinFunctionType)):
             return wire.Ext("sfn", {"id": self._ref(v),
                                     "name": getattr(v, "__name__", "function")})
@@ -455,7 +479,7 @@ class DeviceServer:
 
     def _hello(self, **info):
         return {"protocol": wire.PROTOCOL, "version": wire.VERSION,
-                "functions": sorted(self.functions)}
+                "functions": sorted(self.functions), "constants": served_constants()}
 
 
 def _short_repr(v) -> str:

@@ -45,7 +45,7 @@ DTYPES = ("|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", 
 _DTYPES = {name: np.dtype(name) for name in DTYPES}
 
 #: The extension names a message may carry (docs/device-protocol.md, "Values").
-EXTENSIONS = ("acl", "ref", "cfn", "sfn", "kernel", "ctx", "rec", "error")
+EXTENSIONS = ("acl", "ref", "cfn", "sfn", "kernel", "ctx", "rec", "om", "error")
 
 _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
