@@ -10,15 +10,22 @@ output folder (no --resume) and prints notebooks per minute; the baseline is --j
 the ratio says what the second core buys (2.0x is the ceiling on two cores). The overhead
 lines grade the first ``--overhead`` notebooks with --jobs 1 with bubblewrap and as plain
 subprocesses (--sandbox none), best of two interleaved runs each, and print the difference
-per notebook (each notebook is one process per exercise, so two sandboxes here). Timings are
-wall-clock (time.perf_counter); nothing is asserted and the exit code is 0.
+per notebook (each notebook is one process per exercise, so two sandboxes here). The
+hidden-seeds line grades ``--honest`` correct notebooks with --jobs 1 on hidden seeds (the
+device boundary's target: at least 30 notebooks a minute per core). The round-trip lines
+time one pyACL call made by a client in another process through the device protocol
+(acllab.device) against the same call made in this process, median of ``--calls``.
+Timings are wall-clock (time.perf_counter); nothing is asserted and the exit code is 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,12 +77,86 @@ def timed(paths, out: Path, **kwargs) -> tuple[float, list[dict]]:
     return time.perf_counter() - start, grades
 
 
+_CLIENT = r"""
+import json, socket, sys, time
+from acllab.device import connect
+client = connect(socket.socket(fileno=int(sys.argv[1])))
+acl, n = client.acl, int(sys.argv[2])
+acl.init()
+acl.rt.set_device(0)
+buf = bytearray(4096)
+ptr = acl.util.bytes_to_ptr(buf)
+dev, _ = acl.rt.malloc(4096, 0)
+out = {}
+for name, call in (("get_device_count", lambda: acl.rt.get_device_count()),
+                   ("memcpy 4 KiB pageable -> device",
+                    lambda: acl.rt.memcpy(dev, 4096, ptr, 4096, 1))):
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t)
+    times.sort()
+    out[name] = times[len(times) // 2]
+acl.rt.free(dev)
+acl.finalize()
+print(json.dumps(out))
+"""
+
+
+def round_trips(calls: int) -> dict[str, tuple[float, float]]:
+    """{call: (median seconds through the boundary, median seconds in this process)}."""
+    import acllab
+    from acllab import acl
+    from acllab.device import pair
+
+    acllab.reset()
+    server, theirs = pair()
+    proc = subprocess.run([sys.executable, "-c", _CLIENT, str(theirs.fileno()), str(calls)],
+                          pass_fds=(theirs.fileno(),), capture_output=True, text=True,
+                          cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          timeout=600)
+    theirs.close()
+    server.close()
+    remote = json.loads(proc.stdout.strip().splitlines()[-1])
+    acllab.reset()
+    acl.init()
+    acl.rt.set_device(0)
+    buf = bytearray(4096)
+    ptr = acl.util.bytes_to_ptr(buf)
+    dev, _ = acl.rt.malloc(4096, 0)
+    local = {}
+    for name, call in (("get_device_count", lambda: acl.rt.get_device_count()),
+                       ("memcpy 4 KiB pageable -> device",
+                        lambda: acl.rt.memcpy(dev, 4096, ptr, 4096, 1))):
+        times = []
+        for _ in range(calls):
+            t = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t)
+        local[name] = statistics.median(times)
+    acl.rt.free(dev)
+    acl.finalize()
+    acllab.reset()
+    return {name: (remote[name], local[name]) for name in remote}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notebooks", type=int, default=24)
     parser.add_argument("--overhead", type=int, default=6,
                         help="notebooks graded with and without the sandbox")
+    parser.add_argument("--honest", type=int, default=10,
+                        help="correct notebooks graded on hidden seeds")
+    parser.add_argument("--calls", type=int, default=2000,
+                        help="pyACL calls timed through the device boundary")
     args = parser.parse_args(argv)
+    if args.calls:
+        print(f"one pyACL call, median of {args.calls}: through the device protocol (a "
+              "client in another process) against in this process")
+        for name, (remote, local) in round_trips(args.calls).items():
+            print(f"  {name:<34} {remote * 1e6:8.1f} us  vs {local * 1e6:7.1f} us in process"
+                  f"  (+{(remote - local) * 1e6:.1f} us)")
     sandbox = mode("auto")
     print(f"acllab grade: {args.notebooks} lesson 04 submissions, Python "
           f"{platform.python_version()}, {os.cpu_count()} cores, sandbox: {sandbox}")
@@ -110,6 +191,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"({(boxed - plain) / (2 * n) * 1000:+.0f} ms per exercise process)")
         elif args.overhead:
             print("sandbox overhead: not measured (bubblewrap is not available here)")
+
+        if args.honest:
+            for i in range(args.honest):
+                who = tmp / "honest" / f"learner{i:02d}"
+                who.mkdir(parents=True)
+                nbformat.write(submission("honest"), who / "04-streams.ipynb")
+            hidden = Options(lesson="04", seeds={"*": [1001, 1002, 1003]})
+            seconds, grades = timed([tmp / "honest"], tmp / "out-hidden", options=hidden,
+                                    jobs=1)
+            passed = sum(r["status"] == "passed" for g in grades for r in g["results"])
+            print(f"hidden seeds, {args.honest} correct notebooks, --jobs 1 ({sandbox}): "
+                  f"{seconds:.1f} s, {args.honest / seconds * 60:.1f} notebooks per minute per "
+                  f"core ({passed} of {2 * args.honest} exercises passed; target >= 30)")
     return 0
 
 

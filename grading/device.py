@@ -215,11 +215,16 @@ def _grade(job: dict, pipe: _Pipe) -> dict:
     ready: queue.SimpleQueue = queue.SimpleQueue()
     done = threading.Event()
 
+    said_ready = threading.Event()
+
     def progress(text) -> None:
-        if isinstance(text, str) and len(text) < 200:
+        if isinstance(text, str) and len(text) < 200 and not said_ready.is_set():
             pipe.send(b"@", text.encode("utf-8", "replace"))
 
     def on_ready(report) -> None:
+        if said_ready.is_set():
+            raise RuntimeError("learner.ready was said already")
+        said_ready.set()
         ready.put(report if isinstance(report, dict) else {})
         done.wait()
 

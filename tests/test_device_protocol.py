@@ -444,3 +444,26 @@ def test_shared_memory_changed_during_a_copy_never_breaks_the_server(device):
     acl.rt.free(dev)
     acl.rt.reset_device(0)
     acl.finalize()
+
+
+def test_a_blocks_context_serves_its_block_only(device):
+    """A context kept past its block reads nothing (no device access outside a kernel)."""
+    _, client = device
+    acl = client.acl
+    acl.init()
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(64, ACL_MEM_MALLOC_HUGE_FIRST)
+    kept = []
+
+    @acllab.kernel(flops=1, bytes=1)
+    def keep(ctx, x):
+        kept.append(ctx)
+        ctx.load(x, np.uint8, 4)
+
+    assert acl.rt.launch_kernel(keep, 1, (dev,), stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0 and len(kept) == 1
+    with pytest.raises(TypeError, match="no object"):
+        kept[0].load(dev, np.uint8, 4)
+    acl.rt.reset_device(0)
+    acl.finalize()

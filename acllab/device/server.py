@@ -182,9 +182,15 @@ class ClientCallable:
 
     def __call__(self, *args, **kwargs):
         s = self._server
-        out = s.endpoint.request(s.channel(), "fn.call",
-                                 [wire.Ext("cfn", {"id": self._id}), *s.to_client(list(args))],
-                                 s.to_client(kwargs) if kwargs else None)
+        try:
+            out = s.endpoint.request(s.channel(), "fn.call",
+                                     [wire.Ext("cfn", {"id": self._id}),
+                                      *s.to_client(list(args))],
+                                     s.to_client(kwargs) if kwargs else None)
+        finally:
+            for arg in args:             # a block's context serves its block only
+                if isinstance(arg, kernels.BlockContext):
+                    s.forget(arg)
         return s.from_client(out)
 
     def __repr__(self) -> str:
@@ -327,11 +333,17 @@ class DeviceServer:
                                 "repr": _short_repr(v),
                                 "methods": list(METHODS.get(type(v), ()))})
 
+    def forget(self, obj) -> None:
+        """Take ``obj`` back: the client's reference to it no longer resolves."""
+        ident = self._ref_ids.pop(id(obj), None)
+        if ident is not None and self.refs.get(ident) is obj:
+            del self.refs[ident]
+
     def _ref(self, obj) -> int:
         key = id(obj)
         ident = self._ref_ids.get(key)
         if ident is None or self.refs.get(ident) is not obj:
-            ident = len(self.refs) + 1
+            self._next_ref = ident = getattr(self, "_next_ref", 0) + 1
             self.refs[ident] = obj
             self._ref_ids[key] = ident
         return ident
