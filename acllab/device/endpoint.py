@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import queue
+import select
 import socket
 import threading
 import time
@@ -50,6 +51,7 @@ class RemoteError(Exception):
 
 
 _CLOSED = object()
+_LEAD = object()          # "try to read the stream yourself" (see Endpoint.request)
 
 
 class Reply:
@@ -97,6 +99,11 @@ class Endpoint:
         self.workers: dict[int, int] = {}        # channel -> ident of its worker thread
         self._reader: threading.Thread | None = None
         self.frames_in = self.frames_out = 0
+        # who reads the stream: a thread waiting in request() reads it itself (no hand-off
+        # between threads for its reply); the reader thread reads only while none waits
+        self._rlock = threading.Lock()
+        self._waiting: list[queue.SimpleQueue] = []
+        self._idle = threading.Condition(threading.Lock())
 
     # -- the stream --------------------------------------------------------------------------
     def start(self) -> Endpoint:
@@ -133,22 +140,48 @@ class Endpoint:
                 raise ConnectionLost(self.why) from None
             self.frames_out += 1
 
-    def _read_loop(self) -> None:
-        why = "the peer closed the connection"
+    def _read_one(self, deadline: float | None = None) -> bool:
+        """Read and route one frame (the caller holds the read lock); False when the stream
+        ended or broke (the connection is then closed), or nothing came by ``deadline``."""
         try:
-            while True:
-                msg = wire.read_frame(self._recv_exactly, self.limit)
-                if msg is None:
-                    break
-                self.frames_in += 1
-                self._route(msg)
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                    return True
+            msg = wire.read_frame(self._recv_exactly, self.limit)
+            if msg is None:
+                self.close("the peer closed the connection")
+                return False
+            self.frames_in += 1
+            self._route(msg)
+            return True
         except wire.ProtocolError as exc:
-            why = f"protocol error: {exc}"
+            self.close(f"protocol error: {exc}")
         except OSError as exc:
-            why = f"the connection failed: {exc}"
+            self.close(f"the connection failed: {exc}")
         except Exception as exc:  # noqa: BLE001 - whatever a peer sends never crashes us
-            why = f"a message could not be routed: {type(exc).__name__}: {exc}"
-        self.close(why)
+            self.close(f"a message could not be routed: {type(exc).__name__}: {exc}")
+        return False
+
+    def _pass_lead(self) -> None:
+        """Tell every waiting thread to try reading (one of them will)."""
+        with self._lock:
+            waiting = list(self._waiting)
+        for q in waiting:
+            q.put(_LEAD)
+
+    def _read_loop(self) -> None:
+        while not self.closed.is_set():
+            with self._idle:
+                while self._waiting and not self.closed.is_set():
+                    self._idle.wait(0.5)
+            with self._rlock:
+                if self._waiting or self.closed.is_set():
+                    continue            # a waiting thread reads for itself
+                ok = self._read_one()
+            self._pass_lead()
+            if not ok:
+                return
 
     def _route(self, msg) -> None:
         if type(msg) is not dict:
@@ -271,20 +304,16 @@ class Endpoint:
             chan = self._channels.setdefault(ch, _Channel())
             chan.waiters.append(inbox)
             self._pending[rid] = inbox
+            self._waiting.append(inbox)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             self.send(msg)
             while True:
-                if deadline is None:
-                    item = inbox.get()
-                else:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise CallTimeout(f"no reply to {op} within {timeout:g} s")
-                    try:
-                        item = inbox.get(timeout=left)
-                    except queue.Empty:
-                        raise CallTimeout(f"no reply to {op} within {timeout:g} s") from None
+                item = self._next(inbox, deadline)
+                if item is None:
+                    raise CallTimeout(f"no reply to {op} within {timeout:g} s")
+                if item is _LEAD:
+                    continue
                 if item is _CLOSED:
                     raise ConnectionLost(self.why or "the connection is closed")
                 if item.get("k") == "q":
@@ -306,14 +335,60 @@ class Endpoint:
                 self._pending.pop(rid, None)
                 if inbox in chan.waiters:
                     chan.waiters.remove(inbox)
+                if inbox in self._waiting:
+                    self._waiting.remove(inbox)
+                others = bool(self._waiting)
+            if others:
+                self._pass_lead()
+            else:
+                with self._idle:
+                    self._idle.notify_all()
             # requests routed to this waiter after its reply belong to the channel's next one
             while True:
                 try:
                     left_over = inbox.get_nowait()
                 except queue.Empty:
                     break
-                if left_over is not _CLOSED and left_over.get("k") == "q":
+                if left_over is not _CLOSED and left_over is not _LEAD \
+                        and left_over.get("k") == "q":
                     self._route(left_over)
+
+    def _next(self, inbox: queue.SimpleQueue, deadline: float | None):
+        """The next item for a waiting thread: from its inbox, or read from the stream by
+        itself while no other thread reads it; None once ``deadline`` passed."""
+        while True:
+            try:
+                return inbox.get_nowait()
+            except queue.Empty:
+                pass
+            if self.closed.is_set():
+                return _CLOSED
+            if self._rlock.acquire(False):
+                try:
+                    try:
+                        return inbox.get_nowait()
+                    except queue.Empty:
+                        pass
+                    self._read_one(deadline)
+                finally:
+                    self._rlock.release()
+                with self._lock:
+                    others = len(self._waiting) > 1
+                if others:
+                    self._pass_lead()
+                if deadline is not None and time.monotonic() >= deadline:
+                    try:
+                        return inbox.get_nowait()
+                    except queue.Empty:
+                        return None
+                continue
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            try:
+                return inbox.get(timeout=left)
+            except queue.Empty:
+                return None
 
 
 def _describe(exc: BaseException) -> dict:
