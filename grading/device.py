@@ -185,8 +185,10 @@ def _grade(job: dict, pipe: _Pipe) -> dict:
     checks.exercises(lesson)
     arena = device_server.SharedArena(int(job.get("arena_bytes", 1 << 30)))
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    learner_job = {k: job[k] for k in ("cells", "function", "cell_s", "cells_s", "cpu_s",
-                                       "memory_bytes")}
+    learner_job = {"cells": job["cells"], "function": job["function"],
+                   "cell_s": job.get("cell_s", 30.0), "cells_s": job.get("cells_s", 120.0),
+                   "cpu_s": job.get("cpu_s", 600), "memory_bytes": job.get("memory_bytes",
+                                                                           4 << 30)}
     learner_job["fd"] = theirs.fileno()
     # where no sandbox mounts the learner-facing checks in place of the real ones, the
     # learner's process imports them from there (grading.learner)

@@ -342,6 +342,7 @@ def test_malformed_frames_close_that_connection_only(garbage):
     sock.sendall(garbage)
     assert server.endpoint.closed.wait(5)
     assert server.endpoint.why
+    sock.close()
     _alive_after(server)
 
 
@@ -374,6 +375,7 @@ def test_random_requests_get_replies_or_close_the_connection():
                 continue
             assert reply["id"] == i + 1 and reply["k"] in ("r", "e")
             break
+    sock.close()
     _alive_after(server)
 
 

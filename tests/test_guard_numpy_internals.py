@@ -280,16 +280,16 @@ PATCH_CELL = ("import sys, numpy as np\n"
               "lambda *a, **k: np.ones(np.broadcast(*a[:2]).shape, bool)\n")
 
 
-def test_acllab_grade_notes_a_cell_that_patches_numpy_and_gives_no_credit(tmp_path):
-    """The reviewer's notebook, through the grading worker (unsandboxed, in a fresh process)."""
+def test_acllab_grade_gives_no_credit_to_a_cell_that_patches_numpy(tmp_path):
+    """The reviewer's notebook, through the grader (unsandboxed, in fresh processes): the patch
+    is made in the learner's process, and the check runs in the device process (the device
+    boundary), whose numpy nobody touched."""
     sandbox = pytest.importorskip("grading.sandbox")
     job = {"exercise": "05.time_kernel", "function": "time_kernel", "seeds": None,
            "limit_s": None, "cell_s": 60, "cells_s": 120, "cpu_s": 300,
            "cells": [{"index": 0, "source": PATCH_CELL}, {"index": 1, "source": WRONG_CELL}]}
     run = sandbox.run_worker(job, tmp_path, sandbox="none", deadline_s=300)
     assert run.payload is not None, run.error
-    assert any("numpy._core.numeric.isclose was replaced" in text
-               for text in run.payload["tampered"]), run.payload
     result = run.payload["result"]
     assert result["score"] == 0.0, result["text"]
     assert "the output y is wrong" in result["text"]

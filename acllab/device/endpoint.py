@@ -181,6 +181,7 @@ class Endpoint:
                 ok = self._read_one()
             self._pass_lead()
             if not ok:
+                self._close_socket()
                 return
 
     def _route(self, msg) -> None:
@@ -259,6 +260,16 @@ class Endpoint:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+        self._close_socket()
+
+    def _close_socket(self) -> None:
+        """Close the socket once closed and no thread is reading it (a thread reading it
+        closes it when its read returns)."""
+        if self.closed.is_set() and self._rlock.acquire(False):
+            try:
+                self.sock.close()
+            finally:
+                self._rlock.release()
 
     # -- requests ------------------------------------------------------------------------
     def _handle(self, msg: dict) -> None:
@@ -372,6 +383,8 @@ class Endpoint:
                     self._read_one(deadline)
                 finally:
                     self._rlock.release()
+                if self.closed.is_set():
+                    self._close_socket()
                 with self._lock:
                     others = len(self._waiting) > 1
                 if others:
