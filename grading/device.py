@@ -34,7 +34,6 @@ import signal  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
 import threading  # noqa: E402
-import time  # noqa: E402
 import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -147,11 +146,87 @@ class RemoteFunction:
         return out
 
     def stop(self) -> None:
+        for pid in Freezer(self.learner.pid).tree():
+            _signal(pid, signal.SIGKILL)
         try:
             self.learner.kill()
         except OSError:
             pass
         self.server.endpoint.close("the learner's process was stopped")
+
+
+class Freezer:
+    """Stops the learner's processes (SIGSTOP) whenever the device is not waiting for them.
+
+    The learner's process is needed only while the check calls its function, or while the
+    device runs one of its callbacks or kernels: every request the device sends it runs
+    inside :meth:`running` (nested ones too), and the processes are stopped again when the
+    outermost one ends. So no thread the learner's code left running, no timer and no
+    signal handler can act (write shared memory, send a call) while the check reads the
+    results. Where ``/proc/PID/task/TID/children`` does not exist (not Linux) it does nothing.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.depth, self.lock = pid, 0, threading.RLock()
+        self.stopped: list[int] = []
+
+    def tree(self) -> list[int]:
+        """The learner's process and all its descendants, parents first."""
+        out, todo = [], [self.pid]
+        while todo:
+            pid = todo.pop(0)
+            out.append(pid)
+            try:
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                        todo += [int(c) for c in fh.read().split() if int(c) not in out]
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def freeze(self) -> None:
+        with self.lock:
+            seen: list[int] = []
+            for _ in range(3):                  # until no new process appears
+                pids = [p for p in self.tree() if p not in seen]
+                if not pids:
+                    break
+                for pid in pids:
+                    _signal(pid, signal.SIGSTOP)
+                seen += pids
+            self.stopped = seen
+
+    def thaw(self) -> None:
+        with self.lock:
+            for pid in self.stopped or self.tree():
+                _signal(pid, signal.SIGCONT)
+            self.stopped = []
+
+    def running(self):
+        freezer = self
+
+        class _Running:
+            def __enter__(self):
+                with freezer.lock:
+                    freezer.depth += 1
+                    if freezer.depth == 1:
+                        freezer.thaw()
+
+            def __exit__(self, *exc):
+                with freezer.lock:
+                    freezer.depth -= 1
+                    if freezer.depth == 0:
+                        freezer.freeze()
+                return False
+
+        return _Running()
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _learner_command(job: dict, roots: list[str]) -> tuple[list[str], str | None, dict | None]:
@@ -177,10 +252,30 @@ def main() -> None:
     os._exit(0)
 
 
+def _limit_device(job: dict, arena_bytes: int) -> None:
+    """Bound this process too: the learner's pyACL calls make it work and hold memory (its
+    device buffers, the copies of its pageable ones), so a submission cannot take the
+    machine's memory or CPU from the others."""
+    try:
+        import resource
+    except ImportError:
+        return
+    memory = int(job.get("memory_bytes", 4 << 30)) + arena_bytes + (1 << 30)
+    cpu = max(1, int(job.get("cpu_s", 600)) * 2)
+    for name, value in (("RLIMIT_AS", memory), ("RLIMIT_CPU", cpu), ("RLIMIT_CORE", 0)):
+        which = getattr(resource, name, None)
+        if which is not None:
+            try:
+                resource.setrlimit(which, (value, value))
+            except (ValueError, OSError):
+                pass
+
+
 def _grade(job: dict, pipe: _Pipe) -> dict:
     import acllab.checks as checks
     from acllab.device import server as device_server
 
+    _limit_device(job, int(job.get("arena_bytes", 1 << 30)))
     lesson = job["exercise"].split(".")[0]
     checks.exercises(lesson)
     arena = device_server.SharedArena(int(job.get("arena_bytes", 1 << 30)))
@@ -214,6 +309,7 @@ def _grade(job: dict, pipe: _Pipe) -> dict:
 
     threading.Thread(target=feed, daemon=True).start()
     server = device_server.DeviceServer(mine, arena=arena, name="-grading")
+    freezer = Freezer(learner.pid)
     ready: queue.SimpleQueue = queue.SimpleQueue()
     done = threading.Event()
 
@@ -227,6 +323,8 @@ def _grade(job: dict, pipe: _Pipe) -> dict:
         if said_ready.is_set():
             raise RuntimeError("learner.ready was said already")
         said_ready.set()
+        freezer.freeze()           # from now on it runs only while the device waits for it
+        server.endpoint.around = freezer.running
         ready.put(report if isinstance(report, dict) else {})
         done.wait()
 
@@ -246,6 +344,8 @@ def _grade(job: dict, pipe: _Pipe) -> dict:
         return _check(job, server, learner, report)
     finally:
         done.set()
+        for pid in freezer.tree():
+            _signal(pid, signal.SIGKILL)
         try:
             learner.kill()
         except OSError:
@@ -274,6 +374,4 @@ def _check(job: dict, server, learner, report: dict) -> dict:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    time.sleep(0)
     main()

@@ -469,3 +469,52 @@ def test_a_blocks_context_serves_its_block_only(device):
         kept[0].load(dev, np.uint8, 4)
     acl.rt.reset_device(0)
     acl.finalize()
+
+
+def test_a_report_thread_of_threading_is_a_thread_of_the_server(device):
+    """subscribe_report with a threading.Thread's ident: that thread's polls are the
+    subscribed thread's, as in process (not only threads of acl.util.start_thread)."""
+    _, client = device
+    acl = client.acl
+    acl.init()
+    acl.rt.set_device(0)
+    ctx, _ = acl.rt.get_context()
+    stream, _ = acl.rt.create_stream()
+    codes, stop, seen = [], [], []
+    ready = threading.Event()
+
+    def reporter():
+        acl.rt.set_context(ctx)
+        ready.set()
+        while not stop:
+            codes.append(acl.rt.process_report(10))
+
+    thread = threading.Thread(target=reporter)
+    thread.start()
+    assert ready.wait(10)
+    assert acl.rt.subscribe_report(thread.ident, stream) == 0
+    assert acl.rt.launch_callback(seen.append, "x", ACL_CALLBACK_BLOCK, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0 and seen == ["x"]
+    time.sleep(0.05)
+    stop.append(1)
+    thread.join(10)
+    assert 107012 not in codes                  # its polls were a subscribed thread's
+    assert acl.rt.unsubscribe_report(thread.ident, stream) == 0
+    acl.rt.destroy_stream(stream)
+    acl.rt.reset_device(0)
+    acl.finalize()
+
+
+def test_return_values_of_any_container_kind_travel_as_plain_data(device):
+    import collections
+
+    _, client = device
+    Point = collections.namedtuple("Point", "x y")
+    cases = [(Point(1, 2), (1, 2)), ({3, 1, 2}, [1, 2, 3]), (range(3), [0, 1, 2]),
+             (collections.OrderedDict(a=1), {"a": 1}), ((i for i in range(2)), [0, 1]),
+             ({"k": 1}.keys(), ["k"]), (collections.deque([4]), [4]),
+             (np.int64(5), 5), (bytearray(b"ab"), b"ab")]
+    for value, want in cases:
+        assert client.to_server(value) == want, value
+    with pytest.raises(TypeError, match="cannot be passed"):
+        client.to_server(object())

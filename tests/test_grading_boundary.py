@@ -12,6 +12,7 @@ full marks. Each class is graded with and without bubblewrap.
 from __future__ import annotations
 
 import csv
+import os
 import textwrap
 from pathlib import Path
 
@@ -142,7 +143,7 @@ def graded(request, tmp_path_factory):
                                            " daemon=True).start()\n"),
         "right_with_gc_callback": notebook(RIGHT, "import gc\n"
                                            "gc.callbacks.append(lambda *a: None)\n"
-                                           "gc.set_threshold(1, 1, 1)\n"),
+                                           "gc.set_threshold(50, 5, 5)\n"),
         "right": notebook(RIGHT),
     })
     for who, nb in books.items():
@@ -248,3 +249,64 @@ def test_the_reference_solutions_of_every_lesson_pass_through_the_boundary(tmp_p
     for (_, exercise), row in rows.items():
         assert (row["status"], float(row["score"])) == ("passed", 1.0), (exercise, row)
         assert row["public"] == "False"
+
+
+# -- the learner's processes run only while the device waits for them ---------------------------
+
+def test_the_freezer_stops_a_process_tree_and_lets_it_go_again(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from grading.device import Freezer
+
+    counter = tmp_path / "count"
+    child = (f"import time, pathlib\np = pathlib.Path({str(counter)!r})\ni = 0\n"
+             "while True:\n    i += 1\n    p.write_text(str(i))\n    time.sleep(0.005)\n")
+    parent = ("import subprocess, sys, time\n"
+              f"subprocess.Popen([sys.executable, '-c', {child!r}])\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", parent])
+    try:
+        freezer = Freezer(proc.pid)
+        for _ in range(200):
+            if counter.exists() and len(freezer.tree()) == 2:
+                break
+            time.sleep(0.02)
+        assert len(freezer.tree()) == 2               # the process and its child
+        with freezer.running():
+            pass                                     # leaving the outermost call stops them
+        time.sleep(0.1)
+        frozen = counter.read_text()
+        time.sleep(0.2)
+        assert counter.read_text() == frozen         # the grandchild's loop is stopped too
+        with freezer.running():
+            time.sleep(0.2)
+            assert counter.read_text() != frozen     # running while the device waits
+    finally:
+        for pid in Freezer(proc.pid).tree():
+            os.kill(pid, 9)
+        proc.wait()
+
+
+BUSY_THREAD = '''
+import threading, acllab
+def busy():
+    while True:
+        acllab.acl.rt.get_device_count()     # the device's pyACL once the check runs
+threading.Thread(target=busy, daemon=True).start()
+'''
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_thread_calling_pyacl_all_along_changes_no_grade(tmp_path, mode):
+    subs = tmp_path / "subs"
+    for who, cells in (("busy_right", (RIGHT, BUSY_THREAD)), ("busy_wrong", (WRONG, BUSY_THREAD))):
+        (subs / who).mkdir(parents=True)
+        nbformat.write(notebook(*cells), subs / who / "00-tour.ipynb")
+    out = tmp_path / "out"
+    assert main([str(subs), "--out", str(out), "--sandbox", mode, "-q", "--jobs", "2",
+                 "--seeds", "5,6,7"]) == 0
+    rows = read_csv(out / "results.csv")
+    assert (rows["busy_right", "00.tour"]["status"],
+            float(rows["busy_right", "00.tour"]["score"])) == ("passed", 1.0)
+    assert float(rows["busy_wrong", "00.tour"]["score"]) == 0

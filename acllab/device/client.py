@@ -25,6 +25,8 @@ pyACL), :class:`ServerFunction` (a helper the server lets this side call), :clas
 from __future__ import annotations
 
 import builtins
+import collections
+import collections.abc
 import ctypes
 import math
 import mmap
@@ -256,6 +258,16 @@ class DeviceClient:
             return bytes(v)
         if t is wire.Ext:
             return v
+        if isinstance(v, (list, tuple, dict)):     # a namedtuple, an OrderedDict...
+            return self.to_server(tuple(v) if isinstance(v, tuple) else
+                                  list(v) if isinstance(v, list) else dict(v))
+        if isinstance(v, (set, frozenset)):
+            try:                                   # sets travel as sorted lists
+                return self.to_server(sorted(v))
+            except TypeError:
+                return self.to_server(list(v))
+        if isinstance(v, _ITERABLES):              # range, dict views, deque, generators
+            return self.to_server(list(v))
         if isinstance(v, np.ndarray):
             return v
         if isinstance(v, np.generic):
@@ -559,8 +571,8 @@ class DeviceClient:
         def call(thread_id, stream):
             tid = operator.index(thread_id)
             ch = self.channel() if tid == threading.get_ident() else self._channels.get(tid)
-            if ch is None and tid in self._threads:
-                with self._lock:
+            if ch is None and (tid in self._threads or _is_thread(tid)):
+                with self._lock:                   # a thread of this process: its channel
                     ch = self._channels.setdefault(tid, len(self._channels))
             server_tid = self.request("thread.ident", [ch]) if ch is not None else tid
             return self.request(op, [server_tid, stream])
@@ -592,6 +604,16 @@ class DeviceClient:
             except (AttributeError, TypeError):
                 pass
         return self.request("acl.rt.launch_callback", [callback, None, block_type, stream])
+
+
+_ITERABLES = (range, collections.abc.KeysView, collections.abc.ValuesView,
+              collections.abc.ItemsView, collections.deque, types.GeneratorType, map, filter,
+              zip, reversed, enumerate)
+
+
+def _is_thread(ident: int) -> bool:
+    """Whether ``ident`` is a live thread of this process (threading.Thread or not)."""
+    return any(t.ident == ident for t in threading.enumerate())
 
 
 def _as_kernel(v):

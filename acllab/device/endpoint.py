@@ -81,8 +81,12 @@ class Endpoint:
 
     def __init__(self, sock: socket.socket, serve: Callable, *, name: str = "",
                  limit: int = wire.MAX_FRAME, encode_error: Callable | None = None,
-                 outgoing: Callable | None = None, incoming: Callable | None = None) -> None:
+                 outgoing: Callable | None = None, incoming: Callable | None = None,
+                 around: Callable | None = None) -> None:
         self.sock = sock
+        # a context manager factory that every request of this side runs inside (the
+        # grader's: the learner's process runs only while the device waits for it)
+        self.around = around
         self.serve = serve
         self.name = name
         self.limit = limit
@@ -99,6 +103,7 @@ class Endpoint:
         self.workers: dict[int, int] = {}        # channel -> ident of its worker thread
         self._reader: threading.Thread | None = None
         self.frames_in = self.frames_out = 0
+        self.max_channels = 256           # threads of the peer with a worker here, at most
         # who reads the stream: a thread waiting in request() reads it itself (no hand-off
         # between threads for its reply); the reader thread reads only while none waits
         self._rlock = threading.Lock()
@@ -206,8 +211,10 @@ class Endpoint:
                     chan.waiters[-1].put(msg)
                     return
                 if chan.inbox is None:
-                    if len(self._channels) > 4096:
-                        raise wire.ProtocolError("more than 4096 channels")
+                    if sum(c.inbox is not None for c in self._channels.values()) \
+                            >= self.max_channels:
+                        raise wire.ProtocolError(f"more than {self.max_channels} channels "
+                                                 "(threads of the program) at once")
                     chan.inbox = queue.SimpleQueue()
                     chan.worker = threading.Thread(target=self._work, args=(ch, chan.inbox),
                                                    daemon=True,
@@ -222,6 +229,9 @@ class Endpoint:
         with self._lock:
             chan = self._channels.setdefault(ch, _Channel())
             if chan.inbox is None:
+                if sum(c.inbox is not None for c in self._channels.values()) \
+                        >= self.max_channels:
+                    raise OverflowError(f"more than {self.max_channels} threads at once")
                 chan.inbox = queue.SimpleQueue()
                 chan.worker = threading.Thread(target=self._work, args=(ch, chan.inbox),
                                                daemon=True,
@@ -304,6 +314,12 @@ class Endpoint:
         """Send a request on channel ``ch`` and serve the peer's requests on that channel until
         its reply comes: the value, or RemoteError; CallTimeout after ``timeout`` seconds;
         ConnectionLost if the connection closes first."""
+        if self.around is not None:
+            with self.around():
+                return self._request(ch, op, args, kw, timeout)
+        return self._request(ch, op, args, kw, timeout)
+
+    def _request(self, ch: int, op: str, args, kw, timeout: float | None):
         rid = next(self._ids)
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         msg = {"k": "q", "id": rid, "ch": ch, "op": op, "args": list(args)}

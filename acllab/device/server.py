@@ -513,8 +513,18 @@ def _register_pageable(server: DeviceServer, data: bytes, label: str, mutable: b
     return _REGISTER[name](server, data, label, mutable)
 
 
+#: The most bytes of a client's pageable buffers a server keeps copies of (all of them).
+MAX_PAGEABLE_BYTES = 1 << 30
+
+
 def _make_register(name: str):
     def register(server, data, label, mutable):
+        held = sum(len(entry[0]) for entry in server._pageable.values())
+        if held + len(data) > MAX_PAGEABLE_BYTES:
+            raise Fail(207001, f"cannot register {len(data):,} B more of pageable host memory: "
+                               f"the device keeps copies of at most {MAX_PAGEABLE_BYTES:,} B "
+                               "of a program's pageable buffers (acllab's limit; use "
+                               "acl.rt.malloc_host)")
         copy = bytearray(data)
         r = _api.rt()
         addr = np.frombuffer(copy, dtype=np.uint8).ctypes.data if copy else id(copy)
