@@ -126,6 +126,38 @@ def _refusals() -> types.ModuleType:
     return module
 
 
+_NOT_THE_DEVICE = ("acllab.{name}() works on this process's own simulated card, not on the "
+                   "device the check gave your function (its acl): what it does there cannot be "
+                   "graded; use the acl you were given")
+
+
+def _guard_session(refusals) -> None:
+    """acllab's runtime-level calls (configure, reset, override, current_runtime...) refuse
+    the learner's function while the check calls it: they would work on this process's own
+    runtime, not the device the check gave it (as in process, where the check refuses them)."""
+    import acllab
+    import acllab.session as session
+
+    home = os.path.dirname(os.path.abspath(acllab.__file__))
+    for name in ("configure", "reset", "restore_defaults", "override", "current_runtime"):
+        original = getattr(session, name, None)
+        if original is None:
+            continue
+
+        def guarded(*args, _original=original, _name=name, **kwargs):
+            caller = sys._getframe(1).f_code.co_filename
+            if refusals.depth > 0 and not os.path.abspath(caller).startswith(home):
+                raise GraderOnly(_NOT_THE_DEVICE.format(name=_name))
+            return _original(*args, **kwargs)
+
+        guarded.__name__ = name
+        setattr(session, name, guarded)
+        if getattr(acllab, name, None) is original or name in ("configure", "reset",
+                                                               "restore_defaults",
+                                                               "current_runtime"):
+            setattr(acllab, name, guarded)
+
+
 def _under_check(fn, refusals):
     """``fn`` as the check calls it: the grader's answer helpers refuse it meanwhile."""
 
@@ -184,6 +216,7 @@ def main() -> None:
     else:
         refusals = sys.modules["acllab.checks._guard"] = _refusals()
         client.functions[job["function"]] = _under_check(function, refusals)
+        _guard_session(refusals)
     _rebind(namespace, client)
     try:
         client.request("learner.ready", [{

@@ -310,3 +310,22 @@ def test_a_thread_calling_pyacl_all_along_changes_no_grade(tmp_path, mode):
     assert (rows["busy_right", "00.tour"]["status"],
             float(rows["busy_right", "00.tour"]["score"])) == ("passed", 1.0)
     assert float(rows["busy_wrong", "00.tour"]["score"]) == 0
+
+
+LOCAL_RUNTIME = '''
+import acllab
+def first_copy(acl, data):
+    with acllab.session.override():          # this process's own card, not the check's
+        return bytes(data)
+'''
+
+
+def test_a_function_that_works_on_its_own_processs_runtime_is_told_so(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "local").mkdir(parents=True)
+    nbformat.write(notebook(LOCAL_RUNTIME), subs / "local" / "00-tour.ipynb")
+    out = tmp_path / "out"
+    assert main([str(subs), "--out", str(out), "--sandbox", "none", "-q"]) == 0
+    row = read_csv(out / "results.csv")["local", "00.tour"]
+    assert float(row["score"]) == 0
+    assert "not on the device the check gave your function" in row["error"], row["error"]
