@@ -5,15 +5,17 @@
 
 (``acllab-grade`` and ``python -m grading`` are the same command.)
 
-Trust model (LESSONS.md, "Trust model for grades"): a grade is written only by code the
-learner's code cannot reach. For every exercise of a submission the grader starts a fresh
-process in a sandbox (:mod:`grading.sandbox`: bubblewrap, no network, read-only system, a
-private scratch folder holding only that notebook, no lessons/solutions, no other
-submissions, CPU and memory limits, killed at the deadline). That process
-(:mod:`grading.worker`) imports acllab and the checks first, then runs the learner's code
-cells, then calls the real ``check`` it kept on the learner's function, so a cell that
-rebinds ``acllab.checks.check`` changes nothing, and a hang or a crash costs only that
-exercise. The notebook's saved outputs count for nothing.
+Trust model: the device boundary (docs/device-protocol.md). For every exercise of a
+submission the grader starts a device process (:mod:`grading.device`, grader code only: the
+simulated card and the check), which starts the learner's process in a sandbox
+(:mod:`grading.learner` in :mod:`grading.sandbox`: bubblewrap, no network, read-only
+system, a private scratch folder holding only that notebook, no lessons/solutions, no other
+submissions, none of the checks, CPU and memory limits, killed at the deadline). The
+learner's process runs the code cells, then answers the check's calls of the learner's
+function, whose pyACL calls reach the device only as messages; it runs only while the device
+waits for it. So nothing the learner's code does changes a grade but its own pyACL calls and
+answers, and a hang or a crash costs only that exercise. The notebook's saved outputs count
+for nothing.
 
 The unit of work is one submission (:func:`grading.submission.grade_submission`, a plain
 dict in and out): a thread pool runs ``--jobs`` of them at once on this machine, and

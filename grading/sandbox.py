@@ -1,27 +1,32 @@
-"""Run one grading process in a sandbox: bubblewrap on Linux, else a bare subprocess.
+"""Run one exercise's grading: the device process, and the learner's process in a sandbox.
 
-With ``bwrap`` (Debian package ``bubblewrap``) the process sees a new root holding only, read
+:func:`run_worker` starts the device process (:mod:`grading.device`: grader code only), which
+starts the learner's process (:mod:`grading.learner`) with :func:`bwrap_command`, or as a
+bare subprocess without bubblewrap. With ``bwrap`` (Debian package ``bubblewrap``) the
+learner's process sees a new root holding only, read
 only: /usr (and the /bin, /lib... links into it), the Python installation and the virtual
 environment, and the folders of the acllab, widgets and grading packages (never the
-repository around them, so neither lessons/solutions nor the tests are there). It gets an
+repository around them, so neither lessons/solutions nor the tests are there), with acllab's
+checks replaced by :func:`learner_checks` (the helpers learners may import). It gets an
 empty /tmp, a fresh /proc and /dev, and a private writable HOME holding a copy of its one
 notebook. Every namespace is unshared (no network, no other processes), it runs as nobody
-(uid 65534) with no capabilities, in a new session, and dies with the grader. The worker
+(uid 65534) with no capabilities, in a new session, and dies with the device process. It
 lowers its own CPU-time, memory and file-size limits before any learner code runs, and the
-grader kills the whole process at its deadline, or sooner when the worker's progress lines
-(which cell it is starting, when the check starts) say that a cell, the cells together or
-the check ran past their time; :class:`Run` then says which cell was running.
+grader kills both processes at the deadline, or sooner when the progress lines (which cell
+the learner's process is starting, when the check starts) say that a cell, the cells
+together or the check ran past their time; :class:`Run` then says which cell was running.
 
-Without bwrap (not Linux, or not installed) the same command runs as a plain subprocess in
-the scratch folder, with a cleared environment and the same limits: the grade is still
-written by a process the learner's code never shared with the grader, but that process can
-read files and use the network. :func:`mode` says which, and the grader says so aloud.
+Without bwrap (not Linux, or not installed) the learner's process runs as a plain
+subprocess in the scratch folder, with a cleared environment and the same limits: the grade
+is still made in a process the learner's code never runs in, but the learner's process can
+read files (the checks' sources among them) and use the network. :func:`mode` says which,
+and the grader says so aloud.
 
-Inside the process, the worker's audit hook holds the result channel (:mod:`grading.worker`):
-the grader gives it a fresh key on stdin and accepts a line of the pipe only with the key's
-tag and the next sequence number. A line with a bad tag (learner code writing to the pipe),
-a gap in the numbers (learner code taking the pipe over), or a ``!`` line (something the
-hook refused) becomes a refusal in :attr:`Run.refused`: no credit, and a note.
+The device process writes its progress and result lines on the pipe the grader gives it,
+each tagged with a fresh key and numbered (:func:`grading.worker.line_tag`); only the device
+process holds the pipe. A line with a bad tag, a gap in the numbers or a ``!`` line would be
+a refusal in :attr:`Run.refused` (no credit, and a note): none is expected since the learner's
+code shares no process with the pipe.
 """
 
 from __future__ import annotations
@@ -278,7 +283,7 @@ def spent(phases: dict[str, float]) -> str:
 
 def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float,
                check_s: float | None = None) -> Run:
-    """Run grading/worker.py on ``job`` in ``scratch`` and return its one result line.
+    """Run grading/device.py on ``job`` in ``scratch`` and return its one result line.
 
     ``sandbox`` is 'bwrap' or 'none' (see :func:`mode`). The process is killed after
     ``deadline_s`` seconds of wall-clock time in all, and earlier where its progress lines

@@ -3,9 +3,10 @@
 :func:`grade_submission` takes a plain dict (the notebook's bytes, its submitter's name and
 the grader's :class:`Options`) and returns a plain dict, so the same job runs in a local
 thread pool or on a ``dask.distributed`` worker that has acllab installed but sees none of
-the grader's files. For each exercise of the notebook's lesson it starts a fresh sandboxed
-process (:func:`grading.sandbox.run_worker`) with its own scratch copy of the notebook, so a
-hang or a crash costs only that exercise.
+the grader's files. For each exercise of the notebook's lesson it starts a fresh device
+process and learner's process (:func:`grading.sandbox.run_worker`: the check on one side of
+the device boundary, the learner's code sandboxed on the other) with its own scratch copy of
+the notebook, so a hang or a crash costs only that exercise.
 
 A cell that hangs (it ignores its own timer and is killed soon after its time is up), ends
 the process, or runs out of its time and so leaves none for the cells after it is skipped
@@ -19,12 +20,10 @@ both (:func:`_deadline`); a notebook is graded again at most :data:`RERUNS` time
 The lesson is the notebook's name's (``04-streams.ipynb``), else its check cells', else
 ``--lesson``; a ``--lesson`` that disagrees with the name or the cells is noted.
 
-What the grader refused the learner's code (:attr:`grading.sandbox.Run.refused`: reaching
-the grader's frames, heap, pipe or processes...) costs the exercise its credit: score 0, a
-passed status becomes failed, and the row's error says what was refused and where
-(:func:`refuse`). A refusal counts for every run of that exercise, including those graded
-again without a cell, and one made by a cell counts for every exercise of the notebook that
-skipped that cell.
+What the grader's pipe reports as refused (:attr:`grading.sandbox.Run.refused`: a line it
+did not write, lines lost) costs the exercise its credit: score 0, a passed status becomes
+failed, and the row's error says what (:func:`refuse`). Since the device boundary the
+learner's code shares no process with that pipe, so this is a safeguard, not the wall.
 """
 
 from __future__ import annotations
