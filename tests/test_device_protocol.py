@@ -13,6 +13,7 @@ import socket
 import struct
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -518,3 +519,132 @@ def test_return_values_of_any_container_kind_travel_as_plain_data(device):
         assert client.to_server(value) == want, value
     with pytest.raises(TypeError, match="cannot be passed"):
         client.to_server(object())
+
+
+# -- random programs give the same results in process and through the protocol ---------------
+
+def _random_program(seed: int):
+    """A list of (op, args) steps over a small pool of pointers, streams and events; the
+    arguments are often wrong (freed, foreign, negative, of the wrong kind)."""
+    rng = random.Random(seed)
+    steps = [("malloc", [0.0, 0.0, 0.0, 0.0]), ("pageable", [0.5, 0.1, 0.5, 0.5]),
+             ("malloc_host", [0.0, 0.0, 0.0, 0.0])]
+    for _ in range(rng.randrange(20, 60)):
+        steps.append((rng.choice(["malloc", "malloc_host", "free", "free_host", "memcpy",
+                                  "memcpy_async", "memset", "stream", "destroy_stream",
+                                  "event", "record", "wait", "sync_stream", "sync_event",
+                                  "query", "elapsed", "view", "pageable", "to_bytes",
+                                  "pageable", "poke", "memcpy", "memcpy"]),
+                      [rng.random() for _ in range(4)]))
+    return steps
+
+
+def _run_random(acl, steps):
+    """Run ``steps`` with ``acl``; the list of what each call returned (or raised)."""
+    acl.init()
+    acl.rt.set_device(0)
+    pool = {"dev": [0x1234], "host": [0], "stream": [0], "event": [999], "buf": []}
+    out = []
+
+    def pick(kind, r):
+        items = pool[kind]
+        return items[int(r * len(items)) % len(items)] if items else 0
+
+    for op, (a, b, c, d) in steps:
+        size = [64, 64, 64, 4096, 0, -8][int(a * 6)]
+        try:
+            if op == "malloc":
+                ptr, ret = acl.rt.malloc(size, [0, 1, 2, 7][int(b * 4)])
+                pool["dev"].append(ptr)
+                out.append(ret)
+            elif op == "malloc_host":
+                ptr, ret = acl.rt.malloc_host(size)
+                pool["host"].append(ptr)
+                out.append(ret)
+            elif op == "free":
+                out.append(acl.rt.free(pick("dev", b)))
+            elif op == "free_host":
+                out.append(acl.rt.free_host(pick("host", b)))
+            elif op in ("memcpy", "memcpy_async", "memset"):
+                dst = pick("dev" if c < 0.5 else "host", b)
+                src = pick("host" if c < 0.5 else "dev", d)
+                n = [0, 8, 16, 64][int(d * 4)]
+                kind = 1 if c < 0.5 else 2           # mostly the right direction
+                if a < 0.2:
+                    kind = int(d * 4)
+                if op == "memcpy":
+                    out.append(acl.rt.memcpy(dst, n, src, n, kind))
+                elif op == "memcpy_async":
+                    out.append(acl.rt.memcpy_async(dst, n, src, n, kind, pick("stream", a)))
+                else:
+                    out.append(acl.rt.memset(dst, n, int(b * 255), n))
+            elif op == "stream":
+                s, ret = acl.rt.create_stream()
+                pool["stream"].append(s)
+                out.append(ret)
+            elif op == "destroy_stream":
+                out.append(acl.rt.destroy_stream(pick("stream", b)))
+            elif op == "event":
+                e, ret = acl.rt.create_event()
+                pool["event"].append(e)
+                out.append(ret)
+            elif op == "record":
+                out.append(acl.rt.record_event(pick("event", b), pick("stream", c)))
+            elif op == "wait":
+                out.append(acl.rt.stream_wait_event(pick("stream", b), pick("event", c)))
+            elif op == "sync_stream":
+                out.append(acl.rt.synchronize_stream(pick("stream", b)))
+            elif op == "sync_event":
+                out.append(acl.rt.synchronize_event(pick("event", b)))
+            elif op == "query":
+                out.append(acl.rt.query_event_status(pick("event", b)))
+            elif op == "elapsed":
+                out.append(acl.rt.event_elapsed_time(pick("event", b), pick("event", c)))
+            elif op == "view":
+                v = acl.util.ptr_to_numpy(pick("host", b), (8,), 2)
+                if v is not None:
+                    v[:] = int(c * 255)
+                out.append(None if v is None else bytes(v))
+            elif op == "pageable":
+                buf = bytearray([int(c * 255)] * (64 if b < 0.8 else 0))
+                pool["buf"].append(buf)
+                pool["host"].append(acl.util.bytes_to_ptr(buf))
+                out.append(len(pool["buf"]))
+            elif op == "poke":                   # the program writes its own buffer
+                if pool["buf"]:
+                    buf = pool["buf"][int(b * len(pool["buf"]))]
+                    buf[:8] = bytes([int(c * 255)] * min(8, len(buf)))[:len(buf[:8])]
+                out.append(None)
+            elif op == "to_bytes":
+                out.append(acl.util.ptr_to_bytes(pick("host", b), 8))
+            elif op == "to_bytes_dev":
+                out.append(acl.util.ptr_to_bytes(pick("dev", b), 8))
+        except (TypeError, ValueError) as exc:
+            out.append(type(exc).__name__)
+    out.append(acl.rt.synchronize_device())
+    out.append([bytes(b) for b in pool["buf"]])
+    out.append(acl.rt.reset_device(0))
+    out.append(acl.finalize())
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_programs_give_the_same_results_log_and_trace_both_ways(seed):
+    steps = _random_program(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acllab.reset()
+        local = _run_random(acllab.acl, steps)
+        local_record = _record(session.current_runtime())
+        acllab.reset()
+        server, sock = pair()
+        client = connect(sock)
+        try:
+            remote = _run_random(client.acl, steps)
+            remote_record = _record(session.current_runtime())
+        finally:
+            client.close()
+            server.close()
+            acllab.reset()
+    assert remote == local
+    assert remote_record == local_record
