@@ -508,13 +508,16 @@ def test_a_report_thread_of_threading_is_a_thread_of_the_server(device):
 
 def test_return_values_of_any_container_kind_travel_as_plain_data(device):
     import collections
+    import decimal
+    import fractions
 
     _, client = device
     Point = collections.namedtuple("Point", "x y")
     cases = [(Point(1, 2), (1, 2)), ({3, 1, 2}, [1, 2, 3]), (range(3), [0, 1, 2]),
              (collections.OrderedDict(a=1), {"a": 1}), ((i for i in range(2)), [0, 1]),
              ({"k": 1}.keys(), ["k"]), (collections.deque([4]), [4]),
-             (np.int64(5), 5), (bytearray(b"ab"), b"ab")]
+             (np.int64(5), 5), (bytearray(b"ab"), b"ab"), (fractions.Fraction(1, 4), 0.25),
+             (decimal.Decimal("2.5"), 2.5)]
     for value, want in cases:
         assert client.to_server(value) == want, value
     with pytest.raises(TypeError, match="cannot be passed"):

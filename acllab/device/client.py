@@ -28,8 +28,10 @@ import builtins
 import collections
 import collections.abc
 import ctypes
+import decimal
 import math
 import mmap
+import numbers
 import operator
 import os
 import socket
@@ -268,6 +270,10 @@ class DeviceClient:
                 return self.to_server(list(v))
         if isinstance(v, _ITERABLES):              # range, dict views, deque, generators
             return self.to_server(list(v))
+        if isinstance(v, numbers.Integral):        # a plain number of another class
+            return int(v)
+        if isinstance(v, (numbers.Real, decimal.Decimal)):
+            return float(v)
         if isinstance(v, np.ndarray):
             return v
         if isinstance(v, np.generic):
