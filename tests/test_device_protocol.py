@@ -651,3 +651,27 @@ def test_random_programs_give_the_same_results_log_and_trace_both_ways(seed):
             acllab.reset()
     assert remote == local
     assert remote_record == local_record
+
+
+def test_memory_written_with_a_result_that_cannot_travel_still_reaches_the_device(device):
+    _, client = device
+    acl = client.acl
+    acl.init()
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    buf = bytearray(8)
+    ptr = acl.util.bytes_to_ptr(buf)
+
+    def callback(_data):
+        buf[:] = b"written!"
+        return np.array([object()])           # no array of objects travels on the wire
+
+    assert acl.rt.subscribe_report(threading.get_ident(), stream) == 0
+    assert acl.rt.launch_callback(callback, None, ACL_CALLBACK_BLOCK, stream) == 0
+    acl.rt.process_report(1000)
+    acl.rt.synchronize_stream(stream)
+    assert acl.util.ptr_to_bytes(ptr, 8) == b"written!"
+    acl.rt.unsubscribe_report(threading.get_ident(), stream)
+    acl.rt.destroy_stream(stream)
+    acl.rt.reset_device(0)
+    acl.finalize()

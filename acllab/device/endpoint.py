@@ -103,6 +103,7 @@ class Endpoint:
         self.workers: dict[int, int] = {}        # channel -> ident of its worker thread
         self._reader: threading.Thread | None = None
         self.frames_in = self.frames_out = 0
+        self._carry: list = []            # memory changes a message that failed to encode had
         self.max_channels = 256           # threads of the peer with a worker here, at most
         # who reads the stream: a thread waiting in request() reads it itself (no hand-off
         # between threads for its reply); the reader thread reads only while none waits
@@ -133,11 +134,18 @@ class Endpoint:
         if self.closed.is_set():
             raise ConnectionLost(self.why or "the connection is closed")
         with self._wlock:
+            mem = self._carry
             if self.outgoing is not None:
-                mem = self.outgoing()
-                if mem:
-                    msg["mem"] = mem
-            data = wire.frame(msg)
+                mem = mem + self.outgoing()
+            if mem:
+                msg["mem"] = mem
+            try:
+                data = wire.frame(msg)
+            except (TypeError, wire.ProtocolError):
+                msg.pop("mem", None)
+                self._carry = mem      # the memory goes with the next message instead
+                raise
+            self._carry = []
             try:
                 self.sock.sendall(data)
             except OSError as exc:
@@ -296,10 +304,6 @@ class Endpoint:
                          "v": value.value, **value.extra}
             else:
                 reply = {"k": "r", "id": msg["id"], "ch": msg.get("ch", 0), "v": value}
-            try:
-                wire.encode(reply)
-            except (TypeError, wire.ProtocolError) as exc:
-                raise TypeError(f"the result cannot travel on the wire: {exc}") from None
         except ConnectionLost:
             return
         except BaseException as exc:  # noqa: B036 - every failure is the peer's error reply
@@ -307,6 +311,13 @@ class Endpoint:
                      **self.encode_error(exc)}
         try:
             self.send(reply)
+        except (TypeError, wire.ProtocolError) as exc:     # a result that cannot travel
+            try:
+                self.send({"k": "e", "id": msg["id"], "ch": msg.get("ch", 0),
+                           "type": "TypeError",
+                           "msg": f"the result cannot travel on the wire: {exc}"})
+            except ConnectionLost:
+                pass
         except ConnectionLost:
             pass
 
