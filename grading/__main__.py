@@ -38,8 +38,12 @@ def parser(prog: str = "acllab grade") -> argparse.ArgumentParser:
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="a Dask scheduler (tcp://host:8786) to run the jobs on instead")
     p.add_argument("--seeds", metavar="S1,S2,...",
-                   help="hidden cases: grade every exercise on these seeds instead of its "
-                        "public ones")
+                   help="grade every exercise on these seeds (default: the class's secret "
+                        "seeds, drawn on its first run and kept in DIR/.grading-seeds.json, "
+                        "or derived from $ACLLAB_COURSE_KEY)")
+    p.add_argument("--public", action="store_true",
+                   help="grade on the exercises' public seeds, the cases learners' own "
+                        "check cells ran (for a quick look; learners can know them)")
     p.add_argument("--config", metavar="FILE",
                    help="a JSON (or TOML) file: {\"seeds\": {\"04.overlap\": [7, 8], \"*\": "
                         "[1, 2]}, \"limit_s\": 20, \"timeout\": 120}")
@@ -73,6 +77,47 @@ def read_config(path: str) -> dict:
 
 
 CONFIG_KEYS = ("seeds", "limit_s", "timeout", "cell_timeout", "lesson")
+SEEDS_FILE = ".grading-seeds.json"       # the class's secret seeds, beside its results
+SECRET_SEEDS = 3
+
+
+def class_seeds(out: Path, fail) -> tuple[dict[str, list[int]], str]:
+    """The class's secret seeds and where they come from: derived from the environment's
+    ``ACLLAB_COURSE_KEY`` (the same for every output folder of a course), else those kept in
+    ``out/.grading-seeds.json``, else drawn now (``secrets``) and kept there (mode 0600), so
+    that every later run of the class grades on the same hidden cases."""
+    import hashlib
+    import hmac
+    import secrets
+
+    key = os.environ.get("ACLLAB_COURSE_KEY", "")
+    if key:
+        digest = hmac.new(key.encode("utf-8"), b"acllab grade seeds", hashlib.sha256).digest()
+        seeds = [int.from_bytes(digest[4 * i: 4 * i + 4], "big") % 9_000_000 + 1_000_000
+                 for i in range(SECRET_SEEDS)]
+        return {"*": seeds}, "derived from ACLLAB_COURSE_KEY"
+    path = out / SEEDS_FILE
+    if path.exists():
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+            seeds = kept["seeds"]
+            if not isinstance(seeds, dict) or not seeds:
+                raise ValueError("no seeds table")
+            for k, v in seeds.items():
+                _seed_key(k, str(path), fail)
+                _seed_list(v, f"{path}: seeds for {k!r}", fail)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            fail(f"cannot read the class's seeds in {path}: {exc} (delete it to draw new ones, "
+                 "or pass --seeds)")
+        return seeds, f"kept in {path}"
+    seeds = {"*": sorted(secrets.randbelow(9_000_000) + 1_000_000
+                         for _ in range(SECRET_SEEDS))}
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"seeds": seeds, "note": "the hidden cases of this class's grades: keep "
+                   "this file away from learners; delete it to draw new ones"}, fh, indent=1)
+    return seeds, f"drawn for this class and kept in {path}"
 
 
 def _seeds(text: str) -> list[int]:
@@ -176,6 +221,8 @@ def _options(args, fail):
         seeds = {_seed_key(k, f"{name}: seeds", fail): _seed_list(v, f"{name}: seeds for {k!r}",
                                                                   fail)
                  for k, v in seeds.items()}
+    if args.public and (args.seeds is not None or config.get("seeds")):
+        fail("--public grades on the public seeds: leave out --seeds and the config's seeds")
     if args.seeds is not None:
         try:
             seeds = {**seeds, "*": _seeds(args.seeds)}
@@ -215,6 +262,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     p = parser(prog or ("python -m grading" if __name__ == "__main__" else "acllab grade"))
     args = p.parse_args(argv)
     options = _options(args, p.error)
+    where_seeds = "given" if options.seeds else ""
+    if not options.seeds and not args.public:
+        options.seeds, where_seeds = class_seeds(Path(args.out), p.error)
 
     from . import find_submissions, grade, summary, table
     from .results import STALE
@@ -239,7 +289,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     jobs = args.jobs or os.cpu_count() or 1
     where = f"on the Dask cluster at {args.scheduler}" if args.scheduler else \
         f"with {jobs} job{'s' if jobs != 1 else ''}"
-    hidden = " on hidden seeds" if options.seeds else ""
+    hidden = (f" on hidden seeds ({where_seeds})" if options.seeds else
+              " on the public seeds (--public: learners' own check cells ran these cases)")
     count = f"{len(submissions)} submission{'s' if len(submissions) != 1 else ''}"
     print(f"acllab grade: {count} {where}{hidden}", file=sys.stderr, flush=True)
     start = time.monotonic()

@@ -183,7 +183,9 @@ def test_honest_work_scores_full_marks_and_untouched_nothing(graded_class):
         assert (rows["untouched", eid]["status"], rows["untouched", eid]["score"]) == (
             "not done", "0.0")
     saved = json.loads((out / "honest" / "results.json").read_text())
-    assert saved["score"] == 2 and "public checks passed" in saved["tests"][0]["output"]
+    # graded on the class's hidden cases by default, never the public ones learners ran
+    assert saved["score"] == 2 and "passed (3 randomised cases)" in saved["tests"][0]["output"]
+    assert "public checks passed" not in saved["tests"][0]["output"]
 
 
 @pytest.mark.skipif(not SANDBOXED, reason="bubblewrap is not available")

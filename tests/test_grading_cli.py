@@ -448,3 +448,51 @@ def test_grade_from_python_reports_what_it_set_aside(tmp_path):
     graded, skipped = grade([c], out, options=options, jobs=2, resume=True, moved=moved)
     assert ([g["name"] for g in graded], skipped, moved) == (["ann"], 1, ["ben"])
     assert not (out / "ben").exists()
+
+
+# 8. hidden cases by default ---------------------------------------------------------------------
+
+def test_a_class_is_graded_on_secret_seeds_drawn_once_and_kept(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ACLLAB_COURSE_KEY", raising=False)
+    c, out = tmp_path / "class", tmp_path / "out"
+    put(c / "ann" / "00-tour.ipynb", FIRST_COPY)
+    code, _, err = run([str(c), "--out", str(out)], capsys)
+    assert code == 0 and "on hidden seeds (drawn for this class" in err
+    kept = json.loads((out / ".grading-seeds.json").read_text())
+    seeds = kept["seeds"]["*"]
+    assert len(seeds) == 3 and all(s >= 1_000_000 for s in seeds)
+    assert (out / ".grading-seeds.json").stat().st_mode & 0o077 == 0     # the owner's only
+    row = read_csv(out / "results.csv")["ann", "00.tour"]
+    assert (row["status"], row["public"]) == ("passed", "False")
+    code, _, err = run([str(c), "--out", str(out)], capsys)              # a later run ...
+    assert "kept in" in err
+    assert json.loads((out / ".grading-seeds.json").read_text())["seeds"]["*"] == seeds
+    other = tmp_path / "other"
+    run([str(c), "--out", str(other)], capsys)                            # ... another class
+    assert json.loads((other / ".grading-seeds.json").read_text())["seeds"]["*"] != seeds
+
+
+def test_public_seeds_only_when_asked_and_a_course_key_gives_the_same_seeds(
+        tmp_path, capsys, monkeypatch):
+    c = tmp_path / "class"
+    put(c / "ann" / "00-tour.ipynb", FIRST_COPY)
+    code, _, err = run([str(c), "--out", str(tmp_path / "pub"), "--public"], capsys)
+    assert code == 0 and "public seeds" in err
+    assert read_csv(tmp_path / "pub" / "results.csv")["ann", "00.tour"]["public"] == "True"
+    assert not (tmp_path / "pub" / ".grading-seeds.json").exists()
+    assert "--public" in usage_error([str(c), "--out", str(tmp_path / "x"), "--public",
+                                      "--seeds", "1"], capsys)
+    monkeypatch.setenv("ACLLAB_COURSE_KEY", "course secret")
+    for out in ("k1", "k2"):
+        code, _, err = run([str(c), "--out", str(tmp_path / out)], capsys)
+        assert code == 0 and "derived from ACLLAB_COURSE_KEY" in err
+        assert not (tmp_path / out / ".grading-seeds.json").exists()
+
+
+def test_a_broken_seeds_file_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ACLLAB_COURSE_KEY", raising=False)
+    c, out = tmp_path / "class", tmp_path / "out"
+    put(c / "ann" / "00-tour.ipynb", FIRST_COPY)
+    out.mkdir()
+    (out / ".grading-seeds.json").write_text('{"seeds": {"*": [-1]}}')
+    assert "seeds are 0 or more" in usage_error([str(c), "--out", str(out)], capsys)
