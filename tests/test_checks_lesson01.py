@@ -366,10 +366,15 @@ def setup_made_up_handles(acl, device_id):
 
 
 def setup_made_up_code(acl, device_id):
-    """Looks the device up itself and makes up the code, instead of passing pyACL's on."""
+    """Looks the device up itself and returns the card's own code for a bad id: correct
+    (an answer that validates its arguments and returns the right ACL code is right)."""
     if not 0 <= device_id < 4:
         return None, 107001
     return SOLUTIONS.setup(acl, device_id)
+
+
+def test_a_setup_that_returns_the_cards_code_for_an_id_it_checked_itself_passes():
+    assert check("01.setup", setup_made_up_code).passed
 
 
 def setup_reuses_the_default_stream(acl, device_id):
@@ -402,7 +407,6 @@ def setup_answers_an_empty_dict(acl, device_id):
 
 @pytest.mark.parametrize("fn, seeds, name, why", [
     (setup_made_up_handles, (0,), "resources", "is not set"),
-    (setup_made_up_code, (1,), "reports the error", "none of its pyACL calls failed"),
     (setup_reuses_the_default_stream, (0,), "resources", "is not a live stream you created"),
     (setup_releases_in_the_wrong_order, (2,), "nothing left behind",
      "found by acl.rt.reset_device"),
@@ -592,3 +596,29 @@ def teardown_table_driven(acl, res):
 def test_correct_variants_unlike_the_reference_pass(exercise_id, fn):
     result = check(exercise_id, fn, seeds=range(8))
     assert result.passed and result.score == 1, str(result)
+
+
+# -- a setup that checks the id itself and returns the right code is correct --------------------
+
+def _validating_setup(code):
+    """The reference setup, but an id outside get_device_count() returns ``code`` at once."""
+    def setup(acl, device_id):
+        count, ret = acl.rt.get_device_count()
+        if ret != 0:
+            return None, ret
+        if not 0 <= device_id < count:
+            return None, code
+        return SOLUTIONS.setup(acl, device_id)
+    return setup
+
+
+def test_a_setup_that_validates_the_id_and_returns_the_cards_code_is_correct():
+    result = check("01.setup", _validating_setup(107001))
+    assert result.passed and result.score == 1.0, str(result)
+
+
+@pytest.mark.parametrize("code", [100000, 107000, 1])
+def test_a_made_up_code_for_a_bad_id_still_fails_and_says_which_code(code):
+    result = check("01.setup", _validating_setup(code))
+    assert result.score == 0 and "reports the error" in failed(result), str(result)
+    assert "107001" in item(result, "reports the error").hint

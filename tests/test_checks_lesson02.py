@@ -261,7 +261,8 @@ def test_the_leaky_version_fails_freed_flat_and_resources():
 def test_freeing_before_synchronising_is_a_use_after_free():
     result = check("02.fix_leak", roundtrip_frees_in_the_loop)
     assert failed(result) == {"sanitizer"}
-    assert 0 < result.score < 1 and item(result, "sanitizer").kind == "process"
+    # a use after free is a wrong answer (a result item), as the lesson teaches
+    assert result.score == 0 and item(result, "sanitizer").kind == "result"
     sanitizer = item(result, "sanitizer")
     assert "[use-after-free]" in sanitizer.message
     assert "does not wait for the stream" in sanitizer.hint
@@ -635,7 +636,7 @@ def test_tampering_with_the_check_fails_and_is_undone():
         assert failed(result) == {"acllab unchanged"} and result.score == 0, fn.__name__
     assert (sanitizer.analyze, grader.CALLS, grader._freed_item,
             grader._placement_item) == saved
-    assert 0 < check("02.fix_leak", roundtrip_frees_in_the_loop).score < 1
+    assert failed(check("02.fix_leak", roundtrip_frees_in_the_loop)) == {"sanitizer"}
     assert check("02.fit_budget", allocate_huge_first).score == 0
 
 

@@ -158,8 +158,14 @@ class CheckResult:
         if self.status != "failed":
             return ""
         if self.score == 0:
-            return ("score 0: a result item failed, and an exercise earns nothing until every "
-                    "result is right")
+            deciding = [i.name for i in self.items if not i.passed and i.kind == RESULT]
+            if deciding:
+                named = ", ".join(f"'{n}'" for n in deciding[:3])
+                what = "is a result item" if len(deciding) == 1 else "are result items"
+                return (f"score 0: {named} {what} that failed, and an exercise earns nothing "
+                        "until every result is right")
+            return ("score 0: a result was wrong in one of the cases, and an exercise earns "
+                    "nothing until every result is right in every case")
         return (f"score {self.score:.2f}: every result is right; the failed items below are "
                 "about how well it was done")
 

@@ -30,7 +30,7 @@ from .. import acl
 from ..analysis import sanitizer
 from ..memory import UNINIT_PATTERN
 from ..sanitizer import Finding
-from . import PROCESS, Call, Case, Item
+from . import PROCESS, RESULT, Call, Case, Item
 
 __all__ = ["format_us", "format_hex", "join_first", "short_repr", "qualified", "is_int",
            "first_difference", "uninit_pattern", "reads_uninit", "BytesWording",
@@ -201,21 +201,35 @@ def finding_line(finding: Finding) -> str:
     return f"[{finding.kind}] {finding.message}"
 
 
+#: The sanitizer's findings that make an answer wrong (a result item, :data:`RESULT`): the
+#: program's outcome depends on timing (a race, a read before the copy finished, a write
+#: while a copy reads, memory freed under a queued task, a read of never-written memory, a
+#: wait that cannot be satisfied or waits on a stale record). Only ``pageable-async`` (a copy
+#: that silently became synchronous: slow, not wrong) and leaks (the resources item) are about
+#: how well it was done. Lessons 04 and 06 teach exactly this: the race *is* the bug.
+HAZARDS = frozenset({"host-read-before-sync", "host-write-while-read", "race",
+                     "use-after-free", "uninitialised-read", "stale-event-wait",
+                     "event-reset-while-waited", "wait-never-recorded", "model-two-streams"})
+
+
 def sanitizer_item(findings: Sequence[Finding], clean: str, *, shown: int = 3,
                    line: Callable[[Finding], str] = finding_line,
                    more: str = "\n... and {n} more",
                    fix: Callable[[Finding], str] | None = None, kind: str = PROCESS) -> Item:
     """'sanitizer': passes with ``clean`` when there are no ``findings``.
 
-    Otherwise it lists the first ``shown`` findings, one ``line`` each, then ``more`` (see
-    :func:`join_first`), with a hint for the first one: ``fix(first)``, or its own fix.
+    Otherwise it lists the first ``shown`` findings (hazards first), one ``line`` each, then
+    ``more`` (see :func:`join_first`), with a hint for the first one: ``fix(first)``, or its
+    own fix. A hazard among them (:data:`HAZARDS`) makes it a result item, whatever ``kind``
+    says: a race is a wrong answer.
     """
     if not findings:
         return Item("sanitizer", True, clean, kind=kind)
+    findings = sorted(findings, key=lambda f: f.kind not in HAZARDS)     # stable: hazards first
     first = findings[0]
     text = join_first([line(f) for f in findings], shown, sep="\n", more=more)
     return Item("sanitizer", False, text, fix(first) if fix is not None else first.fix,
-                kind=kind)
+                kind=RESULT if first.kind in HAZARDS else kind)
 
 
 # -- the resources item ------------------------------------------------------------------------

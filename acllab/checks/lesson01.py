@@ -63,6 +63,10 @@ _CODE_HINTS = {
     100001: "a call came after acl.finalize(): finalize comes last",
 }
 
+#: What acl.rt.set_device returns for a device id that does not exist (aclrtSetDevice:
+#: ACL_ERROR_RT_INVALID_DEVICEID, acllab.errors).
+_INVALID_DEVICE = 107001
+
 
 def _code(code: int) -> str:
     return f"{code} ({code_name(code)})"
@@ -324,13 +328,23 @@ def _grade_setup_fails(case: Case, runtime, call: Call, calls, kind: str) -> Non
             "reports the error", False, f"setup returned ret 0, but {what}: its caller would "
                                         "go on as if it had a device, a context and a stream",
             "check the ret of every call; at the first non-zero one, clean up and return it"))
+    elif first is None and kind == "bad id" and ret == _INVALID_DEVICE and res is None:
+        # it checked the id itself (acl.rt.get_device_count) and returned the very code
+        # set_device gives an id that does not exist: as correct as letting the call fail
+        case.items.append(Item("reports the error", True,
+                               f"setup returned (None, {_code(ret)}), the code "
+                               "acl.rt.set_device gives an id that does not exist, after "
+                               "checking the id itself"))
     elif first is None:
+        hint = ("make the calls and pass on the code of the first one that fails, unchanged; "
+                "do not make up a code")
+        if kind == "bad id":
+            hint += (f" (a device id you check yourself is {_code(_INVALID_DEVICE)}, the "
+                     "code acl.rt.set_device returns for it)")
         case.items.append(Item(
             "reports the error", False, f"setup returned ret={ret}, but none of its pyACL "
-                                        "calls failed: the code must be the one a call "
-                                        "returned",
-            "make the calls and pass on the code of the first one that fails, unchanged; do "
-            "not make up a code, or look the device up yourself instead of calling pyACL"))
+                                        "calls failed and that is not the code the failing "
+                                        "call would have returned", hint))
     elif ret != first[2]:
         case.items.append(Item(
             "reports the error", False, f"setup returned ret={ret}, which is not the code "
