@@ -42,21 +42,31 @@ from pathlib import Path
 from .results import CSV_FIELDS, gradescope, rows, summary, table, write_results
 from .submission import Options, grade_submission, lesson_of
 
+CACHE = ".grading-cache"
+
 __all__ = ["Submission", "Options", "find_submissions", "lesson_of", "grade",
            "grade_submission", "gradescope", "rows", "write_results", "table", "summary",
            "CSV_FIELDS", "cache_key", "safe_name"]
 
-CACHE = ".grading-cache"
 _KEEP = "._@+-"          # besides letters, marks and digits of any script
 
 
 @dataclass(frozen=True)
 class Submission:
-    """One notebook to grade and whose it is: ``name`` is unique in the run and safe as a
-    folder name (the submitter's folder or file name, made unique if need be)."""
+    """One notebook to grade and whose it is: ``name`` is unique in the run (the job's, and
+    its cache entry's), ``submitter`` the learner's (their folder's or file's name, safe as
+    a folder name: every notebook of one learner's folder has the same, and one result
+    folder). ``duplicate_of`` is set when the learner's folder holds another copy of the same
+    lesson that is graded instead (:func:`pick_copies`)."""
 
     path: Path
     name: str
+    submitter: str = ""
+    duplicate_of: Path | None = None
+
+
+#: Names a submitter's result folder may not have: the grader's own files in DIR.
+RESERVED = ("results.csv", "results.json", CACHE, ".grading-stale", ".grading-seeds.json")
 
 
 def safe_name(raw: str) -> str:
@@ -82,18 +92,25 @@ def _tag(text: str) -> str:
 
 
 def _submitter(path: Path, root: Path | None) -> str:
-    """'alice' for root/alice/04-streams.ipynb or root/alice.ipynb; for a notebook named on
-    its own, its folder's name if the file is named after the lesson, else its stem."""
+    """'alice' for root/alice/04-streams.ipynb, root/alice.ipynb, or alice/04-streams.ipynb
+    with alice/ the folder named; for a notebook named on its own, its folder's name if the
+    file is named after the lesson, else its stem."""
     if root is not None:
         rel = path.relative_to(root)
-        return rel.parts[0] if len(rel.parts) > 1 else path.stem
+        if len(rel.parts) > 1:
+            return rel.parts[0]
+        # a notebook named after its lesson, right in the folder named: that folder is one
+        # learner's (acllab grade alice/), not a class of files named after their learners
+        return root.resolve().name if lesson_of(path) and root.resolve().name else path.stem
     parent = path.resolve().parent.name
     return parent if lesson_of(path) and parent else path.stem
 
 
-def find_submissions(paths: Iterable[str | Path]) -> list[Submission]:
-    """The notebooks named and those under the folders named (checkpoints skipped), each
-    with a unique submitter name, in order. Raises FileNotFoundError for a missing path.
+def find_submissions(paths: Iterable[str | Path],
+                     exclude: Iterable[str | Path] = ()) -> list[Submission]:
+    """The notebooks named and those under the folders named (checkpoints, and anything under
+    an ``exclude`` folder such as the run's own output, skipped), each with a unique name and
+    its submitter, in order. Raises FileNotFoundError for a missing path.
 
     A name is the submitter's own (:func:`safe_name`) wherever that is unique; a learner with
     several notebooks gets ``name__notebook``; two submitters whose names are only told apart
@@ -101,11 +118,17 @@ def find_submissions(paths: Iterable[str | Path]) -> list[Submission]:
     is and give the other a suffix made from its own raw name, so no name changes when
     another learner is added or removed."""
     found: list[tuple[Path, str]] = []
+    skip = [Path(e).resolve() for e in exclude]
+
+    def excluded(p: Path) -> bool:
+        real = p.resolve()
+        return any(real.is_relative_to(folder) for folder in skip)
+
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             found += [(p, _submitter(p, path)) for p in sorted(path.rglob("*.ipynb"))
-                      if ".ipynb_checkpoints" not in p.parts and CACHE not in p.parts]
+                      if ".ipynb_checkpoints" not in p.parts and not excluded(p)]
         elif path.is_file():
             found.append((path, _submitter(path, None)))
         else:
@@ -122,7 +145,9 @@ def find_submissions(paths: Iterable[str | Path]) -> list[Submission]:
 
     def person(who: str) -> str:
         safe = safe_name(who)
-        if len(raws[safe]) == 1 or who == safe:
+        if safe in RESERVED:                 # a learner named like one of the grader's files
+            safe = f"{safe}-learner"
+        if len(raws[safe_name(who)]) == 1 or who == safe:
             return safe
         return f"{safe}-{_tag(who)}"
 
@@ -140,8 +165,37 @@ def find_submissions(paths: Iterable[str | Path]) -> list[Submission]:
         while name in names:
             name, n = f"{base}-{n}", n + 1
         names.add(name)
-        out.append(Submission(path, name))
-    return out
+        out.append(Submission(path, name, who))
+    return pick_copies(out)
+
+
+def pick_copies(subs: list[Submission]) -> list[Submission]:
+    """Mark all but one of a learner's copies of the same lesson (``04-streams.ipynb`` and
+    ``04-streams (1).ipynb``) as duplicates: the one graded is the most recently modified,
+    then the one with the shorter name (the original, not its numbered copy), then the first
+    by name. Notebooks whose lesson their name does not tell are never duplicates."""
+    groups: dict[tuple[str, str], list[Submission]] = {}
+    for sub in subs:
+        lesson = lesson_of(sub.path)
+        if lesson:
+            groups.setdefault((sub.submitter, lesson), []).append(sub)
+    chosen: dict[Path, Path] = {}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+
+        def rank(sub: Submission):
+            try:
+                mtime = sub.path.stat().st_mtime
+            except OSError:
+                mtime = 0.0
+            return (-mtime, len(sub.path.name), sub.path.name)
+
+        best = min(group, key=rank)
+        for sub in group:
+            if sub is not best:
+                chosen[sub.path] = best.path
+    return [Submission(s.path, s.name, s.submitter, chosen.get(s.path)) for s in subs]
 
 
 def _fingerprint() -> str:
@@ -219,7 +273,15 @@ def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | No
     """
     options = options or Options()
     out = Path(out)
-    submissions = find_submissions(paths)
+    found = find_submissions(paths, exclude=[out])
+    submissions = [sub for sub in found if sub.duplicate_of is None]
+    copies: dict[Path, list[str]] = {}
+    for sub in found:
+        if sub.duplicate_of is not None:
+            copies.setdefault(sub.duplicate_of, []).append(
+                f"{sub.path.name} not graded: {sub.submitter}'s folder has another copy of "
+                f"lesson {lesson_of(sub.path)}, and {sub.duplicate_of.name} (the one changed "
+                "last) was graded")
     fingerprint = _fingerprint()
     grades: dict[str, dict] = {}
     todo: list[tuple[dict, str]] = []
@@ -243,9 +305,10 @@ def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | No
         bar = tqdm(total=len(submissions), initial=skipped, unit="notebook", desc="grading",
                    file=sys.stderr, dynamic_ncols=True)
     executor, close = _executor(jobs or os.cpu_count() or 1, scheduler)
+    interrupted = False
     try:
         futures = {executor.submit(grade_submission, job): (job, key) for job, key in todo}
-        for future in concurrent.futures.as_completed(futures):
+        for future in _completed(futures):
             job, key = futures[future]
             try:
                 graded = future.result()
@@ -260,12 +323,54 @@ def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | No
                 bar.update(1)
             elif callable(progress):
                 progress(graded)
+    except KeyboardInterrupt:           # Ctrl-C: stop the workers at once, keep what was done
+        interrupted = True
+        for future in futures:
+            future.cancel()
+        from .sandbox import kill_all
+
+        kill_all()
     finally:
         close()
         if bar is not None:
             bar.close()
-    ordered = [grades[s.name] for s in submissions if s.name in grades]
-    set_aside = write_results(ordered, out)
+    ordered = []
+    for sub in submissions:
+        if sub.name in grades:
+            graded = dict(grades[sub.name])
+            graded["submitter"] = sub.submitter
+            if sub.path in copies:
+                graded["errors"] = [*graded.get("errors", []), *copies[sub.path]]
+            ordered.append(graded)
+    set_aside = write_results(ordered, out) if not interrupted else \
+        _write_partial(ordered, out)
     if moved is not None:
         moved.extend(set_aside)
+    if interrupted:
+        raise Interrupted(ordered, skipped, len(submissions))
     return ordered, skipped
+
+
+class Interrupted(KeyboardInterrupt):
+    """Grading was stopped (Ctrl-C): ``grades`` were written, ``total`` were asked for."""
+
+    def __init__(self, grades: list[dict], skipped: int, total: int) -> None:
+        super().__init__(f"stopped after {len(grades)} of {total} notebooks")
+        self.grades, self.skipped, self.total = grades, skipped, total
+
+
+def _completed(futures):
+    """concurrent.futures.as_completed, woken often enough for Ctrl-C to reach it."""
+    pending = set(futures)
+    while pending:
+        done, pending = concurrent.futures.wait(pending, timeout=0.2,
+                                                return_when=concurrent.futures.FIRST_COMPLETED)
+        yield from done
+
+
+def _write_partial(grades: list[dict], out: Path) -> list[str]:
+    """The results of a stopped run: what was graded, nothing set aside (the rest of the class
+    was not graded, not removed)."""
+    from .results import write_results as write
+
+    return write(grades, out, set_aside_stale=False)

@@ -271,7 +271,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     from .sandbox import mode
 
     try:
-        submissions = find_submissions(args.paths)
+        submissions = [s for s in find_submissions(args.paths, exclude=[args.out])
+                       if s.duplicate_of is None]
     except FileNotFoundError as exc:
         p.error(str(exc))
     if not submissions:
@@ -295,10 +296,22 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     print(f"acllab grade: {count} {where}{hidden}", file=sys.stderr, flush=True)
     start = time.monotonic()
     moved: list[str] = []
-    grades, skipped = grade(args.paths, args.out, options=options, jobs=jobs,
-                            scheduler=args.scheduler, resume=args.resume,
-                            progress=not args.quiet, moved=moved)
     out = Path(args.out)
+    try:
+        grades, skipped = grade(args.paths, args.out, options=options, jobs=jobs,
+                                scheduler=args.scheduler, resume=args.resume,
+                                progress=not args.quiet, moved=moved)
+    except KeyboardInterrupt as stop:
+        done = getattr(stop, "grades", None)
+        if done is None:             # before anything was written
+            print("\nacllab grade: stopped (Ctrl-C) before any result was written",
+                  file=sys.stderr)
+            return 130
+        print(table(done))
+        print(f"\nacllab grade: stopped (Ctrl-C) after {len(done)} of {stop.total} notebooks: "
+              f"what was graded is in {out / 'results.csv'}; to go on, run the same command "
+              "with --resume (graded notebooks are not graded again)", file=sys.stderr)
+        return 130
     print(table(grades))
     print(summary(grades, seconds=time.monotonic() - start, skipped=skipped, moved=moved,
                   moved_to=out / STALE))

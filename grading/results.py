@@ -1,12 +1,13 @@
-"""What a grading run writes: results.csv, results.json, one folder per submission, a table.
+"""What a grading run writes: results.csv, results.json, one folder per submitter, a table.
 
 The CSV has one row per submission and exercise, named after the submitter; its ``error``
 says, once, why that exercise did not get full credit (the check's failed items, or why it
 could not be graded), followed by the notebook's own problems (cells that raised or ran
 over). A submission whose lesson cannot be told is NOT GRADED: one row with status error and
 the reason, a Gradescope result that says so, and a count in the summary. results.json holds
-every submission in Gradescope's results.json shape plus totals; ``<name>/results.json``
-holds one submission's, ready for Gradescope, next to a marker file (:data:`MARKER`) that
+every submitter in Gradescope's results.json shape plus totals; ``<submitter>/results.json``
+holds one submitter's (every lesson of their folder), ready for Gradescope, next to a marker
+file (:data:`MARKER`) that
 says the grader wrote that folder. A run moves the results of submitters it did not grade
 (learners since removed from the class) to ``.grading-stale/`` (:func:`set_aside`), and
 never touches a file it did not write.
@@ -22,7 +23,8 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["CSV_FIELDS", "MARKER", "STALE", "rows", "gradescope", "write_results",
+__all__ = ["CSV_FIELDS", "MARKER", "STALE", "rows", "gradescope", "gradescope_of",
+           "by_submitter", "submitter", "write_results",
            "set_aside", "not_graded", "table", "summary"]
 
 CSV_FIELDS = ("submitter", "notebook", "lesson", "exercise", "title", "status", "score",
@@ -114,9 +116,14 @@ def _not_graded_reason(graded: dict) -> str:
         "no exercise could be graded"
 
 
+def submitter(graded: dict) -> str:
+    """Whose notebook it is (the learner's folder or file name): one result folder each."""
+    return graded.get("submitter") or graded["name"]
+
+
 def rows(graded: dict) -> list[dict]:
     """The CSV rows of one graded submission."""
-    common = {"submitter": graded["name"], "notebook": graded["notebook"],
+    common = {"submitter": submitter(graded), "notebook": graded["notebook"],
               "lesson": graded.get("lesson") or "", "sandbox": graded.get("sandbox", "")}
     results, notebook = _view(graded)
     if not results:
@@ -212,9 +219,33 @@ def set_aside(out: str | Path, keep: Iterable[str]) -> list[str]:
     return moved
 
 
-def write_results(grades: list[dict], out: str | Path) -> list[str]:
-    """results.csv, results.json and <name>/results.json under ``out``; then the results of
-    submitters not in ``grades`` are set aside (:func:`set_aside`), whose names it returns."""
+def by_submitter(grades: list[dict]) -> dict[str, list[dict]]:
+    """The graded notebooks of each submitter, in order of first appearance."""
+    out: dict[str, list[dict]] = {}
+    for graded in grades:
+        out.setdefault(submitter(graded), []).append(graded)
+    return out
+
+
+def gradescope_of(notebooks: list[dict]) -> dict:
+    """One submitter's Gradescope result: every lesson of their folder in one (the tests of
+    each notebook, one after the other; the scores added up)."""
+    parts = [gradescope(g) for g in notebooks]
+    if len(parts) == 1:
+        return parts[0]
+    return {"score": round(sum(p["score"] for p in parts), 4),
+            "max_score": sum(p["max_score"] for p in parts),
+            "execution_time": round(sum(p["execution_time"] for p in parts), 2),
+            "output": "\n".join(p["output"] for p in parts),
+            "tests": [t for p in parts for t in p["tests"]]}
+
+
+def write_results(grades: list[dict], out: str | Path, *, set_aside_stale: bool = True
+                  ) -> list[str]:
+    """results.csv, results.json and <submitter>/results.json under ``out`` (one folder, and
+    one Gradescope result, per submitter, with every lesson of their folder); then the results
+    of submitters not in ``grades`` are set aside (:func:`set_aside`), whose names it
+    returns."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
@@ -223,25 +254,30 @@ def write_results(grades: list[dict], out: str | Path) -> list[str]:
         for graded in grades:
             writer.writerows(rows(graded))
     submissions = []
-    for graded in grades:
-        one = gradescope(graded)
-        folder = out / graded["name"]
+    people = by_submitter(grades)
+    for person, notebooks in people.items():
+        one = gradescope_of(notebooks)
+        folder = out / person
         folder.mkdir(exist_ok=True)
         (folder / "results.json").write_text(json.dumps(one, indent=2) + "\n",
                                              encoding="utf-8")
         (folder / MARKER).write_text(json.dumps(
-            {"written_by": _WRITER, "submitter": graded["name"],
+            {"written_by": _WRITER, "submitter": person,
              "files": list(_OWN_FILES)}) + "\n", encoding="utf-8")
-        submissions.append({"submitter": graded["name"], "notebook": graded["notebook"],
-                            "lesson": graded["lesson"], "sha256": graded["sha256"],
-                            "sandbox": graded["sandbox"],
-                            "error": "; ".join(_unique(graded["errors"])), **one})
+        first = notebooks[0]
+        submissions.append({"submitter": person, "notebook": first["notebook"],
+                            "lesson": first["lesson"], "sha256": first["sha256"],
+                            "sandbox": first["sandbox"],
+                            "notebooks": [g["notebook"] for g in notebooks],
+                            "lessons": [g["lesson"] for g in notebooks],
+                            "error": "; ".join(_unique(e for g in notebooks
+                                                       for e in g["errors"])), **one})
     combined = {"score": round(sum(s["score"] for s in submissions), 4),
                 "max_score": sum(s["max_score"] for s in submissions),
-                "not_graded": [g["name"] for g in grades if not_graded(g)],
+                "not_graded": _unique(submitter(g) for g in grades if not_graded(g)),
                 "submissions": submissions}
     (out / "results.json").write_text(json.dumps(combined, indent=2) + "\n", encoding="utf-8")
-    return set_aside(out, (g["name"] for g in grades))
+    return set_aside(out, people) if set_aside_stale else []
 
 
 def _plural(n: int, word: str) -> str:
@@ -255,7 +291,7 @@ def _names(names: list[str], most: int = 5) -> str:
 
 def table(grades: list[dict]) -> str:
     """A short text table: one line per submission."""
-    width = max([9, *(len(g["name"]) for g in grades)])
+    width = max([9, *(len(submitter(g)) for g in grades)])
     lines = [f"{'submitter':<{width}}  lesson  score     passed  error"]
     for g in grades:
         results, notebook = _view(g)
@@ -269,7 +305,7 @@ def table(grades: list[dict]) -> str:
             score, ratio, error = "-", "-", "NOT GRADED: " + _not_graded_reason(g)
         error = _one_line(error)
         error = error if len(error) <= 60 else error[:57] + "..."
-        lines.append(f"{g['name']:<{width}}  {g['lesson'] or '-':<6}  {score:<8}  "
+        lines.append(f"{submitter(g):<{width}}  {g['lesson'] or '-':<6}  {score:<8}  "
                      f"{ratio:<6}  {error}")
     return "\n".join(lines)
 
@@ -282,13 +318,16 @@ def summary(grades: list[dict], *, seconds: float, skipped: int = 0,
     statuses = Counter(r["status"] for results, _ in views for r in results)
     modes = Counter(g.get("sandbox") or "not run" for g in grades)
     head = f"{_plural(len(grades), 'submission')}, "
+    people = len(by_submitter(grades))
+    if people < len(grades):
+        head = f"{_plural(len(grades), 'submission')} of {_plural(people, 'submitter')}, "
     if statuses:
         head += (f"{_plural(sum(statuses.values()), 'exercise')}: "
                  + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))
     else:
         head += "no exercises graded"
     parts = [head]
-    ungraded = [g["name"] for g, (results, _) in zip(grades, views, strict=True)
+    ungraded = [submitter(g) for g, (results, _) in zip(grades, views, strict=True)
                 if not results]
     if ungraded:
         parts.append(f"NOT GRADED: {len(ungraded)} ({_names(ungraded)}): see the error "

@@ -55,7 +55,8 @@ The checks run in the grader's device process; this package holds only what the 
 let learners import from acllab.checks (the names its modules take from acllab's other
 packages)."""\n''')
 
-__all__ = ["Run", "mode", "package_roots", "bwrap_command", "run_worker", "grace_s", "spent",
+__all__ = ["Run", "mode", "package_roots", "bwrap_command", "run_worker", "kill_all", "grace_s",
+           "spent",
            "MODES", "HOME"]
 
 MODES = ("auto", "bwrap", "none")
@@ -281,6 +282,20 @@ def spent(phases: dict[str, float]) -> str:
     return ", ".join(f"{_s(t)} {labels[name]}" for name, t in phases.items() if name in labels)
 
 
+_LIVE: set = set()                      # the device processes running now (kill_all)
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_all() -> int:
+    """Kill every grading process this process started that still runs (Ctrl-C): the
+    device processes, and with them the learners' (they die with their parent); how many."""
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for proc in procs:
+        _kill(proc)
+    return len(procs)
+
+
 def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float,
                check_s: float | None = None) -> Run:
     """Run grading/device.py on ``job`` in ``scratch`` and return its one result line.
@@ -357,6 +372,8 @@ def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float,
         os.close(read_fd)
         return Run(None, f"could not start the grading process: {exc}")
     os.close(write_fd)
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
     feeder = threading.Thread(target=feed, args=(proc,), daemon=True)
     feeder.start()
     killed_at = None
@@ -374,6 +391,8 @@ def run_worker(job: dict, scratch: Path, *, sandbox: str, deadline_s: float,
             _kill(proc)
             proc.wait()
             break
+    with _LIVE_LOCK:
+        _LIVE.discard(proc)
     reader.join(timeout=10)
     feeder.join(timeout=10)
     os.close(read_fd)

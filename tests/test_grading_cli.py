@@ -496,3 +496,105 @@ def test_a_broken_seeds_file_is_a_usage_error(tmp_path, capsys, monkeypatch):
     out.mkdir()
     (out / ".grading-seeds.json").write_text('{"seeds": {"*": [-1]}}')
     assert "seeds are 0 or more" in usage_error([str(c), "--out", str(out)], capsys)
+
+
+# 9. a real class folder ---------------------------------------------------------------------------
+
+def test_a_learners_folder_is_one_submitter_with_every_lesson(tmp_path, capsys):
+    c, out = tmp_path / "class", tmp_path / "out"
+    put(c / "ann" / "00-tour.ipynb", FIRST_COPY)
+    put(c / "ann" / "04-streams.ipynb", IMPORTS + solution("04", "fetch"))
+    put(c / "ben" / "00-tour.ipynb", FIRST_COPY)
+    code, stdout, _ = run([str(c), "--out", str(out)], capsys)
+    assert code == 0 and "3 submissions of 2 submitters" in stdout
+    rows = read_csv(out / "results.csv")
+    assert {who for who, _ in rows} == {"ann", "ben"}
+    assert {e for who, e in rows if who == "ann"} == {"00.tour", "04.read_after_sync",
+                                                       "04.overlap"}
+    ann = json.loads((out / "ann" / "results.json").read_text())
+    assert [t["number"] for t in ann["tests"]] == ["00.tour", "04.read_after_sync",
+                                                    "04.overlap"]
+    assert ann["max_score"] == 3 and ann["score"] == 2       # 04.overlap not done
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "ann", "ben", "results.csv", "results.json"]
+    combined = json.loads((out / "results.json").read_text())
+    assert [s["submitter"] for s in combined["submissions"]] == ["ann", "ben"]
+    assert combined["submissions"][0]["lessons"] == ["00", "04"]
+
+
+def test_two_copies_of_a_lesson_grade_the_newest_and_say_so(tmp_path, capsys):
+    c, out = tmp_path / "class", tmp_path / "out"
+    put(c / "ann" / "00-tour.ipynb", "def first_copy(acl, data):\n    return data\n")
+    put(c / "ann" / "00-tour (1).ipynb", FIRST_COPY)
+    old = c / "ann" / "00-tour.ipynb"
+    os.utime(old, (old.stat().st_atime, old.stat().st_mtime - 3600))    # an hour older
+    code, _, _ = run([str(c), "--out", str(out)], capsys)
+    assert code == 0
+    rows = read_csv(out / "results.csv")
+    assert list(rows) == [("ann", "00.tour")]
+    row = rows["ann", "00.tour"]
+    assert row["notebook"].endswith("00-tour (1).ipynb") and row["status"] == "passed"
+    assert "00-tour.ipynb not graded" in row["error"] and "changed last" in row["error"]
+
+
+@pytest.mark.parametrize("name", ["results.csv", "results.json", ".grading-cache",
+                                  ".grading-seeds.json"])
+def test_any_learner_folder_name_works(tmp_path, capsys, name):
+    c, out = tmp_path / "class", tmp_path / "out"
+    put(c / name / "00-tour.ipynb", FIRST_COPY)
+    put(c / "ben" / "00-tour.ipynb", FIRST_COPY)
+    code, _, _ = run([str(c), "--out", str(out)], capsys)
+    assert code == 0
+    rows = read_csv(out / "results.csv")
+    assert len(rows) == 2 and all(r["status"] == "passed" for r in rows.values())
+    who = next(w for w, _ in rows if w != "ben")
+    assert who.startswith(name.lstrip(".")) and (out / who / "results.json").is_file()
+    assert (out / "results.csv").is_file() and (out / "results.json").is_file()
+
+
+def test_the_output_folder_inside_the_class_folder_is_not_a_submission(tmp_path, capsys):
+    c = tmp_path / "class"
+    put(c / "ann" / "00-tour.ipynb", FIRST_COPY)
+    (c / "grades" / "junk").mkdir(parents=True)
+    (c / "grades" / "junk" / "00-tour.ipynb").write_text("{}")     # under the output folder
+    code, _, _ = run([str(c), "--out", str(c / "grades")], capsys)
+    assert code == 0
+    assert list(read_csv(c / "grades" / "results.csv")) == [("ann", "00.tour")]
+
+
+def test_ctrl_c_stops_at_once_writes_what_was_graded_and_says_how_to_go_on(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    c, out = tmp_path / "class", tmp_path / "out"
+    put(c / "ann" / "00-tour.ipynb", FIRST_COPY)
+    for who in ("ben", "cat", "dan"):
+        put(c / who / "00-tour.ipynb", FIRST_COPY, "import time\ntime.sleep(25)\n")
+    cmd = [sys.executable, "-m", "grading", str(c), "--out", str(out), "--jobs", "1",
+           "--sandbox", "none", "-q"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=str(tmp_path))
+    deadline = time.monotonic() + 60
+    while not (out / ".grading-cache" / "ann.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)                          # ann is graded; ben's cell is sleeping
+    time.sleep(1.0)
+
+    def device_processes() -> set[int]:
+        found = subprocess.run(["pgrep", "-f", "grading/device.py"], capture_output=True,
+                               text=True).stdout.split()
+        return {int(pid) for pid in found}
+
+    running = device_processes()                 # ben's, among them
+    assert running
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 10          # at once, not after the sleeping cells
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "stopped (Ctrl-C)" in stderr and "--resume" in stderr
+    rows = read_csv(out / "results.csv")
+    assert list(rows) == [("ann", "00.tour")]
+    time.sleep(0.5)
+    assert not running & device_processes()      # no grading process left running
