@@ -77,12 +77,34 @@ def safe_name(raw: str) -> str:
     text = unicodedata.normalize("NFC", raw)
     out: list[str] = []
     for ch in text:
-        ok = ch in _KEEP or (ch.isprintable() and unicodedata.category(ch)[0] in "LMN")
-        if ok:
+        if _kept(ch):
             out.append(ch)
         elif not out or out[-1] != "_":
             out.append("_")
     return "".join(out).strip("._") or "submission"
+
+
+def _kept(ch: str) -> bool:
+    return ch in _KEEP or (ch.isprintable() and unicodedata.category(ch)[0] in "LMN")
+
+
+def _difference(raw: str) -> str:
+    """A readable suffix that says how ``raw`` differs from its safe name, from ``raw`` alone
+    ('space' for ``a b``, 'decomposed' for a José typed with a combining accent,
+    'solidus-x2' for ``a//b``): two learners whose names the folder-safe form made equal stay
+    told apart, in words."""
+    text = unicodedata.normalize("NFC", raw)
+    parts: list[str] = []
+    if text != raw:
+        parts.append("decomposed")
+    counts: dict[str, int] = {}
+    for ch in text:
+        if not _kept(ch):
+            word = unicodedata.name(ch, "").lower().replace(" ", "-") or f"u{ord(ch):04x}"
+            counts[word] = counts.get(word, 0) + 1
+    parts += [word if n == 1 else f"{word}-x{n}" for word, n in counts.items()]
+    suffix = "-".join(parts)
+    return suffix if suffix and len(suffix) <= 40 else _tag(raw)
 
 
 def _tag(text: str) -> str:
@@ -115,8 +137,9 @@ def find_submissions(paths: Iterable[str | Path],
     A name is the submitter's own (:func:`safe_name`) wherever that is unique; a learner with
     several notebooks gets ``name__notebook``; two submitters whose names are only told apart
     by characters :func:`safe_name` replaces (``a b`` and ``a_b``) keep the exact one as it
-    is and give the other a suffix made from its own raw name, so no name changes when
-    another learner is added or removed."""
+    is and give the other a suffix that says, in words, what its raw name had (``a_b-space``,
+    ``José-decomposed``), made from that name alone, so no name changes when another learner
+    is added or removed."""
     found: list[tuple[Path, str]] = []
     skip = [Path(e).resolve() for e in exclude]
 
@@ -149,7 +172,7 @@ def find_submissions(paths: Iterable[str | Path],
             safe = f"{safe}-learner"
         if len(raws[safe_name(who)]) == 1 or who == safe:
             return safe
-        return f"{safe}-{_tag(who)}"
+        return f"{safe}-{_difference(who)}"
 
     people = [(path, person(who)) for path, who in unique]
     counts: dict[str, int] = {}

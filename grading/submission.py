@@ -18,7 +18,8 @@ killed) once, not once per exercise. Time: each process gets ``--timeout`` for t
 both (:func:`_deadline`); a notebook is graded again at most :data:`RERUNS` times in all.
 
 The lesson is the notebook's name's (``04-streams.ipynb``), else its check cells', else
-``--lesson``; a ``--lesson`` that disagrees with the name or the cells is noted.
+``--lesson``; a ``--lesson`` that disagrees with the name or the cells is noted, and so is a
+notebook whose check cells belong to another lesson than its name.
 
 What the grader's pipe reports as refused (:attr:`grading.sandbox.Run.refused`: a line it
 did not write, lines lost) costs the exercise its credit: score 0, a passed status becomes
@@ -135,6 +136,11 @@ def _lesson(options: Options, filename: str, nb) -> tuple[str | None, str]:
     if wanted is not None and wanted != found:
         says = "name says" if named else "cells say"
         return found, f"--lesson {wanted} not used: the notebook's {says} lesson {found}"
+    cells = lesson_in(nb) if nb is not None and named else None
+    if cells is not None and cells != named:
+        return found, (f"graded as lesson {named}, as its name says, but its check cells are "
+                       f"lesson {cells}'s: was lesson {cells}'s work saved under lesson "
+                       f"{named}'s name?")
     return found, ""
 
 

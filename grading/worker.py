@@ -284,7 +284,7 @@ def run_cells(cells: list[dict], namespace: dict, cell_s: float, total_s: float,
             note(index, f"cell {index} was stopped after {limit:g} s")
             stopped[index] = limit
         except BaseException as exc:     # noqa: B036 - the learner's: contained
-            note(index, f"cell {index} raised {type(exc).__name__}: {exc}".rstrip(": "))
+            note(index, f"cell {index} raised {type(exc).__name__}: {cut(exc)}".rstrip(": "))
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
@@ -292,6 +292,23 @@ def run_cells(cells: list[dict], namespace: dict, cell_s: float, total_s: float,
                 after()
         say(f"end {index}")
     return errors
+
+
+MESSAGE_CHARS = 300              # of an exception's message in a cell's line
+
+
+def cut(exc: BaseException, most: int = MESSAGE_CHARS) -> str:
+    """An exception's message, cut to ``most`` characters, saying how long it was (a cell
+    that raises with a 20 MB message costs no time and no room); a message that cannot be
+    made says so."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - a __str__ that fails is the learner's
+        return f"<a {type(exc).__name__} whose message cannot be shown>"
+    if len(text) <= most:
+        return text
+    return (f"{text[:most]}... (the message is {len(text):,} characters long; the first "
+            f"{most} are shown)")
 
 
 def _defines(source: str, name: str) -> bool:

@@ -598,3 +598,40 @@ def test_ctrl_c_stops_at_once_writes_what_was_graded_and_says_how_to_go_on(tmp_p
     assert list(rows) == [("ann", "00.tour")]
     time.sleep(0.5)
     assert not running & device_processes()      # no grading process left running
+
+
+def test_work_saved_under_another_lessons_name_is_noted(tmp_path, capsys):
+    c, out = tmp_path / "class", tmp_path / "out"
+    nb = put(c / "ann" / "05-events.ipynb", IMPORTS + solution("04", "fetch"))
+    notebook_ = nbformat.read(nb, as_version=4)
+    notebook_.cells.append(nbformat.v4.new_code_cell('check("04.read_after_sync", fetch)'))
+    nbformat.write(notebook_, nb)
+    assert run([str(c), "--out", str(out)], capsys)[0] == 0
+    rows = read_csv(out / "results.csv")
+    assert {e for _, e in rows} == {"05.time_kernel", "05.handoff"}     # graded as its name
+    for row in rows.values():
+        assert "check cells are lesson 04's" in row["error"], row["error"]
+
+
+def test_huge_messages_are_cut_and_named(tmp_path, capsys):
+    import time
+
+    c, out = tmp_path / "class", tmp_path / "out"
+    put(c / "ann" / "00-tour.ipynb", "raise ValueError('x' * 20_000_000)",
+        "def first_copy(acl, data):\n    raise KeyError('y' * 20_000_000)\n")
+    start = time.monotonic()
+    assert run([str(c), "--out", str(out)], capsys)[0] == 0
+    assert time.monotonic() - start < 60
+    row = read_csv(out / "results.csv")["ann", "00.tour"]
+    assert float(row["score"]) == 0
+    assert "characters long" in row["error"] and len(row["error"]) < 2_000, row["error"][:300]
+    assert "pipe" not in row["error"] and "refused" not in row["error"]
+    saved = (out / "ann" / "results.json").read_text()
+    assert len(saved) < 100_000
+
+
+def test_names_told_apart_by_replaced_characters_get_suffixes_in_words(tmp_path):
+    for who in ("a b", "a_b", "José", unicodedata.normalize("NFD", "José"), "x::y", "x_y"):
+        put(tmp_path / who / "05-events.ipynb", "x = 1")
+    names = set(names_of(tmp_path).values())
+    assert names == {"a_b", "a_b-space", "José", "José-decomposed", "x_y", "x_y-colon-x2"}

@@ -680,8 +680,14 @@ def _learner_error(exc: BaseException) -> dict:
         text = str(exc)
     except Exception:  # noqa: BLE001 - a __str__ that fails is itself the learner's
         text = f"<{type(exc).__name__} that cannot be shown>"
-    return {"type": type(exc).__name__, "msg": text[:20_000], "where": where,
+    if len(text) > _MESSAGE_CHARS:
+        text = (f"{text[:_MESSAGE_CHARS]}... (the message is {len(text):,} characters long; "
+                f"the first {_MESSAGE_CHARS:,} are shown)")
+    return {"type": type(exc).__name__, "msg": text, "where": where,
             "base": not isinstance(exc, Exception)}
+
+
+_MESSAGE_CHARS = 2_000
 
 
 def _calibrate() -> int:
