@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import similarity
 from .results import CSV_FIELDS, gradescope, rows, summary, table, write_results
 from .submission import Options, grade_submission, lesson_of
 
@@ -66,7 +67,8 @@ class Submission:
 
 
 #: Names a submitter's result folder may not have: the grader's own files in DIR.
-RESERVED = ("results.csv", "results.json", CACHE, ".grading-stale", ".grading-seeds.json")
+RESERVED = ("results.csv", "results.json", "similarity.csv", CACHE, ".grading-stale",
+            ".grading-seeds.json")
 
 
 def safe_name(raw: str) -> str:
@@ -282,7 +284,8 @@ def _executor(jobs: int, scheduler):
 def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | None = None,
           jobs: int | None = None, scheduler=None, resume: bool = False,
           progress: bool | Callable[[dict], None] = False,
-          moved: list[str] | None = None) -> tuple[list[dict], int]:
+          moved: list[str] | None = None,
+          similar: list[dict] | None = None) -> tuple[list[dict], int]:
     """Grade every submission under ``paths`` and write the results under ``out``.
 
     ``jobs`` submissions run at once (default: the number of cores); ``scheduler`` (a Dask
@@ -292,7 +295,8 @@ def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | No
     graded submission. Returns (grades in submission order, how many came from the cache).
     The results of submitters graded into ``out`` before but not in this run are moved to
     ``out/.grading-stale/`` (:func:`grading.results.set_aside`); their names are appended to
-    ``moved`` if given.
+    ``moved`` if given. Pairs of learners whose work is the same or nearly so go to
+    ``out/similarity.csv`` (:mod:`grading.similarity`), and are appended to ``similar``.
     """
     options = options or Options()
     out = Path(out)
@@ -308,11 +312,13 @@ def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | No
     fingerprint = _fingerprint()
     grades: dict[str, dict] = {}
     todo: list[tuple[dict, str]] = []
+    contents: dict[str, bytes] = {}
     for sub in submissions:
         try:
             content = sub.path.read_bytes()
         except OSError as exc:
             content = f"unreadable file: {exc}".encode()
+        contents[sub.name] = content
         key = cache_key(sub.name, content, options, fingerprint)
         if resume and (saved := _cached(out, sub.name, key)) is not None:
             grades[sub.name] = saved
@@ -369,9 +375,26 @@ def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | No
         _write_partial(ordered, out)
     if moved is not None:
         moved.extend(set_aside)
+    if not interrupted:
+        pairs = _similar(submissions, ordered, contents)
+        similarity.write_report(pairs, out)
+        if similar is not None:
+            similar.extend(pairs)
     if interrupted:
         raise Interrupted(ordered, skipped, len(submissions))
     return ordered, skipped
+
+
+def _similar(submissions: list[Submission], ordered: list[dict],
+             contents: dict[str, bytes]) -> list[dict]:
+    """The similar pairs among the graded notebooks (none without copydetect installed)."""
+    lessons = {g["name"]: g.get("lesson") for g in ordered}
+    try:
+        return similarity.similar_pairs(
+            [(sub.submitter, lessons.get(sub.name) or "", str(sub.path), contents[sub.name])
+             for sub in submissions if sub.name in lessons])
+    except ImportError:
+        return []
 
 
 class Interrupted(KeyboardInterrupt):

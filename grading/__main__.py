@@ -297,10 +297,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     start = time.monotonic()
     moved: list[str] = []
     out = Path(args.out)
+    similar: list[dict] = []
     try:
         grades, skipped = grade(args.paths, args.out, options=options, jobs=jobs,
                                 scheduler=args.scheduler, resume=args.resume,
-                                progress=not args.quiet, moved=moved)
+                                progress=not args.quiet, moved=moved, similar=similar)
     except KeyboardInterrupt as stop:
         done = getattr(stop, "grades", None)
         if done is None:             # before anything was written
@@ -315,6 +316,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     print(table(grades))
     print(summary(grades, seconds=time.monotonic() - start, skipped=skipped, moved=moved,
                   moved_to=out / STALE))
+    if similar:
+        same = sum(bool(p["identical"]) for p in similar)
+        print(f"similar work: {len(similar)} pair{'s' if len(similar) != 1 else ''} of learners "
+              f"({same} identical once normalised): see {out / 'similarity.csv'}")
     print(f"results in {out / 'results.csv'} and {out / 'results.json'}")
     return 0
 

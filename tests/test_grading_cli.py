@@ -393,7 +393,7 @@ def test_a_rerun_sets_aside_the_results_of_learners_who_left(tmp_path, capsys):
     assert code == 0
     assert not (out / "ben").exists() and not (out / "cat").exists()
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
-        "ann", "results.csv", "results.json"]
+        "ann", "results.csv", "results.json", "similarity.csv"]
     assert "ben" in text and "cat" in text and ".grading-stale" in text
     assert (out / ".grading-stale" / "ben" / "results.json").read_text() == kept
     combined = json.loads((out / "results.json").read_text())
@@ -516,7 +516,7 @@ def test_a_learners_folder_is_one_submitter_with_every_lesson(tmp_path, capsys):
                                                     "04.overlap"]
     assert ann["max_score"] == 3 and ann["score"] == 2       # 04.overlap not done
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
-        "ann", "ben", "results.csv", "results.json"]
+        "ann", "ben", "results.csv", "results.json", "similarity.csv"]
     combined = json.loads((out / "results.json").read_text())
     assert [s["submitter"] for s in combined["submissions"]] == ["ann", "ben"]
     assert combined["submissions"][0]["lessons"] == ["00", "04"]
@@ -635,3 +635,38 @@ def test_names_told_apart_by_replaced_characters_get_suffixes_in_words(tmp_path)
         put(tmp_path / who / "05-events.ipynb", "x = 1")
     names = set(names_of(tmp_path).values())
     assert names == {"a_b", "a_b-space", "José", "José-decomposed", "x_y", "x_y-colon-x2"}
+
+
+# 10. similar work across learners ---------------------------------------------------------------
+
+RENAMED = FIRST_COPY.replace("dev_ptr", "device_buffer").replace("back", "returned") \
+    .replace("    n = len(data)", "    # the size\n    n = len(data)")
+OTHER = '''
+def first_copy(acl, data):
+    size = len(data)
+    buf, ret = acl.rt.malloc(size, 0)
+    out = bytearray(size)
+    for direction, dst, src in ((1, buf, acl.util.bytes_to_ptr(data)),
+                                (2, acl.util.bytes_to_ptr(out), buf)):
+        acl.rt.memcpy(dst, size, src, size, direction)
+    acl.rt.free(buf)
+    return bytes(out)
+'''
+
+
+def test_identical_and_nearly_identical_work_is_reported(tmp_path, capsys):
+    c, out = tmp_path / "class", tmp_path / "out"
+    put(c / "ann" / "00-tour.ipynb", FIRST_COPY)
+    put(c / "ben" / "00-tour.ipynb", FIRST_COPY)          # byte for byte ann's
+    put(c / "cat" / "00-tour.ipynb", RENAMED)             # ann's, names and comments changed
+    put(c / "dan" / "00-tour.ipynb", OTHER)               # work of their own
+    code, stdout, _ = run([str(c), "--out", str(out)], capsys)
+    assert code == 0 and "similar work: 3 pairs" in stdout
+    with open(out / "similarity.csv", newline="", encoding="utf-8") as fh:
+        pairs = {(r["submitter_a"], r["submitter_b"]): r for r in csv.DictReader(fh)}
+    assert set(pairs) == {("ann", "ben"), ("ann", "cat"), ("ben", "cat")}
+    assert pairs["ann", "ben"]["identical"] == "True"
+    assert pairs["ann", "cat"]["identical"] == "False"
+    assert float(pairs["ann", "cat"]["similarity"]) >= 0.8
+    rows = read_csv(out / "results.csv")
+    assert all(r["status"] == "passed" for r in rows.values())   # a report, not a grade
