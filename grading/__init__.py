@@ -47,7 +47,8 @@ CACHE = ".grading-cache"
 
 __all__ = ["Submission", "Options", "find_submissions", "lesson_of", "grade",
            "grade_submission", "gradescope", "rows", "write_results", "table", "summary",
-           "CSV_FIELDS", "cache_key", "safe_name"]
+           "CSV_FIELDS", "cache_key", "safe_name", "installed_digest", "GraderChanged",
+           "RESERVED"]
 
 _KEEP = "._@+-"          # besides letters, marks and digits of any script
 
@@ -234,6 +235,29 @@ def _fingerprint() -> str:
     return digest.hexdigest()
 
 
+def installed_digest() -> str:
+    """Every Python file of the acllab and grading packages: what grades the next
+    submission. Without a sandbox a learner's code could change them; the run checks."""
+    import acllab
+
+    digest = hashlib.sha256()
+    for folder in (Path(acllab.__file__).parent, Path(__file__).parent):
+        for path in sorted(folder.rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            try:
+                digest.update(str(path.relative_to(folder)).encode() + b"\0"
+                              + path.read_bytes())
+            except OSError:
+                digest.update(str(path).encode() + b"\0missing")
+    return digest.hexdigest()
+
+
+class GraderChanged(RuntimeError):
+    """acllab's or the grader's own files changed during the run (a submission's code, run
+    without a sandbox, wrote them): later submissions would be graded by other code."""
+
+
 def cache_key(name: str, content: bytes, options: Options, fingerprint: str) -> str:
     """What --resume compares: the submitter, the notebook's bytes, the options, the grader."""
     text = json.dumps({"name": name, "sha256": hashlib.sha256(content).hexdigest(),
@@ -335,6 +359,9 @@ def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | No
                    file=sys.stderr, dynamic_ncols=True)
     executor, close = _executor(jobs or os.cpu_count() or 1, scheduler)
     interrupted = False
+    watch_files = scheduler is None          # a cluster's workers have their own copies
+    installed = installed_digest() if watch_files else ""
+    changed = ""
     try:
         futures = {executor.submit(grade_submission, job): (job, key) for job, key in todo}
         for future in _completed(futures):
@@ -344,6 +371,9 @@ def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | No
             except Exception as exc:      # the job itself failed (a worker lost...)
                 graded = _failed(job, f"grading failed: {type(exc).__name__}: {exc}")
             else:
+                if watch_files and installed_digest() != installed:
+                    changed = job["name"]
+                    raise KeyboardInterrupt         # stop at once: said below
                 _save(out, job["name"], key, graded)
             grades[job["name"]] = graded
             if bar is not None:
@@ -380,6 +410,12 @@ def grade(paths: Iterable[str | Path], out: str | Path, *, options: Options | No
         similarity.write_report(pairs, out)
         if similar is not None:
             similar.extend(pairs)
+    if changed:
+        raise GraderChanged(
+            f"acllab's or the grader's own files changed while {changed} was graded (its code "
+            "ran without a sandbox and wrote them): the run stopped, and no later submission "
+            "was graded with them. Reinstall acllab (pip install --force-reinstall), and grade "
+            "with bubblewrap (apt-get install bubblewrap)")
     if interrupted:
         raise Interrupted(ordered, skipped, len(submissions))
     return ordered, skipped

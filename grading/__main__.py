@@ -2,7 +2,8 @@
 
 Exit status: 0 once every submission is graded (whatever the learners scored), 1 when
 --sandbox bwrap was asked for and bubblewrap cannot run, 2 for a usage error (no such path,
-no notebooks, a bad option or config file).
+no notebooks, a bad option or config file), 3 when acllab's own files changed during the run
+(a submission's code, run without a sandbox, wrote them), 130 after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -262,11 +263,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     p = parser(prog or ("python -m grading" if __name__ == "__main__" else "acllab grade"))
     args = p.parse_args(argv)
     options = _options(args, p.error)
-    where_seeds = "given" if options.seeds else ""
-    if not options.seeds and not args.public:
-        options.seeds, where_seeds = class_seeds(Path(args.out), p.error)
 
-    from . import find_submissions, grade, summary, table
+    from . import GraderChanged, find_submissions, grade, summary, table
     from .results import STALE
     from .sandbox import mode
 
@@ -277,6 +275,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         p.error(str(exc))
     if not submissions:
         p.error("no notebooks found in " + ", ".join(args.paths))
+    where_seeds = "given" if options.seeds else ""
+    if not options.seeds and not args.public:      # drawn (and kept) only for a real run
+        options.seeds, where_seeds = class_seeds(Path(args.out), p.error)
     if args.scheduler is None:
         try:
             here = mode(options.sandbox)
@@ -285,7 +286,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             return 1
         if here == "none":
             print("acllab grade: WARNING: not sandboxed (bubblewrap is not available here, "
-                  "or --sandbox none): learners' code can read files and use the network",
+                  "or --sandbox none): learners' code runs as you, so it can read files (the "
+                  "checks' sources and other submissions included), use the network, and "
+                  "write anywhere you can; the grade itself is still made in a process it "
+                  "never runs in, and the run stops if acllab's own files change",
                   file=sys.stderr, flush=True)
     jobs = args.jobs or os.cpu_count() or 1
     where = f"on the Dask cluster at {args.scheduler}" if args.scheduler else \
@@ -302,6 +306,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         grades, skipped = grade(args.paths, args.out, options=options, jobs=jobs,
                                 scheduler=args.scheduler, resume=args.resume,
                                 progress=not args.quiet, moved=moved, similar=similar)
+    except GraderChanged as exc:
+        print(f"acllab grade: STOPPED: {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt as stop:
         done = getattr(stop, "grades", None)
         if done is None:             # before anything was written

@@ -8,9 +8,11 @@ only: /usr (and the /bin, /lib... links into it), the Python installation and th
 environment, and the folders of the acllab, widgets and grading packages (never the
 repository around them, so neither lessons/solutions nor the tests are there), with acllab's
 checks replaced by :func:`learner_checks` (the helpers learners may import). It gets an
-empty /tmp, a fresh /proc and /dev, and a private writable HOME holding a copy of its one
-notebook. Every namespace is unshared (no network, no other processes), it runs as nobody
-(uid 65534) with no capabilities, in a new session, and dies with the device process. It
+empty /tmp and a private writable HOME holding a read-only copy of its one notebook, each a
+tmpfs of at most :data:`TMP_BYTES` / :data:`HOME_BYTES` (a cell that fills one gets ENOSPC),
+and a fresh /proc and /dev. Every namespace is unshared (no network, no other processes), it
+runs as nobody (uid 65534) with no capabilities, in a new session, and dies with the device
+process. It
 lowers its own CPU-time, memory and file-size limits before any learner code runs, and the
 grader kills both processes at the deadline, or sooner when the progress lines (which cell
 the learner's process is starting, when the check starts) say that a cell, the cells
@@ -61,6 +63,8 @@ __all__ = ["Run", "mode", "package_roots", "bwrap_command", "run_worker", "kill_
 
 MODES = ("auto", "bwrap", "none")
 HOME = "/home/learner"                  # the scratch folder, as the sandbox sees it
+TMP_BYTES = 256 << 20                   # /tmp in the sandbox: a tmpfs this large, at most
+HOME_BYTES = 256 << 20                  # and HOME
 _PACKAGES = ("acllab", "widgets", "grading")
 _DEVICE = Path(__file__).resolve().with_name("device.py")
 
@@ -146,12 +150,19 @@ def bwrap_command(scratch: Path, argv: list[str], env: dict[str, str],
     checks = next((p / "checks" for p in package_dirs() if p.name == "acllab"), None)
     if overlay and checks is not None and checks.is_dir():
         over = ["--ro-bind", overlay, str(checks)]
+    # HOME is a tmpfs of its own, as large as TMP_BYTES allows, holding read-only copies of
+    # the scratch folder's files (the notebook): a cell that fills it gets ENOSPC
+    files: list[str] = []
+    for path in sorted(scratch.iterdir()) if scratch.is_dir() else ():
+        if path.is_file() and not path.is_symlink():
+            files += ["--ro-bind", str(path), f"{HOME}/{path.name}"]
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
            "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL", "--hostname", "grading",
-           "--tmpfs", "/tmp",          # first: the binds below may lie under /tmp
+           "--size", str(TMP_BYTES), "--tmpfs", "/tmp",   # first: binds below may lie in /tmp
            *_read_only_binds(), *over,
            "--proc", "/proc", "--dev", "/dev",
-           "--bind", str(scratch), HOME, "--chdir", HOME, "--clearenv"]
+           "--size", str(HOME_BYTES), "--tmpfs", HOME, *files,
+           "--chdir", HOME, "--clearenv"]
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     return [*cmd, "--", *argv]
@@ -161,14 +172,16 @@ def bwrap_command(scratch: Path, argv: list[str], env: dict[str, str],
 def _bwrap_works() -> bool:
     if not sys.platform.startswith("linux") or shutil.which("bwrap") is None:
         return False
-    probe = bwrap_command(Path("/tmp"), [sys.executable, "-I", "-c", "import acllab"],
-                          {"PATH": "/usr/bin:/bin"})
-    probe = [a if a != HOME else "/tmp-probe" for a in probe]
-    try:
-        done = subprocess.run(probe, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="acllab-probe-") as empty:
+        probe = bwrap_command(Path(empty), [sys.executable, "-I", "-c", "import acllab"],
+                              {"PATH": "/usr/bin:/bin"})
+        try:
+            done = subprocess.run(probe, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
     return done.returncode == 0
 
 

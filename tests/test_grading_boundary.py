@@ -329,3 +329,38 @@ def test_a_function_that_works_on_its_own_processs_runtime_is_told_so(tmp_path):
     row = read_csv(out / "results.csv")["local", "00.tour"]
     assert float(row["score"]) == 0
     assert "not on the device the check gave your function" in row["error"], row["error"]
+
+
+# -- the sandbox's disk is bounded ------------------------------------------------------------
+
+FILLS = '''
+import errno, os
+full = []
+for where in ("/tmp", os.path.expanduser("~")):
+    try:
+        for i in range(40):                           # 40 files of 32 MiB: 1.25 GiB
+            with open(os.path.join(where, f"big{i}"), "wb") as fh:
+                for _ in range(32):
+                    fh.write(b"x" * (1 << 20))
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            full.append(where)
+    for name in os.listdir(where):
+        if name.startswith("big"):
+            os.remove(os.path.join(where, name))
+assert len(full) == 2, full
+raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+'''
+
+
+@pytest.mark.skipif(not SANDBOXED, reason="bubblewrap is not available")
+def test_a_cell_that_fills_tmp_or_home_gets_enospc_and_the_grade_says_so(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "filler").mkdir(parents=True)
+    nbformat.write(notebook(FILLS, RIGHT), subs / "filler" / "00-tour.ipynb")
+    out = tmp_path / "out"
+    assert main([str(subs), "--out", str(out), "--sandbox", "bwrap", "-q",
+                 "--cell-timeout", "60"]) == 0
+    row = read_csv(out / "results.csv")["filler", "00.tour"]
+    assert (row["status"], float(row["score"])) == ("passed", 1.0)     # it costs nothing else
+    assert "No space left on device" in row["error"], row["error"]

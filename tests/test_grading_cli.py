@@ -670,3 +670,30 @@ def test_identical_and_nearly_identical_work_is_reported(tmp_path, capsys):
     assert float(pairs["ann", "cat"]["similarity"]) >= 0.8
     rows = read_csv(out / "results.csv")
     assert all(r["status"] == "passed" for r in rows.values())   # a report, not a grade
+
+
+def test_without_a_sandbox_a_submission_that_changes_acllab_stops_the_run(tmp_path):
+    """Its code runs as the grader's user and can write acllab's files: no later submission
+    may be graded by what it wrote (a copy of the packages is graded with here)."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    copy = tmp_path / "install"
+    for package in ("acllab", "grading", "widgets"):
+        shutil.copytree(root / package, copy / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    c, out = tmp_path / "class", tmp_path / "out"
+    put(c / "ann" / "00-tour.ipynb", FIRST_COPY,
+        "import acllab, os\n"
+        "with open(os.path.join(os.path.dirname(acllab.__file__), 'checks', '__init__.py'),"
+        " 'a') as fh:\n    fh.write('\\n# changed by a learner\\n')\n")
+    put(c / "ben" / "00-tour.ipynb", FIRST_COPY)
+    done = subprocess.run([sys.executable, "-m", "grading", str(c), "--out", str(out),
+                           "--jobs", "1", "--sandbox", "none", "-q"], capture_output=True,
+                          text=True, cwd=str(copy), timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(copy)})
+    assert done.returncode == 3, done.stderr
+    assert "changed while ann was graded" in done.stderr and "Traceback" not in done.stderr
+    assert "ben" not in {who for who, _ in read_csv(out / "results.csv")}
