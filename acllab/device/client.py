@@ -247,15 +247,12 @@ class DeviceClient:
 
     # -- values --------------------------------------------------------------------------
     def to_server(self, v):
+        """``v`` as wire values: this process's objects become plain values, extensions
+        (its functions, kernels) or references to the server's objects it was handed."""
+        return wire.convert(v, self._to_server)
+
+    def _to_server(self, v):
         t = type(v)
-        if v is None or t in (bool, int, float, str, bytes):
-            return v
-        if t is list:
-            return [self.to_server(x) for x in v]
-        if t is tuple:
-            return tuple(self.to_server(x) for x in v)
-        if t is dict:
-            return {k: self.to_server(x) for k, x in v.items()}
         if t in (bytearray, memoryview):
             return bytes(v)
         if t is wire.Ext:
@@ -318,15 +315,11 @@ class DeviceClient:
                                 "params": _params(fn)})
 
     def from_server(self, v):
+        """A value from the server, its extensions made into this side's objects."""
+        return wire.convert(v, self._from_server)
+
+    def _from_server(self, v):
         t = type(v)
-        if v is None or t in (bool, int, float, str, bytes, np.ndarray):
-            return v
-        if t is list:
-            return [self.from_server(x) for x in v]
-        if t is tuple:
-            return tuple(self.from_server(x) for x in v)
-        if t is dict:
-            return {k: self.from_server(x) for k, x in v.items()}
         if t is wire.Ext:
             val = v.value if type(v.value) is dict else {}
             if v.name == "acl":

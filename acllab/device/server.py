@@ -298,16 +298,11 @@ class DeviceServer:
 
     # -- values ------------------------------------------------------------------------------
     def to_client(self, v):
-        t = type(v)
-        if v is None or t in (bool, int, float, str, bytes):
-            return v
-        if t is list:
-            return [self.to_client(x) for x in v]
-        if t is tuple:
-            return tuple(self.to_client(x) for x in v)
-        if t is dict:
-            return {k if type(k) in (bool, int, float, str) or k is None else str(k):
-                    self.to_client(x) for k, x in v.items()}
+        """``v`` as wire values: the server's objects become plain values, copies (records,
+        .om files) or references the client can only pass back (or call, where allowed)."""
+        return wire.convert(v, self._to_client, _plain_key)
+
+    def _to_client(self, v):
         if isinstance(v, (np.ndarray, np.generic, bytearray, memoryview)):
             return v if not isinstance(v, (bytearray, memoryview)) else bytes(v)
         if v is _acl:
@@ -323,8 +318,9 @@ class DeviceServer:
         if isinstance(v, (types.FunctionType, types.MethodType, types.BuiltinFunctionType)):
             return wire.Ext("sfn", {"id": self._ref(v),
                                     "name": getattr(v, "__name__", "function")})
-        if isinstance(v, (bool, int, float, str)):
-            return self.to_client(type(v).__mro__[-2](v) if not isinstance(v, bool) else bool(v))
+        for base in (bool, int, float, str, bytes, tuple, list, dict):   # an IntEnum...
+            if isinstance(v, base):
+                return self.to_client(base(v))
         if dataclasses.is_dataclass(v) and not isinstance(v, type) \
                 and type(v) not in METHODS:
             return wire.Ext("rec", {"type": type(v).__name__, "fields": {
@@ -349,15 +345,12 @@ class DeviceServer:
         return ident
 
     def from_client(self, v):
+        """A client's value as this side's: plain values, the server's own objects it refers
+        to, and callables that run in the client; nothing else (TypeError)."""
+        return wire.convert(v, self._from_client)
+
+    def _from_client(self, v):
         t = type(v)
-        if v is None or t in (bool, int, float, str, bytes):
-            return v
-        if t is list:
-            return [self.from_client(x) for x in v]
-        if t is tuple:
-            return tuple(self.from_client(x) for x in v)
-        if t is dict:
-            return {k: self.from_client(x) for k, x in v.items()}
         if t is np.ndarray:
             return v
         if t is wire.Ext:
@@ -492,6 +485,11 @@ class DeviceServer:
     def _hello(self, **info):
         return {"protocol": wire.PROTOCOL, "version": wire.VERSION,
                 "functions": sorted(self.functions), "constants": served_constants()}
+
+
+def _plain_key(k):
+    """A dict key on the wire: None, a bool, an int, a float or a str (else its str)."""
+    return k if k is None or type(k) in (bool, int, float, str) else str(k)
 
 
 def _short_repr(v) -> str:

@@ -31,7 +31,8 @@ import struct
 import numpy as np
 
 __all__ = ["VERSION", "PROTOCOL", "MAX_FRAME", "MAX_DEPTH", "MAX_ITEMS", "DTYPES",
-           "EXTENSIONS", "Ext", "ProtocolError", "encode", "decode", "frame", "read_frame"]
+           "EXTENSIONS", "Ext", "ProtocolError", "encode", "decode", "convert", "frame",
+           "read_frame"]
 
 PROTOCOL = "acllab-device"
 VERSION = 1
@@ -258,6 +259,28 @@ def _decode(r: _Reader, depth: int):
         raw = r.take(nbytes)
         return np.frombuffer(bytes(raw), dtype=dtype).reshape(shape).copy()
     raise ProtocolError(f"unknown tag 0x{tag:02x} at offset {r.pos - 1}")
+
+
+_PLAIN = (bool, int, float, str, bytes)
+
+
+def convert(v, leaf, key=None):
+    """``v`` with its lists, tuples and dicts rebuilt and every value in them that is not
+    None, a bool, an int, a float, a str or bytes replaced by ``leaf(value)`` (``key(k)``
+    for each dict key, when given): how each side turns its objects into wire values and
+    back."""
+    t = type(v)
+    if v is None or t in _PLAIN:
+        return v
+    if t is list:
+        return [convert(x, leaf, key) for x in v]
+    if t is tuple:
+        return tuple(convert(x, leaf, key) for x in v)
+    if t is dict:
+        if key is None:
+            return {k: convert(x, leaf, key) for k, x in v.items()}
+        return {key(k): convert(x, leaf, key) for k, x in v.items()}
+    return leaf(v)
 
 
 def frame(value) -> bytes:
