@@ -70,16 +70,22 @@ def bytes_to_ptr(data):
     return rt().host.register(data, addr, len(data), addr, type(data).__name__)
 
 
-@api("numpy_to_ptr", bare=True, outs=(0,), needs_init=False)
-def numpy_to_ptr(array):
-    """Deprecated: the host address of a C-contiguous array's data; no copy."""
+def check_numpy_to_ptr(array, stacklevel: int) -> None:
+    """What numpy_to_ptr says and refuses before it registers ``array`` (also the device
+    client's, acllab.device): its deprecation, then TypeError or ValueError."""
     warnings.warn("acl.util.numpy_to_ptr is deprecated; use bytes_to_ptr(array.tobytes()) or "
-                  "numpy_contiguous_to_ptr", DeprecationWarning, stacklevel=3)
+                  "numpy_contiguous_to_ptr", DeprecationWarning, stacklevel=stacklevel + 1)
     if not isinstance(array, np.ndarray):
         raise TypeError(f"numpy_to_ptr takes a numpy.ndarray, not {type(array).__name__}")
     if not array.flags.c_contiguous:
         raise ValueError("the array is not C-contiguous: its data is not one block of memory "
                          "(use numpy_contiguous_to_ptr)")
+
+
+@api("numpy_to_ptr", bare=True, outs=(0,), needs_init=False)
+def numpy_to_ptr(array):
+    """Deprecated: the host address of a C-contiguous array's data; no copy."""
+    check_numpy_to_ptr(array, stacklevel=3)
     return _register_array(array, f"ndarray {array.dtype}{list(array.shape)}")
 
 

@@ -481,13 +481,9 @@ class DeviceClient:
         return self._register(data, type(data).__name__, type(data) is bytearray, lo)
 
     def _numpy_to_ptr(self, array):
-        warnings.warn("acl.util.numpy_to_ptr is deprecated; use bytes_to_ptr(array.tobytes()) "
-                      "or numpy_contiguous_to_ptr", DeprecationWarning, stacklevel=2)
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"numpy_to_ptr takes a numpy.ndarray, not {type(array).__name__}")
-        if not array.flags.c_contiguous:
-            raise ValueError("the array is not C-contiguous: its data is not one block of "
-                             "memory (use numpy_contiguous_to_ptr)")
+        from ..acl.util import check_numpy_to_ptr
+
+        check_numpy_to_ptr(array, stacklevel=2)
         return self._register_array(array)
 
     def _register_array(self, array: np.ndarray) -> int:
