@@ -136,7 +136,7 @@ def test_a_copy_on_another_stream_is_not_ordered_after_the_callers_work():
 
 def test_freeing_the_callers_buffer_fails_resources():
     result = check("04.read_after_sync", fetch_frees_callers_buffer)
-    assert failed(result) == {"resources"}
+    assert failed(result) == {"resources", "again"}   # its caller cannot ask again
     assert "belong to its caller" in item(result, "resources").message
 
 
@@ -380,7 +380,7 @@ def test_a_function_that_finalizes_fails_resources_not_the_check():
         return data
 
     result = check("04.read_after_sync", fetch)
-    assert failed(result) == {"resources"}
+    assert failed(result) == {"resources", "again"}   # its caller cannot ask again
     assert "belong to its caller" in item(result, "resources").message
 
 
@@ -678,3 +678,22 @@ def test_leaks_alone_cost_only_the_process_share():
     result = check("04.overlap", pipeline_leaks_device_memory)
     assert failed(result) == {"resources"}
     assert 0 < result.score < 1
+
+
+# -- a second call in the same runtime, with new bytes of the same size -----------------------
+
+def test_a_fetch_that_remembers_its_answer_by_size_fails_again():
+    from checks_support import failed, item, load_solutions
+
+    reference = load_solutions("04").fetch
+    cache = {}
+
+    def fetch(acl, dev_ptr, nbytes, stream):
+        if nbytes not in cache:
+            cache[nbytes] = reference(acl, dev_ptr, nbytes, stream)
+        return cache[nbytes]
+
+    result = check("04.read_after_sync", fetch)
+    assert result.score == 0 and failed(result) == {"again"}, str(result)
+    assert "new bytes in dev_ptr" in item(result, "again").message
+    assert check("04.read_after_sync", reference).passed

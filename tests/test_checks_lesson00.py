@@ -42,8 +42,8 @@ def test_lesson00_registers_its_tour_exercise():
 def test_reference_solution_reports_its_items():
     result = check("00.tour", SOLUTIONS.first_copy)
     assert result.status == "passed", str(result)
-    assert [i.name for i in result.items] == ["runs", "result", "round trip", "sanitizer",
-                                              "resources"]
+    assert [i.name for i in result.items] == ["runs", "result", "round trip", "again",
+                                              "sanitizer", "resources"]
 
 
 def test_reference_solution_passes_on_more_seeds():
@@ -144,7 +144,8 @@ def test_reading_before_synchronising_is_caught():
 
 def test_releasing_the_callers_device_fails_resources():
     result = check("00.tour", first_copy_finalizes)
-    assert failed(result) == {"resources"}
+    # a second call by the same caller fails too: its device is gone
+    assert failed(result) == {"resources", "again"}
     assert "reset the device or finalised" in item(result, "resources").message
 
 
@@ -411,7 +412,7 @@ def test_a_hazard_alone_costs_only_the_sanitizer_share():
     assert 0 < result.score < 1 and "every result is right" in str(result)
     assert item(result, "sanitizer").kind == "process"
     assert {i.name for i in result.items if i.kind == "result"} == {
-        "runs", "result", "round trip", "resources"}
+        "runs", "result", "round trip", "again", "resources"}
 
 
 def test_correct_variants_unlike_the_reference_pass():
@@ -482,3 +483,20 @@ def test_bytes_moved_on_the_host_after_coming_back_still_count():
     assert failed(result) == {"round trip"} and result.score == 0
     assert "not the bytes that the device-to-host copies wrote" in item(
         result, "round trip").message
+
+
+# -- a second call in the same runtime, with new data of the same size ------------------------
+
+def test_a_first_copy_that_remembers_its_answer_by_size_fails_again():
+    cache = {}
+
+    def first_copy(acl, data):
+        if len(data) not in cache:
+            cache[len(data)] = SOLUTIONS.first_copy(acl, data)
+        return cache[len(data)]
+
+    result = check("00.tour", first_copy)
+    assert result.score == 0 and failed(result) == {"again"}, str(result)
+    assert "returned other bytes" in item(result, "again").message
+    assert item(result, "again").kind == "result"
+    assert check("00.tour", SOLUTIONS.first_copy).passed            # the right one still does

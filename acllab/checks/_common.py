@@ -36,7 +36,7 @@ __all__ = ["format_us", "format_hex", "join_first", "short_repr", "qualified", "
            "first_difference", "uninit_pattern", "reads_uninit", "BytesWording",
            "describe_bytes", "new_case", "Release", "release_each", "teardown", "hazards",
            "finding_line", "sanitizer_item", "leak_texts", "released_item", "resources_item",
-           "Write", "Piece", "Provenance", "last_writes"]
+           "Write", "Piece", "Provenance", "last_writes", "again_item", "HAZARDS"]
 
 
 # -- formatting --------------------------------------------------------------------------------
@@ -230,6 +230,31 @@ def sanitizer_item(findings: Sequence[Finding], clean: str, *, shown: int = 3,
     text = join_first([line(f) for f in findings], shown, sep="\n", more=more)
     return Item("sanitizer", False, text, fix(first) if fix is not None else first.fix,
                 kind=RESULT if first.kind in HAZARDS else kind)
+
+
+# -- the second call ----------------------------------------------------------------------------
+
+def again_item(function: str, call: Call, want: bytes, what: str) -> Item:
+    """'again': called a second time in the same runtime, with new data of the same size,
+    ``function`` returned the new bytes ``want`` (so it computes, not remembers, its answer).
+    ``what`` says what changed ('data', 'the bytes in dev_ptr')."""
+    hint = (f"compute the answer from what {function} is given on each call: a result kept "
+            "from an earlier call (a cache keyed by size, say) is wrong once the data changes")
+    if call.error is not None:
+        return Item("again", False, f"called again with new {what} of the same size, "
+                                    f"{function} raised {call.error_text}", hint)
+    got = call.value
+    if isinstance(got, (bytes, bytearray)) and bytes(got) == want:
+        return Item("again", True, f"called again in the same runtime with new {what} of the "
+                                   f"same size, {function} returned the new bytes")
+    if isinstance(got, (bytes, bytearray)) and len(got) == len(want):
+        at = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
+        text = (f"called again in the same runtime with new {what} of the same size, "
+                f"{function} returned other bytes (from byte {at:,} on)")
+    else:
+        text = (f"called again in the same runtime with new {what} of the same size, "
+                f"{function} returned {short_repr(got)}")
+    return Item("again", False, text, hint)
 
 
 # -- the resources item ------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from ..hardware import KiB
 from . import PROCESS, RESULT, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     Provenance,
+    again_item,
     first_difference,
     format_hex,
     format_us,
@@ -136,6 +137,10 @@ def grade_first_copy(fn, seed: int) -> Case:
         case = new_case(label, call, runtime)
         if case.not_done:
             return case
+        again = None
+        if call.error is None and _result_item(call.value, data).passed:
+            fresh = bytes(b ^ 0x5A for b in data)       # new data, the same size
+            again = again_item("first_copy", call_learner(fn, acl, fresh), fresh, "data")
         failed = teardown(device=device_id, reset_failed="the device (reset_device failed)")
 
         edited = trace_edited(runtime, prov)
@@ -147,6 +152,8 @@ def grade_first_copy(fn, seed: int) -> Case:
             return case
         case.items.append(_result_item(call.value, data))
         case.items.append(_round_trip_item(call.value, data, prov, call.first_task, seen))
+        if again is not None:
+            case.items.append(again)
         case.items.append(_sanitizer_item(runtime))
         case.items.append(_resources_item(runtime, failed))
         return case

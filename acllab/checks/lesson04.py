@@ -43,6 +43,7 @@ from ._common import (
     BytesWording,
     Order,
     Provenance,
+    again_item,
     describe_bytes,
     finding_line,
     format_us,
@@ -202,6 +203,19 @@ def grade_fetch(fn, seed: int) -> Case:
         if case.not_done:
             return case
 
+        again = None
+        if call.error is None and not _describe_bytes(call.value, payload, "the value"):
+            # the caller fills dev_ptr again, with new bytes of the same size, and asks again
+            fresh = bytes(b ^ 0xA5 for b in payload)
+            acl.rt.memcpy(staging, nbytes, acl.util.bytes_to_ptr(fresh), nbytes,
+                          ACL_MEMCPY_HOST_TO_HOST)
+            for lo, hi in pairwise(cuts):
+                if hi > lo:
+                    acl.rt.memcpy_async(dev + lo, hi - lo, staging + lo, hi - lo,
+                                        ACL_MEMCPY_HOST_TO_DEVICE, stream)
+            again = again_item("fetch", call_learner(fn, acl, dev, nbytes, stream), fresh,
+                               "bytes in dev_ptr")
+
         release = [("the device buffer dev_ptr (acl.rt.free failed)", (acl.rt.free, dev))]
         if not default_stream:
             release.append(("the stream (acl.rt.destroy_stream failed)",
@@ -226,6 +240,8 @@ def grade_fetch(fn, seed: int) -> Case:
                   and w.matches(w.lo, call.value[off:off + (w.hi - w.lo)])]
         case.items.append(_copy_item(order, carried, work, stream_obj))
         case.items.append(_read_item(runtime, order, useful or carried, ops_from, ops_ret))
+        if again is not None:
+            case.items.append(again)
         case.items.append(_sanitizer_item(runtime, call, "fetch"))
         case.items.append(_resources_item(runtime, failed, "fetch"))
         return case
