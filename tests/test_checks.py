@@ -697,3 +697,20 @@ def test_a_fetch_that_remembers_its_answer_by_size_fails_again():
     assert result.score == 0 and failed(result) == {"again"}, str(result)
     assert "new bytes in dev_ptr" in item(result, "again").message
     assert check("04.read_after_sync", reference).passed
+
+
+def test_a_pipeline_that_drops_the_last_chunk_of_an_odd_count_fails_on_any_seeds():
+    """Hidden seeds are random, but the exercise's edge cases (an odd and an even count of
+    chunks) run with them, so a bug that only odd counts show is always met."""
+    from checks_support import load_solutions
+
+    reference = load_solutions("04").pipeline
+
+    def pipeline(acl, host_in, host_out, nbytes):
+        n = len(host_in) // 2 * 2                    # pairs only: drops an odd count's last
+        return reference(acl, list(host_in)[:n], list(host_out)[:n], nbytes)
+
+    for seeds in ((10, 12, 14), (20, 22, 24)):       # even counts only among these
+        assert check("04.overlap", pipeline, seeds=seeds).score == 0
+    assert check("04.overlap", reference, seeds=(10, 12, 14)).passed
+    assert check("04.overlap", reference, seeds=(10, 12, 14)).cases == 5   # 3 drawn, 2 edges

@@ -245,6 +245,9 @@ class Exercise:
     grade: Callable[[Callable, int], Case]
     seeds: tuple[int, ...] = (0, 1, 2)
     limit_s: float = DEFAULT_LIMIT_S
+    #: seeds whose cases are the shapes that matter (an odd count of chunks, say), run after
+    #: hidden seeds too, so that every grade meets them whatever seeds were drawn
+    edges: tuple[int, ...] = ()
 
 
 _EXERCISES: dict[str, Exercise] = {}
@@ -254,11 +257,12 @@ history: dict[str, CheckResult] = {}
 
 
 def exercise(id: str, title: str, function: str, seeds: tuple[int, ...] = (0, 1, 2),
-             limit_s: float = DEFAULT_LIMIT_S):
+             limit_s: float = DEFAULT_LIMIT_S, edges: tuple[int, ...] = ()):
     """Decorator for a lesson module's grader ``grade(fn, seed) -> Case``: registers it."""
 
     def deco(grade: Callable[[Callable, int], Case]) -> Callable[[Callable, int], Case]:
-        _EXERCISES[id] = Exercise(id, title, function, grade, tuple(seeds), float(limit_s))
+        _EXERCISES[id] = Exercise(id, title, function, grade, tuple(seeds), float(limit_s),
+                                  tuple(edges))
         return grade
 
     return deco
@@ -309,19 +313,23 @@ _limit: list[float | None] = [None]       # the limit of the check running now
 
 
 def check(exercise_id: str, fn: Callable, *, seeds: tuple[int, ...] | None = None,
-          limit_s: float | None = None) -> CheckResult:
+          limit_s: float | None = None, edges: bool = True) -> CheckResult:
     """Grade the learner's function ``fn`` for ``exercise_id`` on randomised cases.
 
     Cases run in order and the first failing one is reported; the score follows
     :data:`SCORING_RULE` over every case run. ``seeds`` overrides the exercise's own (public)
-    seeds, as an instructor's hidden cases do; ``limit_s`` overrides its wall-clock limit per
-    call. The result is also kept in :data:`history` for :func:`summary` (a pass is not
-    undone there by a later, worse attempt).
+    seeds, as an instructor's hidden cases do, and the exercise's edge cases
+    (:attr:`Exercise.edges`: an odd count of chunks...) run after them unless ``edges`` is
+    False; ``limit_s`` overrides its wall-clock limit per call. The result is also kept in
+    :data:`history` for :func:`summary` (a pass is not undone there by a later, worse
+    attempt).
     """
     _guard.refuse_if_learner("acllab.checks.check")
     ex = _find(exercise_id)
     public = seeds is None
     seeds = ex.seeds if seeds is None else tuple(int(s) for s in seeds)
+    if not public and edges:    # the shapes that matter, whatever seeds were drawn
+        seeds = (*seeds, *(e for e in ex.edges if e not in seeds))
     result = CheckResult(ex.id, ex.title, cases=len(seeds), public=public,
                          function=getattr(fn, "__name__", None) or type(fn).__name__)
     if not callable(fn):

@@ -36,7 +36,7 @@ __all__ = ["format_us", "format_hex", "join_first", "short_repr", "qualified", "
            "first_difference", "uninit_pattern", "reads_uninit", "BytesWording",
            "describe_bytes", "new_case", "Release", "release_each", "teardown", "hazards",
            "finding_line", "sanitizer_item", "leak_texts", "released_item", "resources_item",
-           "Write", "Piece", "Provenance", "last_writes", "again_item", "HAZARDS"]
+           "Write", "Piece", "Provenance", "last_writes", "again_item", "HAZARDS", "count_for"]
 
 
 # -- formatting --------------------------------------------------------------------------------
@@ -230,6 +230,15 @@ def sanitizer_item(findings: Sequence[Finding], clean: str, *, shown: int = 3,
     text = join_first([line(f) for f in findings], shown, sep="\n", more=more)
     return Item("sanitizer", False, text, fix(first) if fix is not None else first.fix,
                 kind=RESULT if first.kind in HAZARDS else kind)
+
+
+# -- case shapes ------------------------------------------------------------------------------
+
+def count_for(rng, seed: int, lo: int, hi: int) -> int:
+    """A count in ``[lo, hi)`` whose parity is the seed's (an odd seed, an odd count), so a
+    set of cases holds both odd and even counts (see Exercise.edges)."""
+    choices = [n for n in range(lo, hi) if n % 2 == seed % 2] or list(range(lo, hi))
+    return int(rng.choice(choices))
 
 
 # -- the second call ----------------------------------------------------------------------------

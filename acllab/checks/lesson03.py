@@ -35,6 +35,7 @@ from ..hardware import PROFILES, DeviceProfile, KiB, MiB, ceil_div, transfer_ns
 from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     Provenance,
+    count_for,
     first_difference,
     format_hex,
     format_us,
@@ -61,11 +62,11 @@ _UNINIT_WORDS = tuple(uninit_pattern(offset, 4) for offset in range(4))
 # -- 03.pinned_pipeline ------------------------------------------------------------------------
 
 @exercise("03.pinned_pipeline", "upload: a pinned, truly asynchronous upload", "upload",
-          limit_s=10)
+          limit_s=10, edges=(0, 1))
 def grade_upload(fn, seed: int) -> Case:
     """One case: 3 to 6 chunks of 256 KiB to 3 MiB (some larger than the staging buffer)."""
     rng = np.random.default_rng([3, 1, seed])
-    count = int(rng.integers(3, 7))
+    count = count_for(rng, seed, 3, 7)          # odd seeds, odd counts (edges: 1)
     sizes = [int(rng.integers(256 * KiB, 3 * MiB)) for _ in range(count)]
     chunks = [rng.bytes(n) for n in sizes]
     default_stream = seed % 3 == 2
