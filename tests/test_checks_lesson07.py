@@ -90,7 +90,7 @@ def test_reference_solution_reports_its_items():
     result = check("07.infer", SOLUTIONS.infer)
     assert result.status == "passed", str(result)
     assert [i.name for i in result.items] == ["runs", "labels", "ran on the device",
-                                              "sanitizer", "resources"]
+                                              "again", "sanitizer", "resources"]
 
 
 def test_reference_solution_passes_on_more_seeds():
@@ -271,7 +271,7 @@ def test_a_helper_that_finalizes_fails_resources_not_the_check():
         return labels
 
     result = check("07.infer", infer)
-    assert failed(result) == {"resources"}
+    assert failed(result) == {"resources", "again"}   # its caller cannot ask again
     assert "belong to its caller" in item(result, "resources").message
 
 
@@ -568,3 +568,16 @@ def infer_all_on_device_then_row_by_row(acl, model_path, images):
 def test_right_answers_written_differently_pass(fn):
     result = check("07.infer", fn, seeds=range(0, 5))
     assert result.status == "passed" and result.score == 1.0, str(result)
+
+
+def test_an_infer_that_remembers_its_labels_by_count_fails_again():
+    cache = {}
+
+    def infer(acl, model_path, images):
+        if len(images) not in cache:
+            cache[len(images)] = SOLUTIONS.infer(acl, model_path, images)
+        return cache[len(images)]
+
+    result = check("07.infer", infer)
+    assert result.score == 0 and failed(result) == {"again"}, str(result)
+    assert "other images" in item(result, "again").message
