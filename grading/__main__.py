@@ -23,9 +23,12 @@ __all__ = ["main", "parser", "read_config"]
 def parser(prog: str = "acllab grade") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
-        description="Grade submitted acllab lesson notebooks: each exercise of each "
-                    "submission is checked in its own fresh, sandboxed process; results go "
-                    "to DIR/results.csv and Gradescope-style results.json files.")
+        description="Grade submitted acllab lesson notebooks on hidden cases: for each "
+                    "exercise of each submission the check and the simulated device run in "
+                    "a process of the grader's, the learner's code in a sandboxed one that "
+                    "reaches the device only through pyACL calls; results go to "
+                    "DIR/results.csv, Gradescope-style results.json files and a report of "
+                    "similar work, DIR/similarity.csv.")
     p.add_argument("paths", nargs="+", metavar="SUBMISSIONS",
                    help="notebooks, or folders searched for *.ipynb (one subfolder or one "
                         "file per learner: the name is the submitter's)")
