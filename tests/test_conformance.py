@@ -1634,3 +1634,24 @@ def test_elapsed_time_of_a_record_not_yet_complete_is_107006():
     assert acl.rt.synchronize_event(end) == 0
     ms, ret = acl.rt.event_elapsed_time(start, end)
     assert ret == 0 and ms > 0
+
+
+@pytest.mark.parametrize("call", [
+    lambda: acl.rt.memset(0, 64, 7, 0),
+    lambda: acl.rt.memset(0, 0, 7, 0),
+    lambda: acl.rt.memset_async(0, 64, 7, 0, 0),
+    lambda: acl.rt.memset_async(0x1234, 0, 7, 0, 987654),       # not a stream either
+    lambda: acl.rt.memcpy(0x1234, 64, 0x5678, 0, 99),           # not a kind either
+    lambda: acl.rt.memcpy_async(0, 0, 0, 0, 99, 987654),
+], ids=["memset null", "memset null, max 0", "memset_async null", "memset_async no stream",
+        "memcpy bad kind", "memcpy_async bad kind and stream"])
+def test_memsets_and_copies_of_count_0_succeed_before_any_other_check(call):
+    """Source: hicann/runtime, AscendCL sources (src/acl/aclrt_impl/memory.cpp),
+    aclrtMemsetImpl, aclrtMemsetAsyncImpl, aclrtMemcpyImpl and aclrtMemcpyAsyncImpl: each
+    starts with `if (count == 0UL) { ...; return ACL_SUCCESS; }`, before the pointer, the kind
+    or the stream is looked at."""
+    setup_device()
+    n0 = len(rt().tasks)
+    with no_acl_warnings():
+        assert call() == 0
+    assert len(rt().tasks) == n0

@@ -33,6 +33,11 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
             and type(count) is int and type(kind) is int):
         dst, dest_max = as_int(dst, "dst"), as_int(dest_max, "dest_max")
         src, count, kind = as_int(src, "src"), as_int(count, "count"), as_int(kind, "kind")
+    if count == 0:
+        # CANN returns success for count 0 before it checks anything else: the pointers, the
+        # kind, the context (hicann/runtime, src/acl/aclrt_impl/memory.cpp, aclrtMemcpyImpl
+        # and aclrtMemcpyAsyncImpl: `if (count == 0UL) { ... return ACL_SUCCESS; }` first)
+        return None
     ctx = r._current.get(get_ident())           # r.current_context(), inline
     if ctx is None or not ctx.alive:
         ctx = r.current_context()
@@ -41,8 +46,6 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
                            "1 HOST_TO_DEVICE, 2 DEVICE_TO_HOST, 3 DEVICE_TO_DEVICE, 4 DEFAULT)")
     if dest_max < 0 or count < 0:
         raise Fail(100000, f"sizes must not be negative (dest_max {dest_max}, count {count})")
-    if count == 0:
-        return None          # CANN returns success for count 0 before checking the pointers
     if dst == 0 or src == 0:
         raise Fail(100000, f"{'dst' if dst == 0 else 'src'} is a null pointer")
     if count > dest_max:
@@ -120,8 +123,7 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
     r = _session.live or rt()       # rt(), without the call (the wrapper made it)
     plan = _plan_copy(r, dst, dest_max, src, count, kind, True)
     handle = stream if type(stream) is int else as_int(stream, "stream")
-    if plan is None:
-        r.stream_for(handle)
+    if plan is None:                     # count 0: success, the stream unchecked (as CANN)
         r.spend(r.profile.launch_ns)
         return
     dev, dreg, doff, sreg, soff, n, direction, ctx = plan
@@ -151,6 +153,10 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
 def _plan_memset(r, dev_ptr, max_size, value, count):
     dev_ptr, max_size = as_int(dev_ptr, "dev_ptr"), as_int(max_size, "max_size")
     value, count = as_int(value, "value"), as_int(count, "count")
+    if count == 0:
+        # success before the pointer is checked (hicann/runtime, src/acl/aclrt_impl/
+        # memory.cpp, aclrtMemsetImpl and aclrtMemsetAsyncImpl: count 0 returns first)
+        return None
     ctx = r.current_context()
     if dev_ptr == 0:
         raise Fail(100000, "dev_ptr is a null pointer")
@@ -158,8 +164,6 @@ def _plan_memset(r, dev_ptr, max_size, value, count):
         raise Fail(100000, f"sizes must not be negative (max_size {max_size}, count {count})")
     if count > max_size:
         raise Fail(107000, f"count {count} is larger than max_size {max_size}")
-    if count == 0:
-        return None
     region, off = span(r, dev_ptr, count, "dev_ptr", ctx.device)
     return ctx.device, region, off, value & 0xFF, count
 
@@ -183,10 +187,12 @@ def memset_async(dev_ptr, max_size, value, count, stream):
     """Enqueue a memset on a stream."""
     r = rt()
     plan = _plan_memset(r, dev_ptr, max_size, value, count)
+    if plan is None:                     # count 0: success, the stream unchecked (as CANN)
+        as_int(stream, "stream")
+        r.spend(r.profile.launch_ns)
+        return
     s = r.stream_for(as_int(stream, "stream"))
     r.spend(r.profile.launch_ns)
-    if plan is None:
-        return
     dev, region, off, value, n = plan
     if region.kind != "device":
         raise Fail(107000, "memset_async works on device memory only")
