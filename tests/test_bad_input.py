@@ -409,8 +409,6 @@ CASES = [
     # ---- streams --------------------------------------------------------------------------
     out("create_stream: limit reached", lambda w: acl.rt.create_stream(), 207008, 0,
         prepare=_exhaust_streams),
-    out("create_stream_with_config: unknown flag bits",
-        lambda w: acl.rt.create_stream_with_config(0, 0x80), 100000, 0),
     out("create_stream_with_config: limit reached",
         lambda w: acl.rt.create_stream_with_config(0, 0), 207008, 0, prepare=_exhaust_streams),
     status("destroy_stream: the default stream", lambda w: acl.rt.destroy_stream(0), 100000),

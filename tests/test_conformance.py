@@ -1655,3 +1655,16 @@ def test_memsets_and_copies_of_count_0_succeed_before_any_other_check(call):
     with no_acl_warnings():
         assert call() == 0
     assert len(rt().tasks) == n0
+
+
+@pytest.mark.parametrize("flag", [0x80, 0x100, 0xFFFF0000])
+def test_stream_flag_bits_cann_does_not_know_give_an_ordinary_stream(flag):
+    """Source: hicann/runtime, AscendCL sources (src/acl/aclrt_impl/stream.cpp),
+    aclrtCreateStreamWithConfigImpl: only the flags it knows are mapped to the runtime's; any
+    other bit is ignored and the stream is created."""
+    setup_device()
+    with no_acl_warnings():
+        stream, ret = acl.rt.create_stream_with_config(0, flag)
+    assert ret == 0 and stream != 0
+    assert acl.rt.synchronize_stream(stream) == 0
+    assert acl.rt.destroy_stream(stream) == 0
