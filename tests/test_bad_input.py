@@ -267,15 +267,16 @@ CASES = [
     out("create_context: bad id", lambda w: acl.rt.create_context(4), 107001, 0),
     out("create_context: stream limit reached", lambda w: acl.rt.create_context(0), 207008, 0,
         prepare=_exhaust_streams),
-    status("destroy_context: unknown", lambda w: acl.rt.destroy_context(UNKNOWN_HANDLE), 107017),
+    status("destroy_context: unknown", lambda w: acl.rt.destroy_context(UNKNOWN_HANDLE), 107002),
     status("destroy_context: null", lambda w: acl.rt.destroy_context(0), 100000),
-    # ref silent on the code: "The default context cannot be destroyed"
+    # CANN: RT_ERROR_CONTEXT_NULL for a primary context and one it no longer tracks
+    # (hicann/runtime, src/runtime/api/impl/api_impl.cc, ApiImpl::ContextDestroy)
     status("destroy_context: the default context",
-           lambda w: acl.rt.destroy_context(w.default_ctx), 100000),
+           lambda w: acl.rt.destroy_context(w.default_ctx), 107002),
     status("destroy_context: destroyed", lambda w: acl.rt.destroy_context(w.destroyed_ctx),
-           107017),
+           107002),
     status("destroy_context: a stream handle", lambda w: acl.rt.destroy_context(w.stream),
-           107017),
+           107002),
     status("set_context: unknown", lambda w: acl.rt.set_context(UNKNOWN_HANDLE), 107017),
     status("set_context: null", lambda w: acl.rt.set_context(0), 100000),
     status("set_context: destroyed", lambda w: acl.rt.set_context(w.destroyed_ctx), 107017),

@@ -309,13 +309,15 @@ def test_memcpy_async_on_a_stream_from_another_context_returns_107003():
 def test_the_default_context_cannot_be_destroyed():
     """"The default context cannot be destroyed".
 
-    The reference gives no code; acllab returns 100000 (ACL_ERROR_INVALID_PARAM).
+    Source: hicann/runtime, src/runtime/api/impl/api_impl.cc, ApiImpl::ContextDestroy: a
+    primary context gives RT_ERROR_CONTEXT_NULL, which is 107002 ACL_ERROR_RT_CONTEXT_NULL
+    (src/runtime/core/src/common/errcode_manage.cc).
     """
     assert acl.init() == 0
     assert acl.rt.set_device(0) == 0
     ctx, _ = acl.rt.get_context()
-    with expect_code(100000):
-        assert acl.rt.destroy_context(ctx) == 100000
+    with expect_code(107002):
+        assert acl.rt.destroy_context(ctx) == 107002
     assert acl.rt.get_context() == (ctx, 0)
     assert rt().devices[0].default_context.handle == ctx
 
@@ -1668,3 +1670,15 @@ def test_stream_flag_bits_cann_does_not_know_give_an_ordinary_stream(flag):
     assert ret == 0 and stream != 0
     assert acl.rt.synchronize_stream(stream) == 0
     assert acl.rt.destroy_stream(stream) == 0
+
+
+def test_destroying_a_context_twice_is_107002():
+    """Source: hicann/runtime, src/runtime/api/impl/api_impl.cc, ApiImpl::ContextDestroy: a
+    context the runtime no longer tracks fails CheckContextIsValid with RT_ERROR_CONTEXT_NULL
+    (107002), and cannot be taken as an inactive one either."""
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    ctx, ret = acl.rt.create_context(0)
+    assert ret == 0 and acl.rt.destroy_context(ctx) == 0
+    with expect_code(107002):
+        assert acl.rt.destroy_context(ctx) == 107002

@@ -437,8 +437,12 @@ def _codes_item(calls) -> Item:
                                           "returned 0")
     name, ret = failed[0]
     shown = "; ".join(f"{qualified(n)} returned {_code(r)}" for n, r in failed[:3])
-    return Item("return codes", False, shown,
-                _CODE_HINTS.get(ret, "acl.get_recent_err_msg() after the call explains it"))
+    hint = _CODE_HINTS.get(ret, "acl.get_recent_err_msg() after the call explains it")
+    if name == "destroy_context" and ret == 107002:
+        hint = ("destroy_context was given a context that was destroyed already, or the "
+                "device's default one: destroy res['context'] once, and leave the default "
+                "context to reset_device")
+    return Item("return codes", False, shown, hint)
 
 
 def _order_item(calls) -> Item:

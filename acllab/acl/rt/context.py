@@ -23,11 +23,24 @@ def create_context(device_id):
 
 @api("aclrtDestroyContext")
 def destroy_context(context):
-    """Destroy an explicit context (the default context goes with reset_device)."""
+    """Destroy an explicit context (the default context goes with reset_device).
+
+    A null context is 100000; any other that is not a live explicit context (destroyed
+    already, the device's default context, not a context at all) is 107002
+    ACL_ERROR_RT_CONTEXT_NULL, as CANN returns (hicann/runtime, src/runtime/api/impl/
+    api_impl.cc, ApiImpl::ContextDestroy: a context the runtime no longer tracks, and a
+    primary context, give RT_ERROR_CONTEXT_NULL).
+    """
     r = rt()
-    ctx = r.lookup(as_int(context, "context"), Context, "context")
+    handle = as_int(context, "context")
+    try:
+        ctx = r.lookup(handle, Context, "context")
+    except Fail as exc:
+        if exc.code != 107017:
+            raise
+        raise Fail(107002, exc.message) from None
     if ctx.is_default:
-        raise Fail(100000, f"context 0x{ctx.handle:x} is device {ctx.device.id}'s default "
+        raise Fail(107002, f"context 0x{ctx.handle:x} is device {ctx.device.id}'s default "
                            "context; it cannot be destroyed (reset_device releases it)")
     r.spend(r.profile.api_ns)
     leak_warning(r, f"acl.rt.destroy_context(0x{ctx.handle:x})", r.destroy_context(ctx))
