@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -77,30 +76,39 @@ def timed(paths, out: Path, **kwargs) -> tuple[float, list[dict]]:
     return time.perf_counter() - start, grades
 
 
-_CLIENT = r"""
-import json, socket, sys, time
+_MEASURE = r"""
+import statistics, time
+
+
+def measure(acl, n):
+    # {call: median seconds of n calls} with acl (in process, or a device client's)
+    acl.init()
+    acl.rt.set_device(0)
+    buf = bytearray(4096)
+    ptr = acl.util.bytes_to_ptr(buf)
+    dev, _ = acl.rt.malloc(4096, 0)
+    out = {}
+    for name, call in (("get_device_count", lambda: acl.rt.get_device_count()),
+                       ("memcpy 4 KiB pageable -> device",
+                        lambda: acl.rt.memcpy(dev, 4096, ptr, 4096, 1))):
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t)
+        out[name] = statistics.median(times)
+    acl.rt.free(dev)
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return out
+"""
+
+# the client process runs the same measurement with a device client's acl
+_CLIENT = _MEASURE + r"""
+import json, socket, sys
 from acllab.device import connect
 client = connect(socket.socket(fileno=int(sys.argv[1])))
-acl, n = client.acl, int(sys.argv[2])
-acl.init()
-acl.rt.set_device(0)
-buf = bytearray(4096)
-ptr = acl.util.bytes_to_ptr(buf)
-dev, _ = acl.rt.malloc(4096, 0)
-out = {}
-for name, call in (("get_device_count", lambda: acl.rt.get_device_count()),
-                   ("memcpy 4 KiB pageable -> device",
-                    lambda: acl.rt.memcpy(dev, 4096, ptr, 4096, 1))):
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t)
-    times.sort()
-    out[name] = times[len(times) // 2]
-acl.rt.free(dev)
-acl.finalize()
-print(json.dumps(out))
+print(json.dumps(measure(client.acl, int(sys.argv[2]))))
 """
 
 
@@ -120,23 +128,9 @@ def round_trips(calls: int) -> dict[str, tuple[float, float]]:
     server.close()
     remote = json.loads(proc.stdout.strip().splitlines()[-1])
     acllab.reset()
-    acl.init()
-    acl.rt.set_device(0)
-    buf = bytearray(4096)
-    ptr = acl.util.bytes_to_ptr(buf)
-    dev, _ = acl.rt.malloc(4096, 0)
-    local = {}
-    for name, call in (("get_device_count", lambda: acl.rt.get_device_count()),
-                       ("memcpy 4 KiB pageable -> device",
-                        lambda: acl.rt.memcpy(dev, 4096, ptr, 4096, 1))):
-        times = []
-        for _ in range(calls):
-            t = time.perf_counter()
-            call()
-            times.append(time.perf_counter() - t)
-        local[name] = statistics.median(times)
-    acl.rt.free(dev)
-    acl.finalize()
+    namespace: dict = {}
+    exec(_MEASURE, namespace)
+    local = namespace["measure"](acl, calls)
     acllab.reset()
     return {name: (remote[name], local[name]) for name in remote}
 

@@ -92,16 +92,25 @@ def numpy_to_ptr(array):
 @api("numpy_contiguous_to_ptr", outs=(0, None), bare=True, needs_init=False)
 def numpy_contiguous_to_ptr(array):
     """Deprecated: (address, contiguous array); keep the returned array alive while in use."""
-    warnings.warn("acl.util.numpy_contiguous_to_ptr is deprecated", DeprecationWarning,
-                  stacklevel=3)
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"numpy_contiguous_to_ptr takes a numpy.ndarray, not "
-                        f"{type(array).__name__}")
-    arr = np.ascontiguousarray(array)
+    arr = contiguous_for_ptr(array, stacklevel=3)
     return _register_array(arr, f"ndarray {arr.dtype}{list(arr.shape)}"), arr
 
 
-def _host_view(ptr: int, size: int, what: str, mode: str) -> np.ndarray:
+def contiguous_for_ptr(array, stacklevel: int) -> np.ndarray:
+    """What numpy_contiguous_to_ptr says and checks (also the device client's): its
+    deprecation, TypeError for a non-array, then the C-contiguous array to register."""
+    warnings.warn("acl.util.numpy_contiguous_to_ptr is deprecated", DeprecationWarning,
+                  stacklevel=stacklevel + 1)
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"numpy_contiguous_to_ptr takes a numpy.ndarray, not "
+                        f"{type(array).__name__}")
+    return np.ascontiguousarray(array)
+
+
+def host_region(ptr: int, size: int, what: str, mode: str):
+    """(region, offset) of the host memory ``[ptr, ptr + size)`` the host is about to touch
+    (``mode`` 'r' or 'rw'): bounds-checked, refused for device memory, logged as a host
+    access (also the device server's, for a client's view: acllab.device)."""
     r = rt()
     region, off = span(r, ptr, size, what)
     if region.kind == "device":
@@ -109,6 +118,11 @@ def _host_view(ptr: int, size: int, what: str, mode: str) -> np.ndarray:
                            "it to host memory with acl.rt.memcpy first")
     r.log("host_access", region.start, region.generation, ptr, size, mode)
     r.expose_host(region)       # the watched ranges are fingerprinted before the host writes
+    return region, off
+
+
+def _host_view(ptr: int, size: int, what: str, mode: str) -> np.ndarray:
+    region, off = host_region(ptr, size, what, mode)
     return region.data[off:off + size]
 
 
@@ -129,6 +143,15 @@ def ptr_to_numpy(ptr, shape, npy_type):
     numbers, e.g. 11 for float32)."""
     warnings.warn("acl.util.ptr_to_numpy is deprecated; use ptr_to_bytes and numpy.frombuffer",
                   DeprecationWarning, stacklevel=3)
+    ptr, shape, dtype, n = numpy_view_spec(ptr, shape, npy_type)
+    if n == 0:
+        return np.zeros(shape, dtype=dtype)
+    return _host_view(ptr, n, "ptr", "rw").view(dtype).reshape(shape)
+
+
+def numpy_view_spec(ptr, shape, npy_type) -> tuple[int, tuple, np.dtype, int]:
+    """ptr_to_numpy's arguments checked as the binding checks them: (ptr, shape, dtype,
+    bytes); Fail(100000) for an unknown type number or a negative dimension."""
     ptr, npy_type = as_int(ptr, "ptr"), as_int(npy_type, "npy_type")
     shape = tuple(as_int(d, "shape") for d in (shape if isinstance(shape, (tuple, list))
                                                 else (shape,)))
@@ -138,10 +161,7 @@ def ptr_to_numpy(ptr, shape, npy_type):
     if any(d < 0 for d in shape):
         raise Fail(100000, f"shape {shape} has a negative dimension")
     dtype = _TYPE_NUMS[npy_type]
-    n = math.prod(shape) * dtype.itemsize          # Python ints: no overflow
-    if n == 0:
-        return np.zeros(shape, dtype=dtype)
-    return _host_view(ptr, n, "ptr", "rw").view(dtype).reshape(shape)
+    return ptr, shape, dtype, math.prod(shape) * dtype.itemsize   # Python ints: no overflow
 
 
 # ---------------------------------------------------------------------------------------

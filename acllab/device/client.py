@@ -51,37 +51,17 @@ from .endpoint import ConnectionLost, Endpoint, RemoteError
 __all__ = ["DeviceClient", "RemoteRef", "ServerFunction", "Record", "ClientBlockContext",
            "connect", "RemoteDeviceError"]
 
-_TYPE_NUMS = {np.dtype(t).num: np.dtype(t) for t in (
-    "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-    "float16", "float32", "float64", "longlong", "ulonglong")}
-
-
 class RemoteDeviceError(RuntimeError):
     """The device server raised an exception this side has no class for."""
 
 
 class RemoteRef:
-    """An object of the server's (a kernel, a model...): opaque; pass it back to pyACL. The
-    methods the server lets clients call (``methods``) are callable as usual."""
+    """An object of the server's (a kernel, say): opaque; pass it back to pyACL."""
 
-    __slots__ = ("_client", "_id", "_type", "_repr", "_methods")
+    __slots__ = ("_client", "_id", "_type", "_repr")
 
-    def __init__(self, client, ident: int, type_name: str, text: str, methods) -> None:
+    def __init__(self, client, ident: int, type_name: str, text: str) -> None:
         self._client, self._id, self._type, self._repr = client, ident, type_name, text
-        self._methods = tuple(m for m in methods or () if isinstance(m, str))
-
-    def __getattr__(self, name: str):
-        if name in self._methods:
-            client, ident = self._client, self._id
-
-            def method(*args, **kw):
-                return client.request("ref.call", [wire.Ext("ref", {"id": ident}), name,
-                                                   *args], kw)
-
-            method.__name__ = name
-            return method
-        raise AttributeError(f"{self._type} object (on the device server) has no attribute "
-                             f"{name!r} a client may use")
 
     def __repr__(self) -> str:
         return self._repr or f"<{self._type} on the device server>"
@@ -239,9 +219,6 @@ class DeviceClient:
             raise _local_exception(exc) from None
         return self.from_server(out)
 
-    def call(self, op: str, args: tuple, kw: dict):
-        return self.request(op, args, kw)
-
     def close(self) -> None:
         self.endpoint.close("the client closed")
 
@@ -326,7 +303,7 @@ class DeviceClient:
                 return self.acl
             if v.name == "ref":
                 return RemoteRef(self, val.get("id"), str(val.get("type", "object")),
-                                 str(val.get("repr", "")), val.get("methods"))
+                                 str(val.get("repr", "")))
             if v.name == "sfn":
                 return ServerFunction(self, val.get("id"), str(val.get("name", "function")))
             if v.name == "ctx":
@@ -496,38 +473,32 @@ class DeviceClient:
                               owner.flags.writeable, array.ctypes.data)
 
     def _numpy_contiguous_to_ptr(self, array):
-        warnings.warn("acl.util.numpy_contiguous_to_ptr is deprecated", DeprecationWarning,
-                      stacklevel=2)
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"numpy_contiguous_to_ptr takes a numpy.ndarray, not "
-                            f"{type(array).__name__}")
-        arr = np.ascontiguousarray(array)
+        from ..acl.util import contiguous_for_ptr
+
+        arr = contiguous_for_ptr(array, stacklevel=2)
         return self._register_array(arr), arr
 
     def _ptr_to_numpy(self, ptr, shape, npy_type):
         warnings.warn("acl.util.ptr_to_numpy is deprecated; use ptr_to_bytes and "
                       "numpy.frombuffer", DeprecationWarning, stacklevel=2)
-        ptr, npy_type = operator.index(ptr), operator.index(npy_type)
-        shape = tuple(operator.index(d) for d in (shape if isinstance(shape, (tuple, list))
-                                                  else (shape,)))
-        dtype = _TYPE_NUMS.get(npy_type)
-        n = math.prod(shape) * dtype.itemsize if dtype is not None and \
-            all(d >= 0 for d in shape) else 0
-        where = self.request("host.view", [ptr, n, "rw", "ptr_to_numpy", list(shape),
-                                           npy_type])
+        # the server checks and logs the access as acl.util.ptr_to_numpy does, and says where
+        # the bytes are: this process makes the view (shared arena or its own object)
+        where = self.request("host.view", [ptr, shape, npy_type])
         if where is None:
             return None
-        if where[0] == "empty":
-            return np.zeros(shape, dtype=dtype)
-        if where[0] == "arena" and self.arena is not None:
-            raw = np.frombuffer(self.arena, dtype=np.uint8, count=n, offset=where[1])
-        elif where[0] == "pageable" and where[1] in self._pageable:
-            e = self._pageable[where[1]]
-            raw = np.frombuffer(_view(e.obj), dtype=np.uint8)[where[2]:where[2] + n]
+        kind, *at, dtype, dims = where
+        dtype, dims = np.dtype(dtype), tuple(dims)
+        n = math.prod(dims) * dtype.itemsize
+        if kind == "empty":
+            return np.zeros(dims, dtype=dtype)
+        if kind == "arena" and self.arena is not None:
+            raw = np.frombuffer(self.arena, dtype=np.uint8, count=n, offset=at[0])
+        elif kind == "pageable" and at[0] in self._pageable:
+            raw = np.frombuffer(_view(self._pageable[at[0]].obj), dtype=np.uint8)[at[1]:at[1] + n]
         else:
             raise RemoteDeviceError("the device server pointed at memory this process has no "
                                     "view of")
-        return raw.view(dtype).reshape(shape)
+        return raw.view(dtype).reshape(dims)
 
     # -- threads -----------------------------------------------------------------------------
     def _start_thread(self, fn, args_list):

@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from . import wire
 
-__all__ = ["Endpoint", "ConnectionLost", "RemoteError", "CallTimeout", "Reply"]
+__all__ = ["Endpoint", "ConnectionLost", "RemoteError", "CallTimeout"]
 
 
 class ConnectionLost(Exception):
@@ -54,15 +54,6 @@ _CLOSED = object()
 _LEAD = object()          # "try to read the stream yourself" (see Endpoint.request)
 
 
-class Reply:
-    """A handler's answer: ``value`` plus fields for the reply message (``extra``)."""
-
-    __slots__ = ("value", "extra")
-
-    def __init__(self, value, **extra) -> None:
-        self.value, self.extra = value, extra
-
-
 class _Channel:
     __slots__ = ("waiters", "worker", "inbox")
 
@@ -74,7 +65,7 @@ class _Channel:
 
 class Endpoint:
     """A connection over ``sock`` (a stream socket). ``serve(op, args, kw, ch)`` answers the
-    peer's requests (return a value, or a :class:`Reply`; raise to send an error);
+    peer's requests (return the value; raise to send an error);
     ``encode_error(exc) -> dict`` describes an exception for the error reply; ``outgoing()``
     gives the ``mem`` list for the next message, ``incoming(mem)`` takes the peer's (both
     called in the thread that sends or takes the message)."""
@@ -100,11 +91,9 @@ class Endpoint:
         self._channels: dict[int, _Channel] = {}
         self.closed = threading.Event()
         self.why = ""
-        self.workers: dict[int, int] = {}        # channel -> ident of its worker thread
         self._reader: threading.Thread | None = None
-        self.frames_in = self.frames_out = 0
         self._carry: list = []            # memory changes a message that failed to encode had
-        self.max_channels = 256           # threads of the peer with a worker here, at most
+        self.max_channels = 256           # threads of the peer given a worker here, at most
         # who reads the stream: a thread waiting in request() reads it itself (no hand-off
         # between threads for its reply); the reader thread reads only while none waits
         self._rlock = threading.Lock()
@@ -151,7 +140,6 @@ class Endpoint:
             except OSError as exc:
                 self.close(f"sending failed: {exc}")
                 raise ConnectionLost(self.why) from None
-            self.frames_out += 1
 
     def _read_one(self, deadline: float | None = None) -> bool:
         """Read and route one frame (the caller holds the read lock); False when the stream
@@ -165,7 +153,6 @@ class Endpoint:
             if msg is None:
                 self.close("the peer closed the connection")
                 return False
-            self.frames_in += 1
             self._route(msg)
             return True
         except wire.ProtocolError as exc:
@@ -218,16 +205,9 @@ class Endpoint:
                 if chan.waiters:
                     chan.waiters[-1].put(msg)
                     return
-                if chan.inbox is None:
-                    if sum(c.inbox is not None for c in self._channels.values()) \
-                            >= self.max_channels:
-                        raise wire.ProtocolError(f"more than {self.max_channels} channels "
-                                                 "(threads of the program) at once")
-                    chan.inbox = queue.SimpleQueue()
-                    chan.worker = threading.Thread(target=self._work, args=(ch, chan.inbox),
-                                                   daemon=True,
-                                                   name=f"acllab-device-ch{ch}{self.name}")
-                    chan.worker.start()
+                if chan.inbox is None and not self._start_worker(ch, chan):
+                    raise wire.ProtocolError(f"more than {self.max_channels} channels "
+                                             "(threads of the program) at once")
                 chan.inbox.put(msg)
         else:
             raise wire.ProtocolError(f"unknown message kind {kind!r}")
@@ -236,21 +216,24 @@ class Endpoint:
         """The ident of this side's worker thread for channel ``ch`` (started if need be)."""
         with self._lock:
             chan = self._channels.setdefault(ch, _Channel())
-            if chan.inbox is None:
-                if sum(c.inbox is not None for c in self._channels.values()) \
-                        >= self.max_channels:
-                    raise OverflowError(f"more than {self.max_channels} threads at once")
-                chan.inbox = queue.SimpleQueue()
-                chan.worker = threading.Thread(target=self._work, args=(ch, chan.inbox),
-                                               daemon=True,
-                                               name=f"acllab-device-ch{ch}{self.name}")
-                chan.worker.start()
+            if chan.inbox is None and not self._start_worker(ch, chan):
+                raise OverflowError(f"more than {self.max_channels} threads at once")
         while chan.worker.ident is None:
             time.sleep(0)
         return chan.worker.ident
 
+    def _start_worker(self, ch: int, chan: _Channel) -> bool:
+        """Give channel ``ch`` its worker thread (the caller holds the lock); False when
+        :attr:`max_channels` channels have had one over this connection."""
+        if sum(c.inbox is not None for c in self._channels.values()) >= self.max_channels:
+            return False
+        chan.inbox = queue.SimpleQueue()
+        chan.worker = threading.Thread(target=self._work, args=(ch, chan.inbox), daemon=True,
+                                       name=f"acllab-device-ch{ch}{self.name}")
+        chan.worker.start()
+        return True
+
     def _work(self, ch: int, inbox: queue.SimpleQueue) -> None:
-        self.workers[ch] = threading.get_ident()
         while True:
             msg = inbox.get()
             if msg is _CLOSED:
@@ -299,11 +282,7 @@ class Endpoint:
             if type(args) not in (list, tuple) or type(kw) is not dict:
                 raise TypeError("a request's args are a list and its kw a map")
             value = self.serve(msg["op"], list(args), kw, msg.get("ch", 0))
-            if isinstance(value, Reply):
-                reply = {"k": "r", "id": msg["id"], "ch": msg.get("ch", 0),
-                         "v": value.value, **value.extra}
-            else:
-                reply = {"k": "r", "id": msg["id"], "ch": msg.get("ch", 0), "v": value}
+            reply = {"k": "r", "id": msg["id"], "ch": msg.get("ch", 0), "v": value}
         except ConnectionLost:
             return
         except BaseException as exc:  # noqa: B036 - every failure is the peer's error reply

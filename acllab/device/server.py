@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import mmap
 import os
 import socket
 import threading
 import types
-import weakref
 
 import numpy as np
 
@@ -42,10 +40,10 @@ from ..acl import util as _util
 from ..errors import AclError, BudgetExceeded, Fail
 from ..model import CompiledModel, omfile
 from . import wire
-from .endpoint import ConnectionLost, Endpoint, Reply
+from .endpoint import Endpoint
 
 __all__ = ["DeviceServer", "SharedArena", "ClientCallable", "served_functions",
-           "CLIENT_SIDE"]
+           "served_constants", "CLIENT_SIDE"]
 
 #: pyACL functions the client implements itself (with the ops below): they hand out views
 #: of host memory or start threads, which live in the client's process.
@@ -214,19 +212,6 @@ def _signature(params) -> inspect.Signature | None:
         return None
 
 
-class RemoteFailure(Exception):
-    """What the client's code raised when the server called it (its kernel, callback...)."""
-
-
-#: Objects the client may call methods of (by type): what a lesson's function is handed.
-METHODS: dict[type, tuple[str, ...]] = {}
-
-
-def expose(cls: type, *methods: str) -> None:
-    """Let clients call ``methods`` of the ``cls`` objects they are handed (read-only ones)."""
-    METHODS[cls] = tuple(methods)
-
-
 class DeviceServer:
     """Serve one client over ``sock``. ``functions`` are the served pyACL functions (all of
     them by default); ``arena`` the pinned memory shared with the client."""
@@ -246,9 +231,9 @@ class DeviceServer:
                                  incoming=self._incoming)
         self._ops = {
             "host.register": self._register, "host.view": self._view,
-            "thread.ident": self._thread_ident, "thread.started": _thread_started,
-            "thread.stopped": _thread_stopped, "sfn.call": self._call_sfn,
-            "ref.call": self._call_method, "ctx.load": self._ctx_load,
+            "thread.ident": self._thread_ident, "thread.started": start_thread,
+            "thread.stopped": stop_thread, "sfn.call": self._call_sfn,
+            "ctx.load": self._ctx_load,
             "ctx.store": self._ctx_store, "host.work": _host_work,
             "hello": self._hello,
         }
@@ -281,20 +266,13 @@ class DeviceServer:
                 fn = self.functions.get(op)
                 if fn is None:
                     raise AttributeError(f"{op} is not a pyACL function this device serves")
-                args, kw = self.from_client(args), self.from_client(kw)
-                if op == "acl.rt.launch_callback" and args:
-                    args = list(args)
-                result = fn(*args, **kw)
-                return Reply(self.to_client(result), **self._recent(ch))
+                return self.to_client(fn(*self.from_client(args), **self.from_client(kw)))
             handler = self._ops.get(op)
             if handler is None:
                 raise AttributeError(f"no operation {op!r} in the device protocol")
             return self.to_client(handler(*self.from_client(args), **self.from_client(kw)))
         finally:
             self._local.ch = saved
-
-    def _recent(self, ch: int) -> dict:
-        return {}
 
     # -- values ------------------------------------------------------------------------------
     def to_client(self, v):
@@ -321,13 +299,11 @@ class DeviceServer:
         for base in (bool, int, float, str, bytes, tuple, list, dict):   # an IntEnum...
             if isinstance(v, base):
                 return self.to_client(base(v))
-        if dataclasses.is_dataclass(v) and not isinstance(v, type) \
-                and type(v) not in METHODS:
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
             return wire.Ext("rec", {"type": type(v).__name__, "fields": {
                 f.name: self.to_client(getattr(v, f.name)) for f in dataclasses.fields(v)}})
         return wire.Ext("ref", {"id": self._ref(v), "type": type(v).__name__,
-                                "repr": _short_repr(v),
-                                "methods": list(METHODS.get(type(v), ()))})
+                                "repr": _short_repr(v)})
 
     def forget(self, obj) -> None:
         """Take ``obj`` back: the client's reference to it no longer resolves."""
@@ -421,8 +397,8 @@ class DeviceServer:
             raise TypeError("host.register takes the buffer's bytes and a label")
         return _register_pageable(self, data, label[:200], bool(mutable))
 
-    def _view(self, ptr, nbytes, mode="rw", name="ptr_to_numpy", shape=(), npy_type=2):
-        return _host_view(self, ptr, nbytes, mode, name, shape, npy_type)
+    def _view(self, ptr, shape, npy_type):
+        return _ptr_to_numpy(self, ptr, shape, npy_type)
 
     def _outgoing(self) -> list:
         out = []
@@ -460,13 +436,6 @@ class DeviceServer:
                                types.BuiltinFunctionType)):
             raise TypeError("only the functions the client was handed can be called")
         return fn(*args, **kw)
-
-    def _call_method(self, obj, method, *args, **kw):
-        allowed = METHODS.get(type(obj), ())
-        if type(method) is not str or method not in allowed:
-            raise AttributeError(f"{type(obj).__name__} has no method {method!r} a client may "
-                                 f"call ({', '.join(allowed) or 'none'})")
-        return getattr(obj, method)(*args, **kw)
 
     @staticmethod
     def _ctx_load(ctx, addr, dtype, count):
@@ -541,44 +510,27 @@ def _make_register(name: str):
 _REGISTER = {name: _make_register(name) for name in ("bytes_to_ptr", "numpy_to_ptr")}
 
 
-def _ptr_to_numpy(server, ptr, nbytes, mode, shape, npy_type):
-    """What acl.util.ptr_to_numpy checks and logs; the client makes the view from the
-    answer: ['arena', offset] (pinned), ['pageable', start, offset] or ['empty']."""
-    ptr, npy_type = _api.as_int(ptr, "ptr"), _api.as_int(npy_type, "npy_type")
-    shape = tuple(_api.as_int(d, "shape") for d in (shape if isinstance(shape, (tuple, list))
-                                                    else (shape,)))
-    if npy_type not in _util._TYPE_NUMS:
-        raise Fail(100000, f"npy_type {npy_type} is not a numpy type number this binding knows "
-                           "(e.g. 11 float32, 23 float16, 2 uint8, 5 int32)")
-    if any(d < 0 for d in shape):
-        raise Fail(100000, f"shape {shape} has a negative dimension")
-    n = math.prod(shape) * _util._TYPE_NUMS[npy_type].itemsize
+def _ptr_to_numpy(server, ptr, shape, npy_type):
+    """acl.util.ptr_to_numpy's checks and log, for a client that makes the view itself from
+    the answer: ['arena', offset, dtype, shape] (pinned memory), ['pageable', start, offset,
+    dtype, shape] or ['empty', dtype, shape]."""
+    ptr, shape, dtype, n = _util.numpy_view_spec(ptr, shape, npy_type)
     if n == 0:
-        return ["empty"]
-    r = _api.rt()
-    region, off = _api.span(r, ptr, n, "ptr")
-    if region.kind == "device":
-        raise Fail(107000, f"0x{ptr:x} is device memory, which the host cannot read: copy "
-                           "it to host memory with acl.rt.memcpy first")
-    r.log("host_access", region.start, region.generation, ptr, n, "rw")
-    r.expose_host(region)
+        return ["empty", dtype.str, list(shape)]
+    region, off = _util.host_region(ptr, n, "ptr", "rw")
     if region.kind == "pinned":
         arena = server.arena
         base = arena.offset_of(region) if arena is not None else None
         if base is None:
             raise Fail(107000, f"0x{ptr:x} is pinned memory outside the memory this program "
                                "shares with the device")
-        return ["arena", base + off]
-    return ["pageable", region.start, off]
+        return ["arena", base + off, dtype.str, list(shape)]
+    return ["pageable", region.start, off, dtype.str, list(shape)]
 
 
 _ptr_to_numpy.__name__ = "ptr_to_numpy"
 _ptr_to_numpy = _api.api("ptr_to_numpy", bare=True, outs=(None,),
                          needs_init=False)(_in_util(_ptr_to_numpy))
-
-
-def _host_view(server, ptr, nbytes, mode, name, shape=(), npy_type=2):
-    return _ptr_to_numpy(server, ptr, nbytes, mode, shape, npy_type)
 
 
 def start_thread(ident):
@@ -598,19 +550,8 @@ start_thread = _api.api("start_thread", outs=(0,), needs_init=False)(_in_util(st
 stop_thread = _api.api("stop_thread", needs_init=False)(_in_util(stop_thread))
 
 
-def _thread_started(ident):
-    return start_thread(ident)
-
-
-def _thread_stopped(ident):
-    return stop_thread(ident)
-
-
 def _host_work(duration_ns, label="host work"):
     if type(label) is not str:
         raise TypeError("label must be a str")
     session.host_work(duration_ns, label[:200])
 
-
-# keep the util module's names used, so an import checker sees why it is imported
-_ = (_util, weakref, ConnectionLost)
