@@ -342,9 +342,9 @@ def test_result_prints_and_renders_plain_html():
     for i in result.items:
         assert i.name in page
     assert "<script" not in page and "widget" not in page
-    assert repr(result) == "<CheckResult 04.overlap: failed, 2 of 8 items failed>"
+    assert repr(result) == "<CheckResult 04.overlap: failed, 2 of 9 items failed>"
     data = result.to_dict()
-    assert data["status"] == "failed" and len(data["items"]) == 8
+    assert data["status"] == "failed" and len(data["items"]) == 9
     assert result.score == 0          # two streams and overlap are results of this exercise
 
 
@@ -714,3 +714,49 @@ def test_a_pipeline_that_drops_the_last_chunk_of_an_odd_count_fails_on_any_seeds
         assert check("04.overlap", pipeline, seeds=seeds).score == 0
     assert check("04.overlap", reference, seeds=(10, 12, 14)).passed
     assert check("04.overlap", reference, seeds=(10, 12, 14)).cases == 5   # 3 drawn, 2 edges
+
+
+def _pipeline_once():
+    """A pipeline that does its work on the first call only (as if its results were kept)."""
+    done = set()
+
+    def pipeline(acl, host_in, host_out, nbytes):
+        if nbytes not in done:
+            done.add(nbytes)
+            SOLUTIONS.pipeline(acl, host_in, host_out, nbytes)
+    return pipeline
+
+
+def _pipeline_first_chunks():
+    """A pipeline that keeps the first chunks it copied and sends those ever after."""
+    kept = {}
+
+    def pipeline(acl, host_in, host_out, nbytes):
+        if nbytes not in kept:
+            SOLUTIONS.pipeline(acl, host_in, host_out, nbytes)
+            kept[nbytes] = [acl.util.ptr_to_bytes(p, nbytes) for p in host_out]
+            return
+        for ptr, data in zip(host_out, kept[nbytes], strict=False):
+            acl.rt.memcpy(ptr, nbytes, acl.util.bytes_to_ptr(data), nbytes,
+                          ACL_MEMCPY_HOST_TO_HOST)
+    return pipeline
+
+
+def test_a_pipeline_that_runs_only_once_fails_again():
+    result = check("04.overlap", _pipeline_once())
+    assert result.score == 0 and failed(result) == {"again"}, str(result)
+    again = item(result, "again")
+    assert again.kind == "result"
+    assert "host_out[0] holds the bytes of the first call's chunk 0" in again.message
+
+
+def test_a_pipeline_that_replays_its_first_results_fails_again():
+    result = check("04.overlap", _pipeline_first_chunks())
+    assert result.score == 0 and "again" in failed(result), str(result)
+    assert "the first call's chunk 0" in item(result, "again").message
+
+
+def test_the_reference_pipeline_passes_the_second_call():
+    result = check("04.overlap", SOLUTIONS.pipeline)
+    assert item(result, "again").passed, str(result)
+    assert "copied the new chunks through" in item(result, "again").message

@@ -695,3 +695,68 @@ def test_measuring_the_copy_is_not_a_prediction():
     result = check("03.predict", predict_by_measuring_here, seeds=(0,))
     assert "from the formula" in failed(result) and result.score == 0
     assert "device task" in item(result, "from the formula").message
+
+
+# -- 03.pinned_pipeline: the second call in the same runtime ------------------------------------
+
+def _remembering_upload():
+    """An upload that keeps its device buffers by chunk sizes and hands them out again."""
+    kept = {}
+
+    def upload(acl, chunks, stream):
+        key = tuple(len(c) for c in chunks)
+        if key not in kept:
+            kept[key] = SOLUTIONS.upload(acl, chunks, stream)
+        return kept[key]
+    return upload
+
+
+def _refilling_upload():
+    """An upload that keeps one set of device buffers and copies every new batch into them."""
+    kept = {}
+
+    def upload(acl, chunks, stream):
+        key = tuple(len(c) for c in chunks)
+        if key not in kept:
+            kept[key] = SOLUTIONS.upload(acl, chunks, stream)
+            return kept[key]
+        for dev, chunk in zip(kept[key], chunks, strict=True):
+            acl.rt.memcpy(dev, len(chunk), acl.util.bytes_to_ptr(chunk), len(chunk),
+                          ACL_MEMCPY_HOST_TO_DEVICE)
+        return kept[key]
+    return upload
+
+
+def _stale_bytes_upload():
+    """An upload that remembers the first bytes it saw per size and uploads those ever after."""
+    seen = {}
+
+    def upload(acl, chunks, stream):
+        return SOLUTIONS.upload(acl, [seen.setdefault(len(c), c) for c in chunks], stream)
+    return upload
+
+
+def test_an_upload_that_hands_out_its_first_buffers_again_fails_again():
+    result = check("03.pinned_pipeline", _remembering_upload())
+    assert result.score == 0 and failed(result) == {"again"}, str(result)
+    again = item(result, "again")
+    assert again.kind == "result"
+    assert "chunk 0's buffer from the first call" in again.message
+
+
+def test_an_upload_that_refills_the_callers_buffers_fails_again():
+    result = check("03.pinned_pipeline", _refilling_upload())
+    assert result.score == 0 and "again" in failed(result), str(result)
+    assert "first upload was overwritten" in item(result, "again").message
+
+
+def test_an_upload_that_sends_the_first_bytes_again_fails_again():
+    result = check("03.pinned_pipeline", _stale_bytes_upload())
+    assert result.score == 0 and failed(result) == {"again"}, str(result)
+    assert "differs from chunk 0 from byte 0 on" in item(result, "again").message
+
+
+def test_the_reference_upload_passes_the_second_call():
+    result = check("03.pinned_pipeline", SOLUTIONS.upload)
+    again = item(result, "again")
+    assert again.passed and "new device buffers" in again.message, str(result)

@@ -523,7 +523,7 @@ def test_the_consumer_is_the_default_stream_in_one_case():
         assert consumer == 0, "an explicit consumer stream"
         SOLUTIONS.handoff(acl, producer, consumer, produce, consume, n)
 
-    assert check("05.handoff", handoff, seeds=(2,)).passed
+    assert check("05.handoff", handoff, seeds=(2,), edges=False).passed
     assert not check("05.handoff", handoff, seeds=(0,)).passed
 
 
@@ -706,3 +706,81 @@ def test_results_the_host_rewrote_are_not_the_devices():
 def test_waiting_on_the_host_scores_zero():
     assert check("05.handoff", handoff_host_sync).score == 0
     assert check("05.handoff", handoff_event_sync).score == 0
+
+
+# -- 05.handoff: the second call in the same runtime, odd counts, sizes not in whole pages ------
+
+def test_a_handoff_that_hands_each_round_over_once_fails_again():
+    handed = set()
+
+    def handoff(acl, producer, consumer, produce, consume, n):
+        if n in handed:             # "the rounds were handed over already"
+            return
+        handed.add(n)
+        SOLUTIONS.handoff(acl, producer, consumer, produce, consume, n)
+
+    result = check("05.handoff", handoff)
+    assert result.score == 0 and failed(result) == {"again"}, str(result)
+    again = item(result, "again")
+    assert again.kind == "result" and "host_out[0]" in again.message
+
+
+def test_the_reference_handoff_passes_the_second_call():
+    result = check("05.handoff", SOLUTIONS.handoff)
+    assert item(result, "again").passed, str(result)
+    assert "handed the new rounds over" in item(result, "again").message
+
+
+def test_handoff_cases_have_odd_and_even_rounds_and_sizes_in_part_pages():
+    seen_rounds, sizes = set(), set()
+
+    def handoff(acl, producer, consumer, produce, consume, n):
+        seen_rounds.add(n % 2)
+        runtime = session.current_runtime()
+        first = len(runtime.tasks)
+        SOLUTIONS.handoff(acl, producer, consumer, produce, consume, n)
+        copies = [t for t in runtime.tasks[first:] if t.kind == "memcpy"]
+        sizes.update(t.nbytes % 4096 for t in copies)
+
+    result = check("05.handoff", handoff, seeds=(2, 4, 6))       # even seeds; edges add 0, 1
+    assert result.passed, str(result)
+    assert seen_rounds == {0, 1}
+    assert sizes and 0 not in sizes         # no round is a whole number of 4 KiB pages
+
+
+# -- 05.time_kernel: the second call in the same runtime ----------------------------------------
+
+def test_a_time_kernel_that_remembers_its_time_fails_again():
+    times = {}
+
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        if kernel.name not in times:
+            times[kernel.name] = SOLUTIONS.time_kernel(acl, kernel, block_dim, args, stream)
+            return times[kernel.name]
+        acl.rt.launch_kernel(kernel, block_dim, args, stream)      # launched, but not timed
+        acl.rt.synchronize_stream(stream)
+        return times[kernel.name]
+
+    result = check("05.time_kernel", time_kernel)
+    assert result.score == 0 and failed(result) == {"again"}, str(result)
+    again = item(result, "again")
+    assert again.kind == "result" and "block(s)" in again.message
+    assert "a time kept from an earlier call" in again.hint
+
+
+def test_a_time_kernel_that_skips_the_launch_the_second_time_fails_again():
+    times = {}
+
+    def time_kernel(acl, kernel, block_dim, args, stream):
+        if kernel.name not in times:
+            times[kernel.name] = SOLUTIONS.time_kernel(acl, kernel, block_dim, args, stream)
+        return times[kernel.name]
+
+    result = check("05.time_kernel", time_kernel)
+    assert result.score == 0 and failed(result) == {"again"}, str(result)
+    assert "no launch" in item(result, "again").message
+
+
+def test_the_reference_time_kernel_passes_the_second_call():
+    result = check("05.time_kernel", SOLUTIONS.time_kernel)
+    assert item(result, "again").passed, str(result)

@@ -447,3 +447,24 @@ def launch_spreading_the_remainder(acl, x_ptr, y_ptr, n, stream):
 def test_right_answers_written_differently_pass(fn):
     result = check("09.tiled", fn, seeds=SEEDS)
     assert result.status == "passed" and result.score == 1.0, str(result)
+
+
+# -- the second call in the same runtime --------------------------------------------------------
+
+def test_a_launch_that_runs_its_kernel_once_fails_again():
+    blocks = {}
+
+    def launch(acl, x_ptr, y_ptr, n, stream):
+        if n not in blocks:                 # y "is computed already" for this n
+            blocks[n] = SOLUTIONS.launch(acl, x_ptr, y_ptr, n, stream)
+        return blocks[n]
+
+    result = check("09.tiled", launch)
+    assert result.score == 0 and failed(result) == {"again"}, str(result)
+    again = item(result, "again")
+    assert again.kind == "result" and "elements of y are wrong" in again.message
+
+
+def test_the_reference_launch_passes_the_second_call():
+    result = check("09.tiled", SOLUTIONS.launch)
+    assert item(result, "again").passed, str(result)

@@ -36,7 +36,8 @@ __all__ = ["format_us", "format_hex", "join_first", "short_repr", "qualified", "
            "first_difference", "uninit_pattern", "reads_uninit", "BytesWording",
            "describe_bytes", "new_case", "Release", "release_each", "teardown", "hazards",
            "finding_line", "sanitizer_item", "leak_texts", "released_item", "resources_item",
-           "Write", "Piece", "Provenance", "last_writes", "again_item", "HAZARDS", "count_for"]
+           "Write", "Piece", "Provenance", "last_writes", "again_item", "again_outcome",
+           "HAZARDS", "count_for"]
 
 
 # -- formatting --------------------------------------------------------------------------------
@@ -243,27 +244,39 @@ def count_for(rng, seed: int, lo: int, hi: int) -> int:
 
 # -- the second call ----------------------------------------------------------------------------
 
+def again_outcome(function: str, call: Call, problem: str, what: str,
+                  done: str = "returned the new results", hint: str = "") -> Item:
+    """'again': called a second time in the same runtime with new ``what`` ('data', 'images'),
+    ``function`` gave the right answer for them: ``problem`` is what was wrong ('' if nothing).
+
+    A result item: an answer kept from an earlier call (a cache keyed by size, say) is a wrong
+    answer, however right the first call was.
+    """
+    hint = hint or (f"compute the answer from what {function} is given on each call: a result "
+                    "kept from an earlier call (a cache keyed by size, say) is wrong once the "
+                    "data changes")
+    said = f"called again in the same runtime with new {what}"
+    if call.error is not None:
+        return Item("again", False, f"{said}, {function} raised {call.error_text}", hint)
+    if problem:
+        return Item("again", False, f"{said}: {problem}", hint)
+    return Item("again", True, f"{said}, {function} {done}")
+
+
 def again_item(function: str, call: Call, want: bytes, what: str) -> Item:
     """'again': called a second time in the same runtime, with new data of the same size,
     ``function`` returned the new bytes ``want`` (so it computes, not remembers, its answer).
     ``what`` says what changed ('data', 'the bytes in dev_ptr')."""
-    hint = (f"compute the answer from what {function} is given on each call: a result kept "
-            "from an earlier call (a cache keyed by size, say) is wrong once the data changes")
-    if call.error is not None:
-        return Item("again", False, f"called again with new {what} of the same size, "
-                                    f"{function} raised {call.error_text}", hint)
     got = call.value
-    if isinstance(got, (bytes, bytearray)) and bytes(got) == want:
-        return Item("again", True, f"called again in the same runtime with new {what} of the "
-                                   f"same size, {function} returned the new bytes")
-    if isinstance(got, (bytes, bytearray)) and len(got) == len(want):
+    if call.error is not None or (isinstance(got, (bytes, bytearray)) and bytes(got) == want):
+        problem = ""
+    elif isinstance(got, (bytes, bytearray)) and len(got) == len(want):
         at = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
-        text = (f"called again in the same runtime with new {what} of the same size, "
-                f"{function} returned other bytes (from byte {at:,} on)")
+        problem = f"{function} returned other bytes (from byte {at:,} on)"
     else:
-        text = (f"called again in the same runtime with new {what} of the same size, "
-                f"{function} returned {short_repr(got)}")
-    return Item("again", False, text, hint)
+        problem = f"{function} returned {short_repr(got)}"
+    return again_outcome(function, call, problem, f"{what} of the same size",
+                         "returned the new bytes")
 
 
 # -- the resources item ------------------------------------------------------------------------

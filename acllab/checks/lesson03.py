@@ -35,6 +35,7 @@ from ..hardware import PROFILES, DeviceProfile, KiB, MiB, ceil_div, transfer_ns
 from . import Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     Provenance,
+    again_outcome,
     count_for,
     first_difference,
     format_hex,
@@ -90,12 +91,30 @@ def grade_upload(fn, seed: int) -> Case:
         acl.rt.synchronize_device()                  # the caller waits for its stream ...
         at_ns = runtime.host_ns
         raw, pointers, pointer_problem = _device_pointers(runtime, call.value, sizes)
-        got = [runtime.space.find(p).read_bytes(0, n) if p else None
-               for p, n in zip(pointers, sizes, strict=True)]
+        got = [_read_chunk(runtime, p, n) for p, n in zip(pointers, sizes, strict=True)]
+        results = _results_item(pointer_problem, got, chunks)
+        again, raw_again = None, []
+        if call.error is None and results.passed:
+            # the caller uploads again in the same runtime: new bytes, the same sizes
+            fresh = [rng.bytes(n) for n in sizes]
+            again_call = call_learner(fn, acl, list(fresh), stream)
+            acl.rt.synchronize_device()
+            raw_again, ptrs_again, problem = _device_pointers(runtime, again_call.value, sizes)
+            if not problem:
+                reused = [i for i, p in enumerate(ptrs_again) if p in pointers]
+                if reused:
+                    problem = (f"upload returned chunk {reused[0]}'s buffer from the first "
+                               "call again, so the caller's first upload was overwritten")
+            if not problem:
+                problem = _results_item("", [_read_chunk(runtime, p, n) for p, n in
+                                             zip(ptrs_again, sizes, strict=True)], fresh)
+                problem = "" if problem.passed else problem.message
+            again = again_outcome("upload", again_call, problem, "chunks of the same sizes",
+                                  "uploaded the new bytes into new device buffers")
         failed = [f"the device buffer of chunk {i} (upload freed it)"
                   for i, p in enumerate(raw) if _freed_device_buffer(runtime, p)]
         # ... and frees what it was given
-        release = [("", (acl.rt.free, p)) for p in dict.fromkeys(raw)
+        release = [("", (acl.rt.free, p)) for p in dict.fromkeys(raw + raw_again)
                    if _starts_device_region(runtime, p)]
         if not default_stream:
             release.append(("the stream (acl.rt.destroy_stream failed)",
@@ -105,13 +124,15 @@ def grade_upload(fn, seed: int) -> Case:
         case.items.append(ran_item(call, "upload"))
         if call.error is not None:
             return case
-        case.items.append(_results_item(pointer_problem, got, chunks))
+        case.items.append(results)
         copies = [_copy_tasks(tasks, p, n) if p else [] for p, n in zip(raw, sizes, strict=True)]
         case.items.append(_pinned_item(copies, prov, pointers, got, at_ns,
                                        {t.id for t in tasks}))
         case.items.append(_stream_item(copies, stream_obj))
         case.items.append(_async_item(copies, calls))
         case.items.append(_overlap_item(copies, calls))
+        if again is not None:
+            case.items.append(again)
         case.items.append(_sanitizer_item(runtime))
         case.items.append(_resources_item(runtime, failed))
         return case
@@ -152,6 +173,11 @@ def _device_pointers(runtime, value, sizes: list[int]) -> tuple[list[int], list[
             continue
         pointers.append(0)
     return raw, pointers, join_first(problems, 3)
+
+
+def _read_chunk(runtime, p: int, n: int) -> bytes | None:
+    """The ``n`` bytes of the device buffer at ``p`` now (None for no buffer)."""
+    return runtime.space.find(p).read_bytes(0, n) if p else None
 
 
 def _starts_device_region(runtime, p: int) -> bool:

@@ -42,6 +42,7 @@ from ..hardware import PROFILES
 from . import PROCESS, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     Provenance,
+    again_outcome,
     format_us,
     hazards,
     is_int,
@@ -139,6 +140,10 @@ def grade_launch(fn, seed: int) -> Case:
         got = np.frombuffer(raw, np.float32)
         at_ns = runtime.host_ns
         tasks = runtime.tasks[call.first_task:]
+        results = _results_item(got, 2 * x + 1)
+        again = None
+        if call.error is None and results.passed:
+            again = _launch_again(runtime, fn, seed, x_ptr, y_ptr, n, stream)
         release = [("x_ptr (acl.rt.free failed)", (acl.rt.free, x_ptr)),
                    ("y_ptr (acl.rt.free failed)", (acl.rt.free, y_ptr))]
         if not default_stream:
@@ -153,7 +158,7 @@ def grade_launch(fn, seed: int) -> Case:
         launched = [seen["kernels"].get(t.id) for t in launches]
         case.items.append(_launch_item(launches, stream_obj, call.value, n, launched))
         case.items.append(_fault_item(launches, sync_ret))
-        case.items.append(_results_item(got, 2 * x + 1))
+        case.items.append(results)
         case.items.append(_device_item(prov, tasks, launches, y_ptr, raw, at_ns, x_ptr, n))
         case.items.append(_tiles_item(seen["stores"], y_ptr, x_ptr, n, seen["loads"]))
         if len(launches) == 1 and launched[0] is not None:
@@ -161,6 +166,8 @@ def grade_launch(fn, seed: int) -> Case:
         else:
             case.items.append(Item("block count", False, "no single launch of your kernel to "
                                    "judge: see the launch item", "queue exactly one launch"))
+        if again is not None:
+            case.items.append(again)
         case.items.append(sanitizer_item(hazards(runtime), "no hazards: the kernel raced with "
                                                            "nothing", kind=PROCESS))
         case.items.append(resources_item(
@@ -171,6 +178,26 @@ def grade_launch(fn, seed: int) -> Case:
                         "directly; if you create something, release it before returning",
             clean="nothing leaked: the caller's teardown found no leftovers", kind=PROCESS))
         return case
+
+
+def _launch_again(runtime, fn, seed: int, x_ptr: int, y_ptr: int, n: int, stream) -> Item:
+    """'again': the caller puts new values in x (the same n) and launches again; y must then
+    hold 2x + 1 of the new values."""
+    x = (np.random.default_rng([9, 2, seed]).standard_normal(n) * 10).astype(np.float32)
+    staging, _ = acl.rt.malloc_host(4 * n)
+    blob = x.tobytes()
+    acl.rt.memcpy(staging, 4 * n, acl.util.bytes_to_ptr(blob), 4 * n, ACL_MEMCPY_HOST_TO_HOST)
+    acl.rt.memcpy(x_ptr, 4 * n, staging, 4 * n, ACL_MEMCPY_HOST_TO_DEVICE)
+    acl.rt.free_host(staging)
+    call = call_learner(fn, acl, x_ptr, y_ptr, n, stream)
+    acl.rt.synchronize_stream(stream)
+    region = runtime.space.find(y_ptr)
+    got = np.frombuffer(region.read_bytes(y_ptr - region.start, 4 * n), np.float32)
+    second = _results_item(got, 2 * x + 1)
+    return again_outcome("launch", call, "" if second.passed else second.message,
+                         "values in x (the same n)", "computed y from them",
+                         "launch the kernel on every call: y must be computed from the x of "
+                         "this call, not kept from an earlier one")
 
 
 def _launch_item(launches, stream_obj, value, n: int, kernels_seen) -> Item:
