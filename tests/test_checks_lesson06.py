@@ -271,7 +271,7 @@ def test_leaked_streams_and_events_cost_the_resources_share_only():
 
 def test_freeing_the_kit_is_reported_as_released():
     result = check("06.pipeline", pipeline_frees_the_kit)
-    assert failed(result) == {"resources"}
+    assert failed(result) == {"resources", "again"}     # its caller cannot run it again
     assert "kit.host_in[1]" in item(result, "resources").message
 
 
@@ -757,3 +757,72 @@ def test_settings_and_the_learners_runtime_are_restored(fresh):
     assert acllab.current_runtime() is runtime
     assert (runtime.host_ns, len(runtime.tasks)) == (host_ns, tasks)
     assert acl.rt.destroy_stream(stream) == 0
+
+
+# -- the second call in the same runtime: other images, a count of the other parity ------------
+
+def _replaying_pipeline():
+    """A pipeline that keeps each batch's scores from its first call and replays them later."""
+    kept = {}
+
+    def pipeline(acl, kit, batches, prepare, postprocess):
+        if not kept:
+            def keep(i, host_ptr):
+                kept[i] = acl.util.ptr_to_bytes(host_ptr, kit.out_size)
+                postprocess(i, host_ptr)
+            return SOLUTIONS.pipeline(acl, kit, batches, prepare, keep)
+        for i in range(batches):
+            prepare(i, kit.host_in[0])
+            data = kept.get(i, bytes(kit.out_size))
+            acl.rt.memcpy(kit.host_out[0], kit.out_size, acl.util.bytes_to_ptr(data),
+                          kit.out_size, acl.ACL_MEMCPY_HOST_TO_HOST)
+            postprocess(i, kit.host_out[0])
+    return pipeline
+
+
+def _streams_made_once():
+    """A pipeline that creates its streams on its first call only, and destroys them then."""
+    made = []
+
+    def pipeline(acl, kit, batches, prepare, postprocess):
+        if not made:
+            made.append(1)
+            return SOLUTIONS.pipeline(acl, kit, batches, prepare, postprocess)
+        for i in range(batches):          # "the streams exist already": the default stream
+            prepare(i, kit.host_in[0])
+            acl.rt.memcpy(kit.dev_in[0], kit.in_size, kit.host_in[0], kit.in_size, H2D)
+            acl.mdl.execute_async(kit.model_id, kit.inputs[0], kit.outputs[0], 1 << 20)
+            postprocess(i, kit.host_out[0])
+    return pipeline
+
+
+def test_a_pipeline_that_replays_its_first_scores_fails_again():
+    result = check("06.pipeline", _replaying_pipeline())
+    assert result.score == 0 and "again" in failed(result), str(result)
+    again = item(result, "again")
+    assert again.kind == RESULT and "batches of them" in again.message
+    assert "scores" in again.message
+
+
+def test_a_pipeline_that_keeps_state_from_its_first_call_fails_again():
+    result = check("06.pipeline", _streams_made_once())
+    assert result.score == 0 and "again" in failed(result), str(result)
+
+
+@pytest.mark.parametrize("function", ["pipeline", "pipeline_ahead"])
+def test_the_reference_pipelines_pass_the_second_call(function):
+    exercise = {"pipeline": "06.pipeline", "pipeline_ahead": "06.stretch"}[function]
+    result = check(exercise, getattr(SOLUTIONS, function))
+    again = item(result, "again")
+    assert again.passed and "post-processed every new batch" in again.message, str(result)
+
+
+def test_the_second_call_serves_a_count_of_the_other_parity():
+    counts = []
+
+    def pipeline(acl, kit, batches, prepare, postprocess):
+        counts.append(batches)
+        SOLUTIONS.pipeline(acl, kit, batches, prepare, postprocess)
+
+    assert check("06.pipeline", pipeline, seeds=(0, 1), edges=False).passed
+    assert [c % 2 for c in counts] == [0, 1, 1, 0]      # seed 0: even then odd; seed 1: odd, even

@@ -154,8 +154,8 @@ def test_reference_solution_reports_its_items():
     result = check("11.service", SOLUTIONS.service)
     assert result.status == "passed", str(result)
     assert [(i.name, i.kind) for i in result.items] == [
-        ("runs", RESULT), ("results", RESULT), ("device work", RESULT), ("race-free", RESULT),
-        ("throughput", PROCESS), ("memory", PROCESS), ("sanitizer", PROCESS),
+        ("runs", RESULT), ("results", RESULT), ("device work", RESULT), ("again", RESULT),
+        ("race-free", RESULT), ("throughput", PROCESS), ("memory", PROCESS), ("sanitizer", PROCESS),
         ("resources", PROCESS)]
 
 
@@ -480,3 +480,39 @@ def test_other_right_services_pass(pipeline):
     service = on_lesson06_pipeline(getattr(test_checks_lesson06, pipeline))
     result = check("11.service", service, seeds=(0, 1, 2, 4))
     assert result.status == "passed" and result.score == 1.0, str(result)
+
+
+# -- the second call in the same runtime: other images, a count of the other parity ------------
+
+def test_a_service_that_serves_only_its_first_call_fails_again():
+    served = []
+
+    def service(acl, kit, batches, prepare, postprocess):
+        if served:                 # "already warmed up": post-processes stale output
+            for i in range(batches):
+                postprocess(i, served[0])
+            return
+        host_out, _ = acl.rt.malloc_host(kit.out_size)     # kept for "later" (a leak)
+        served.append(host_out)
+        SOLUTIONS.service(acl, kit, batches, prepare, postprocess)
+
+    result = check("11.service", service)
+    assert result.score == 0 and "again" in failed(result), str(result)
+    assert item(result, "again").kind == RESULT
+
+
+def test_the_reference_service_passes_the_second_call():
+    result = check("11.service", SOLUTIONS.service)
+    again = item(result, "again")
+    assert again.passed and "batches of them" in again.message, str(result)
+
+
+def test_service_cases_have_odd_and_even_batch_counts():
+    counts = []
+
+    def service(acl, kit, batches, prepare, postprocess):
+        counts.append(batches)
+        SOLUTIONS.service(acl, kit, batches, prepare, postprocess)
+
+    assert check("11.service", service, seeds=(0, 1), edges=False).passed
+    assert [c % 2 for c in counts] == [0, 1, 1, 0]

@@ -16,15 +16,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import session
+from .. import acl, session
 from ..acl.util import _host_view
 from ..analysis import trace
 from ..errors import Fail
 from ..model.graph import Graph, Op, TensorSpec, seeded_weights
-from . import PROCESS, RESULT, Item, _guard
+from . import PROCESS, RESULT, Item, _guard, call_learner
 from ._common import (
     BytesWording,
     Provenance,
+    again_outcome,
     describe_bytes,
     hazards,
     reads_uninit,
@@ -544,6 +545,39 @@ def idle(name: str, kind: str) -> Item:
     """An item that cannot pass when the model never ran: there is nothing to judge."""
     return Item(name, False, "nothing to judge: the model never ran on the AI Core",
                 "run every batch through the model (acl.mdl.execute_async) first", kind=kind)
+
+
+def again_batches(batches: int) -> int:
+    """How many batches the second call serves: few, and of the other parity than the first
+    call's (an even count then an odd one, or the reverse)."""
+    return 3 + batches % 2
+
+
+def again_item(fn, runtime, setup, kit, compiled, prov: Provenance, is_ours, names: dict,
+               slot: str, function: str, in_bytes: int) -> Item:
+    """'again': the learner's pipeline called a second time in the same runtime, on the same
+    kit, with other images and another number of batches (:func:`again_batches`): every new
+    batch must be post-processed with its own scores.
+
+    A result item: a pipeline that keeps state from its first call (scores, a batch counter,
+    events or streams it assumes fresh) gives wrong results the second time its caller uses it.
+    """
+    n = again_batches(setup.batches)
+    fresh = dataclasses.replace(setup, seed=setup.seed + 1_000_003, batches=n)
+    scores, crcs = oracle(fresh, compiled)
+    host = PipelineHost(fresh, kit)
+    call = call_learner(fn, acl, kit, n, host.prepare, host.postprocess)
+    tasks = runtime.tasks[call.first_task:]
+    problem = ""
+    if call.error is None:
+        work = find_work(runtime, tasks, prov, is_ours, in_bytes, crcs)
+        results = results_item(n, scores, host, work, prov, names, slot)
+        problem = "" if results.passed else results.message
+    return again_outcome(function, call, problem, f"images, {n} batches of them",
+                         "post-processed every new batch with its own scores",
+                         f"{function} must serve every call from what it is given: keep no "
+                         "batch counter, scores or half-released streams and events from an "
+                         "earlier call (create what you need and release it before returning)")
 
 
 _guard.seal(_sys.modules[__name__])        # the grader's own helpers refuse learner code

@@ -39,6 +39,7 @@ from ..model import tiny_dataset
 from . import PROCESS, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     Provenance,
+    again_outcome,
     hazards,
     leak_texts,
     new_case,
@@ -120,24 +121,50 @@ def grade_dvpp_pipeline(fn, seed: int) -> Case:
         if case.not_done:
             return case
         got = [_read(runtime, ptr, size) for ptr in outputs]
-        census = _census(runtime, dd, outputs)
         tasks = [t for t in runtime.engine.tasks[call.first_task:]
                  if t.resource is dd.jpegd or t.resource is dd.vpc]
+        pictures = _pictures_item(got, want, width, height, ws, hs)
+        again = None
+        if call.error is None and pictures.passed:
+            again = _again(runtime, fn, seed, jpegs, outputs, width, height, stream, size)
+        census = _census(runtime, dd, outputs)
         failed = _teardown(stream, outputs)
 
         case.items.append(ran_item(call, "preprocess"))
         if call.error is not None:
             return case
-        case.items.append(_pictures_item(got, want, width, height, ws, hs))
+        case.items.append(pictures)
         origin = _origins(prov, dd, outputs, jpegs, width, height, ws, hs, call.end_ns)
         case.items.append(_dvpp_item(prov, dd, tasks, origin, outputs, jpegs, got, ws, hs,
                                      height, call.end_ns))
         case.items.append(_streams_item(caller, tasks, origin))
         images_of = _images_of(prov, tasks, jpegs)
         case.items.append(_overlap_item(runtime, dd, tasks, origin, images_of))
+        if again is not None:
+            case.items.append(again)
         case.items.append(_sanitizer_item(runtime))
         case.items.append(_resources_item(census, runtime.leaks, failed))
         return case
+
+
+def _again(runtime, fn, seed: int, jpegs: list[bytes], outputs: list[int], width: int,
+           height: int, stream, size: int) -> Item:
+    """'again': the caller decodes other JPEGs of the same sizes into the same outputs."""
+    from PIL import Image
+
+    sizes = [Image.open(io.BytesIO(j)).size for j in jpegs]
+    fresh = [make_jpeg(1_000_003 + 7 * seed + i, w, h) for i, (w, h) in enumerate(sizes)]
+    call = call_learner(fn, acl, [bytes(j) for j in fresh], list(outputs), width, height,
+                        stream)
+    got = [_read(runtime, ptr, size) for ptr in outputs]
+    ws, hs = vpc_strides(width, height)
+    pictures = _pictures_item(got, [_expected(j, width, height) for j in fresh], width,
+                              height, ws, hs)
+    return again_outcome("preprocess", call, "" if pictures.passed else pictures.message,
+                         "JPEGs of the same sizes, into the same outputs",
+                         "decoded and resized the new pictures",
+                         "decode and resize the JPEGs of each call: a picture kept from an "
+                         "earlier call is wrong once the images change")
 
 
 def _read(runtime, ptr: int, n: int) -> bytes:
