@@ -77,6 +77,7 @@ _HANDLE_BASE = {
     "buffer": 0x0D00_0000_1000,
     "dataset": 0x0D50_0000_1000,
     "desc": 0x0DE0_0000_1000,
+    "tensor_desc": 0x0DF0_0000_1000,
 }
 _HANDLE_STEP = 0x40
 # device addresses lie below every host address (acllab.memory's layout)
