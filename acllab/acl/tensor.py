@@ -181,8 +181,8 @@ def set_tensor_format(desc, format):  # noqa: A002
 def set_tensor_shape(desc, dims):
     """Set the storage shape (aclSetTensorShapeImplOm2 fills storageDims; the dims that
     execute_v2 matches stay: use set_tensor_origin_shape or a new description for those)."""
-    d = desc_of(desc)
-    d.storage_dims = _dims(dims)
+    values = _dims(dims)            # the argument parser first, as pyACL's
+    desc_of(desc).storage_dims = values
 
 
 @api("aclSetTensorOriginFormat", needs_init=False)
@@ -194,7 +194,8 @@ def set_tensor_origin_format(desc, format):  # noqa: A002
 @api("aclSetTensorOriginShape", needs_init=False)
 def set_tensor_origin_shape(desc, dims):
     """Change the dims themselves (aclSetTensorOriginShapeImplOm2)."""
-    desc_of(desc).dims = _dims(dims)
+    values = _dims(dims)
+    desc_of(desc).dims = values
 
 
 @api("aclSetTensorConst", needs_init=False)
