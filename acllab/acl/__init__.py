@@ -16,7 +16,7 @@ from ..analysis import sanitizer
 from ..constants import *  # noqa: F403  (the real names, re-exported as pyACL users expect)
 from ..errors import AclWarning, Fail
 from ..streams import DataBuffer
-from . import constants, mdl, media, rt, util
+from . import constants, mdl, media, op, rt, util
 from ._api import api, as_int, leak_warning
 from ._api import rt as _runtime
 from .tensor import TensorDesc as _TensorDesc
@@ -54,7 +54,7 @@ __all__ = ["init", "finalize", "app_log", "get_recent_err_msg", "create_data_buf
            "get_tensor_desc_dim_v2", "set_tensor_desc_name", "get_tensor_desc_name",
            "set_tensor_format", "set_tensor_shape", "set_tensor_origin_format",
            "set_tensor_origin_shape", "set_tensor_const", "data_type_size",
-           "rt", "util", "mdl", "media", "constants"]
+           "rt", "util", "mdl", "media", "op", "constants"]
 
 
 @api("aclInit", needs_init=False)
@@ -100,7 +100,8 @@ def finalize():
         leaked += r.release_device(dev)   # also devices opened only by explicit contexts
     leaked += [f"{reg.describe()} never freed" for reg in r.host.release_all()]
     kinds = {DataBuffer: "data buffer", mdl.Dataset: "dataset", mdl.ModelDesc: "model description",
-             _TensorDesc: "tensor description"}
+             _TensorDesc: "tensor description", op.OpAttr: "op attribute",
+             op.OpHandle: "op handle"}
     for h, obj in list(r.handles.items()):
         kind = kinds.get(type(obj))
         if kind is not None and obj.alive:
