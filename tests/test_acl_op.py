@@ -427,3 +427,77 @@ def test_acl_op_through_the_device_boundary(op_dir):
         client.close()
         server.close()
         acllab.reset()
+
+
+def test_set_attr_bool_keeps_any_nonzero_uint8_as_true():
+    """aclopSetAttrBoolImpl stores static_cast<bool>(attrValue)."""
+    acllab.reset()
+    attr = acl.op.create_attr()
+    assert acl.op.set_attr_bool(attr, "adj_x1", 2) == 0
+    assert acllab.current_runtime().handles[attr].attrs["adj_x1"] == ("adj_x1", "bool", True)
+    acl.op.destroy_attr(attr)
+    acllab.reset()
+
+
+def test_two_streams_writing_one_output_race_and_a_free_before_the_end_is_found(card):
+    a = np.ones((8, 16), np.float16)
+    x1, b1, _ = card.tensor(ACL_FLOAT16, (8, 16), a)
+    y, by, py = card.tensor(ACL_FLOAT16, (8, 16))
+    other, ret = acl.rt.create_stream()
+    assert ret == 0
+    assert acl.op.execute_v2("Add", [x1, x1], [b1, b1], [y], [by], 0, card.stream) == 0
+    assert acl.op.execute_v2("Add", [x1, x1], [b1, b1], [y], [by], 0, other) == 0
+    acl.rt.synchronize_device()
+    kinds = {f.kind for f in sanitizer.analyze(acllab.current_runtime())}
+    assert "race" in kinds
+    acl.rt.destroy_stream(other)
+    z, bz, pz = card.tensor(ACL_FLOAT16, (8, 16))
+    assert acl.op.execute_v2("Add", [x1, x1], [b1, b1], [z], [bz], 0, card.stream) == 0
+    assert acl.rt.free(pz) == 0                      # while the op may still write it
+    card.device.remove(pz)
+    acl.rt.synchronize_stream(card.stream)
+    kinds = {f.kind for f in sanitizer.analyze(acllab.current_runtime())}
+    assert "use-after-free" in kinds
+
+
+def test_conv2d_with_list_attributes_on_the_cube(tmp_path):
+    """The attributes a Conv2D entry names (strides and pads as list_int, CANN's Conv2D
+    prototype) set with acl.op.set_attr_list_int; the result against a direct loop."""
+    nchw = {"format": "NCHW", "type": "float"}
+    cfg = tmp_path / "conv.json"
+    cfg.write_text(json.dumps([{
+        "op": "Conv2D",
+        "input_desc": [dict(nchw, shape=[1, 2, 6, 6]), dict(nchw, shape=[3, 2, 3, 3])],
+        "output_desc": [dict(nchw, shape=[1, 3, 3, 3])],
+        "attr": [{"name": "strides", "type": "list_int", "value": [1, 1, 2, 2]},
+                 {"name": "pads", "type": "list_int", "value": [1, 1, 1, 1]}]}]))
+    compile_singleop(str(cfg), str(tmp_path / "conv"))
+    acllab.reset()
+    c = Card(acl, str(tmp_path / "conv"))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    xd, xb, _ = c.tensor(ACL_FLOAT, x.shape, x)
+    wd, wb, _ = c.tensor(ACL_FLOAT, w.shape, w)
+    for d in (xd, wd):
+        acl.set_tensor_origin_format(d, 0)                 # ACL_FORMAT_NCHW
+    yd, yb, py = c.tensor(ACL_FLOAT, (1, 3, 3, 3))
+    acl.set_tensor_origin_format(yd, 0)
+    attr = acl.op.create_attr()
+    acl.op.set_attr_list_int(attr, "strides", [1, 1, 2, 2])
+    acl.op.set_attr_list_int(attr, "pads", [1, 1, 1, 1])
+    assert acl.op.execute_v2("Conv2D", [xd, wd], [xb, wb], [yd], [yb], attr, c.stream) == 0
+    acl.rt.synchronize_stream(c.stream)
+    pad = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = np.zeros((1, 3, 3, 3), np.float32)
+    for o in range(3):
+        for i in range(3):
+            for j in range(3):
+                ref[0, o, i, j] = (pad[0, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3] * w[o]).sum()
+    assert np.allclose(c.fetch(py, np.float32, (1, 3, 3, 3)), ref, atol=1e-5)
+    assert _ops()[-1].info["unit"] == "cube"
+    acl.op.destroy_attr(attr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c.release()
+    acllab.reset()

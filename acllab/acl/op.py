@@ -117,8 +117,9 @@ def _set(attr, attr_name, kind: str, value) -> None:
 
 @api("aclopSetAttrBool", needs_init=False)
 def set_attr_bool(attr, attr_name, attr_value):
-    """Set a bool attribute (pyACL passes it as uint8: 0 or 1, or a bool)."""
-    _set(attr, attr_name, "bool", attr_value)
+    """Set a bool attribute. The C function takes a uint8 and keeps ``bool(value)``
+    (aclopSetAttrBoolImpl: static_cast<bool>), so 2 is true, as there."""
+    _set(attr, attr_name, "bool", bool(as_int(attr_value, "attr_value")))
 
 
 @api("aclopSetAttrInt", needs_init=False)
