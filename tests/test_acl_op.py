@@ -501,3 +501,92 @@ def test_conv2d_with_list_attributes_on_the_cube(tmp_path):
         warnings.simplefilter("ignore")
         c.release()
     acllab.reset()
+
+
+# -- random programs of good and bad acl.op calls ----------------------------------------
+
+_DTYPES = [ACL_FLOAT, ACL_FLOAT16, ACL_INT64, 3, 12, -1, 27, 999]
+_SHAPES = [[8, 16], [4, 4], [1000], [2, 6], [16, 32], [], [0, 4], [-1, 16], [2]]
+
+
+def _random_calls(rng, card, n: int):
+    """``n`` random acl.op / tensor calls over a pool of live, destroyed and made-up handles;
+    every call must return (a code, a handle, None or a tuple), never raise."""
+    pool = {"desc": [0, 0x1234], "attr": [0, 0x5678], "buf": [0], "handle": [0, 7]}
+    for _ in range(n):
+        pick = {k: v[rng.integers(len(v))] for k, v in pool.items()}
+        k = int(rng.integers(12))
+        if k == 0 and rng.integers(2):       # half of them fit the Add model
+            pool["desc"].append(acl.create_tensor_desc(ACL_FLOAT16, [8, 16], ACL_FORMAT_ND))
+        elif k == 0:
+            shape = _SHAPES[rng.integers(len(_SHAPES))]
+            pool["desc"].append(acl.create_tensor_desc(
+                int(rng.choice(_DTYPES)), shape, int(rng.integers(-1, 4))))
+        elif k == 1:
+            acl.destroy_tensor_desc(pick["desc"])
+        elif k == 2:
+            pool["attr"].append(acl.op.create_attr())
+        elif k == 3:
+            acl.op.set_attr_bool(pick["attr"], "transpose_x1", int(rng.integers(3)))
+        elif k == 4:
+            size = int(rng.choice([0, 100, 256, 4000]))
+            if size:
+                ptr, ret = acl.rt.malloc(size, ACL_MEM_MALLOC_NORMAL_ONLY)
+                acl.rt.memset(ptr, size, 0, size)
+                card.device.append(ptr)
+                buf = acl.create_data_buffer(ptr, size)
+            else:
+                buf = acl.create_data_buffer(0, 0)
+            card.buffers.append(buf)
+            pool["buf"].append(buf)
+        elif k in (5, 6, 7):
+            op_type = str(rng.choice(["Add", "MatMul", "Cast", "Reshape", "Mul", ""]))
+            descs = [pool["desc"][i] for i in rng.integers(len(pool["desc"]), size=3)]
+            bufs = [pool["buf"][i] for i in rng.integers(len(pool["buf"]), size=3)]
+            acl.op.execute_v2(op_type, descs[:2], bufs[:2], descs[2:], bufs[2:], pick["attr"],
+                              card.stream)
+        elif k == 8:
+            h, ret = acl.op.create_handle("Add", [pick["desc"]] * 2, [pick["desc"]],
+                                          pick["attr"])
+            if ret == 0:
+                pool["handle"].append(h)
+        elif k == 9:
+            acl.op.execute_with_handle(pick["handle"], [pick["buf"]] * 2, [pick["buf"]],
+                                       card.stream)
+        elif k == 10:
+            acl.op.cast(pick["desc"], pick["buf"], pool["desc"][-1], pick["buf"], 0,
+                        card.stream)
+        else:
+            value = np.int64([3, 4]).tobytes()
+            acl.set_tensor_const(pick["desc"], acl.util.bytes_to_ptr(value), len(value))
+    return pool
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_acl_op_programs_return_codes_and_release_everything(op_dir, seed):
+    acllab.reset()
+    rng = np.random.default_rng(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        card = Card(acl, op_dir)
+        pool = _random_calls(rng, card, 100)
+        assert acl.rt.synchronize_stream(card.stream) in (0, 507015)
+        for h in pool["handle"][2:]:
+            acl.op.destroy_handle(h)
+        for a in pool["attr"][2:]:
+            acl.op.destroy_attr(a)
+        card.descs += pool["desc"][2:]
+        for buf in card.buffers:
+            acl.destroy_data_buffer(buf)
+        for ptr in card.device:
+            acl.rt.free(ptr)
+        for d in card.descs:
+            acl.destroy_tensor_desc(d)
+        acl.rt.destroy_stream(card.stream)
+        acl.rt.destroy_context(card.context)
+        acl.rt.reset_device(0)
+        assert acl.finalize() == 0
+    r = acllab.current_runtime()
+    assert r.leaks == []
+    assert all(t.end_ns >= t.start_ns >= 0 for t in r.tasks)
+    acllab.reset()

@@ -317,8 +317,30 @@ def _find(op_type, ins, outs, attrs) -> singleop.OpSpec:
                "compiled from a config do not")
     else:
         why = _nearest(call, models)
+    unfit = _uncompilable(call)
+    if unfit:
+        raise Fail(100024, f"no op model matches {call.describe()}: {why}. No config entry "
+                           f"can compile it: {unfit}")
     raise Fail(100024, f"no op model matches {call.describe()}: {why}. An entry of "
                        f"`acllab atc --singleop` that compiles it: {singleop.entry_json(call)}")
+
+
+def _uncompilable(call: singleop.OpSpec) -> str:
+    """Why no single-op config entry could describe ``call`` ('' if one can)."""
+    for kind, tensors in (("input", call.inputs), ("output", call.outputs)):
+        for i, t in enumerate(tensors):
+            if singleop.dtype_name(t.dtype).startswith("type "):
+                return (f"{kind} {i} has data type {t.dtype}, which acllab's ops do not take "
+                        f"({', '.join(sorted(singleop.DATA_TYPES))})")
+            if singleop.format_name(t.format).startswith("format "):
+                return (f"{kind} {i} has format {t.format}, which acllab's ops do not take "
+                        f"({', '.join(singleop.FORMATS)})")
+            if any(d < 0 for d in t.dims):
+                return f"{kind} {i} has a dynamic dim {list(t.dims)}; acllab compiles static shapes"
+            if t.const is not None and len(t.const) != t.nbytes:
+                return (f"{kind} {i}'s constant holds {len(t.const)} B, but "
+                        f"{t.describe()} is {t.nbytes} B")
+    return ""
 
 
 def _buffers(handles: list[int], what: str, spec, ctx) -> list:
