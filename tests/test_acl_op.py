@@ -375,9 +375,21 @@ def _program(acl, op_dir):
     y, by, py = card.tensor(ACL_FLOAT16, a.shape)
     z, bz, pz = card.tensor(ACL_FLOAT16, a.shape)
     out = [acl.op.execute_v2("Add", [x1, x1], [b1, b1], [y], [by], 0, card.stream),
-           acl.op.execute_v2("Add", [y, x1], [by, b1], [z], [bz], 0, card.stream),
-           acl.rt.synchronize_stream(card.stream)]
-    data = card.fetch(pz, np.float16, (8, 16)).tobytes()
+           acl.op.execute_v2("Add", [y, x1], [by, b1], [z], [bz], 0, card.stream)]
+    # a constant input whose bytes are pageable host memory (they travel with the call)
+    r_in, b_in, _ = card.tensor(ACL_FLOAT, (2, 6), np.arange(12, dtype=np.float32))
+    shape = acl.create_tensor_desc(ACL_INT64, [2], ACL_FORMAT_ND)
+    card.descs.append(shape)
+    value = np.int64([3, 4]).tobytes()
+    out.append(acl.set_tensor_const(shape, acl.util.bytes_to_ptr(value), len(value)))
+    empty = acl.create_data_buffer(0, 0)
+    card.buffers.append(empty)
+    r_out, b_out, p_out = card.tensor(ACL_FLOAT, (3, 4))
+    out.append(acl.op.execute_v2("Reshape", [r_in, shape], [b_in, empty], [r_out], [b_out], 0,
+                                 card.stream))
+    out.append(acl.rt.synchronize_stream(card.stream))
+    data = card.fetch(pz, np.float16, (8, 16)).tobytes() + \
+        card.fetch(p_out, np.float32, (3, 4)).tobytes()
     card.release()
     return out, data
 
@@ -393,9 +405,10 @@ def test_the_same_program_gives_the_same_trace(op_dir):
         out, data = _program(acl, op_dir)
         runs.append((out, data, _record(acllab.current_runtime())))
     assert runs[0] == runs[1]
-    assert runs[0][0] == [0, 0, 0]
-    assert np.array_equal(np.frombuffer(runs[0][1], np.float16).reshape(8, 16),
+    assert runs[0][0] == [0, 0, 0, 0, 0]
+    assert np.array_equal(np.frombuffer(runs[0][1][:256], np.float16).reshape(8, 16),
                           np.arange(128, dtype=np.float16).reshape(8, 16) * 3)
+    assert np.frombuffer(runs[0][1][256:], np.float32).tolist() == list(range(12))
     acllab.reset()
 
 
@@ -589,4 +602,35 @@ def test_random_acl_op_programs_return_codes_and_release_everything(op_dir, seed
     r = acllab.current_runtime()
     assert r.leaks == []
     assert all(t.end_ns >= t.start_ns >= 0 for t in r.tasks)
+    acllab.reset()
+
+
+def test_acllab_profile_runs_an_unmodified_single_op_script(op_dir, tmp_path, capsys):
+    """``import acl`` and ``import acl.op`` resolve to acllab under ``acllab profile``."""
+    from acllab import cli
+
+    script = tmp_path / "add.py"
+    script.write_text(
+        "import numpy as np\n"
+        "import acl\n"
+        "import acl.op\n"
+        "acl.init(); acl.rt.set_device(0)\n"
+        "stream, _ = acl.rt.create_stream()\n"
+        f"assert acl.op.set_model_dir({op_dir!r}) == 0\n"
+        "descs = [acl.create_tensor_desc(1, [8, 16], 2) for _ in range(3)]\n"
+        "n = acl.get_tensor_desc_size(descs[0])\n"
+        "ptrs = [acl.rt.malloc(n, 2)[0] for _ in range(3)]\n"
+        "data = np.ones((8, 16), np.float16).tobytes()\n"
+        "for p in ptrs[:2]:\n"
+        "    acl.rt.memcpy(p, n, acl.util.bytes_to_ptr(data), n, 1)\n"
+        "bufs = [acl.create_data_buffer(p, n) for p in ptrs]\n"
+        "ret = acl.op.execute_v2('Add', descs[:2], bufs[:2], descs[2:], bufs[2:], 0, stream)\n"
+        "print('execute_v2', ret, acl.rt.synchronize_stream(stream))\n"
+        "for b in bufs: acl.destroy_data_buffer(b)\n"
+        "for p in ptrs: acl.rt.free(p)\n"
+        "for d in descs: acl.destroy_tensor_desc(d)\n"
+        "acl.rt.destroy_stream(stream); acl.rt.reset_device(0); acl.finalize()\n")
+    assert cli.main(["profile", "--out", str(tmp_path / "t.json"), str(script)]) == 0
+    text = capsys.readouterr().out
+    assert "execute_v2 0 0" in text and "single_op 1" in text
     acllab.reset()
