@@ -634,3 +634,10 @@ def test_acllab_profile_runs_an_unmodified_single_op_script(op_dir, tmp_path, ca
     text = capsys.readouterr().out
     assert "execute_v2 0 0" in text and "single_op 1" in text
     acllab.reset()
+
+
+def test_set_model_dir_needs_no_init(op_dir):
+    """aclopSetModelDir and aclopSetModelDirImpl check no init flag (acl_op_executor.cpp)."""
+    acllab.reset()
+    assert acl.op.set_model_dir(op_dir) == 0
+    acllab.reset()

@@ -224,3 +224,10 @@ def test_atc_singleop_fails_as_a_whole_and_names_the_entry(tmp_path, capsys):
 def test_atc_without_model_or_singleop_says_which_is_required(capsys):
     assert atc_main(["--soc_version", "Ascend310", "--output", "x"]) == 1
     assert "--singleop" in capsys.readouterr().err
+
+
+def test_reshape_takes_its_default_axes_only():
+    s = spec("Reshape", [desc([2, 6], "float"), desc([2], "int64")], [desc([3, 4], "float")],
+             [("axis", "int", 1)])
+    with pytest.raises(singleop.OpModelError, match="axis 0, num_axes -1"):
+        opkernels.check(s)

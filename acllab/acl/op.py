@@ -201,7 +201,7 @@ def _om_files(root: Path) -> list[Path]:
     return found
 
 
-@api("aclopSetModelDir")
+@api("aclopSetModelDir", needs_init=False)
 def set_model_dir(model_dir):
     """Load every op model (.om) under ``model_dir`` (three levels deep); once per program.
 
@@ -210,7 +210,8 @@ def set_model_dir(model_dir):
     stay). LoadAllModels loads what it finds; a folder with no model succeeds (CANN logs "No
     model is loaded."), and ReadModelDefs skips a file it cannot parse with a warning in its
     log: acllab logs each skipped file (``acl.util.runtime_log``), an .om of a whole model
-    (``acl.mdl``'s) included.
+    (``acl.mdl``'s) included. Neither aclopSetModelDir nor its Impl checks that aclInit ran
+    (hicann/ge, acl_op_executor.cpp), so acllab needs no acl.init() here either.
     """
     if not isinstance(model_dir, str):
         raise TypeError("model_dir must be a str")

@@ -35,7 +35,10 @@ Differs from hardware: float16 matrix products and convolutions accumulate in fl
 rounded once (the cube also accumulates in float32, but in its own order); integer Div floors
 (CANN's Div rounds toward zero for negative integers); Conv2D takes symmetric pads and
 dilation 1 only; BatchNorm runs for inference only (is_training false), and its optional
-outputs 2 to 5 repeat the mean and variance.
+outputs 2 to 5 repeat the mean and variance; Reshape takes its default axis 0 and num_axes -1
+only. A Cast from a float to an integer type rounds to nearest (ties to even) and saturates,
+or drops the fraction when truncate is true (uncertain: the rounding of CANN's Cast kernel is
+not documented in the sources read).
 """
 
 from __future__ import annotations
@@ -159,6 +162,8 @@ def _check_softmax(spec):
 def _check_reshape(spec):
     _arity(spec, (2,))
     _attrs(spec, {"axis": "int", "num_axes": "int"})
+    if spec.attr("axis", 0) != 0 or spec.attr("num_axes", -1) != -1:
+        raise _fail(spec, "acllab reshapes the whole tensor only (axis 0, num_axes -1)")
     x, shape = spec.inputs
     if shape.dtype not in (3, 9) or len(shape.dims) != 1:
         raise _fail(spec, "its input 1 (shape) is a 1-D int32 or int64 tensor")
