@@ -27,6 +27,12 @@ BatchNorm      x (NCHW), scale, offset, mean,          epsilon float (0.0001), d
                variance (C)                            ("NCHW"), is_training bool (true)
 =============  ======================================  ========================================
 
+Where the names come from: GEMM's five inputs and transpose_a/transpose_b are what
+aclblasGemmEx passes to aclopExecuteV2 (hicann/ge, api/acl/acl_cblas/single_op/blas/
+gemm_ops.cpp); Cast's dst_type and truncate what aclopCastImpl sets (builtin/cast_op.cpp);
+BatchMatMul's adj_x1/adj_x2 what Ascend's imageinpainting sample sets; the others follow
+CANN's operator prototypes as documented (uncertain where acllab has read no source).
+
 Matrix products and convolutions run on the cube (a GEMM timed by the roofline of
 :mod:`acllab.model.cost`, with its tiling efficiency); the others on the vector unit.
 Convolution, BatchNorm and Softmax reuse :mod:`acllab.model.executor`'s numpy kernels.
