@@ -605,34 +605,26 @@ def test_random_acl_op_programs_return_codes_and_release_everything(op_dir, seed
     acllab.reset()
 
 
-def test_acllab_profile_runs_an_unmodified_single_op_script(op_dir, tmp_path, capsys):
-    """``import acl`` and ``import acl.op`` resolve to acllab under ``acllab profile``."""
+def test_the_single_op_example_compiles_and_runs_under_acllab_profile(tmp_path, capsys):
+    """examples/add_op.json and examples/single_op_add.py, as their docstring says to run
+    them: ``import acl`` resolves to acllab, the sum matches numpy, nothing leaks."""
+    from pathlib import Path
+
     from acllab import cli
 
-    script = tmp_path / "add.py"
-    script.write_text(
-        "import numpy as np\n"
-        "import acl\n"
-        "import acl.op\n"
-        "acl.init(); acl.rt.set_device(0)\n"
-        "stream, _ = acl.rt.create_stream()\n"
-        f"assert acl.op.set_model_dir({op_dir!r}) == 0\n"
-        "descs = [acl.create_tensor_desc(1, [8, 16], 2) for _ in range(3)]\n"
-        "n = acl.get_tensor_desc_size(descs[0])\n"
-        "ptrs = [acl.rt.malloc(n, 2)[0] for _ in range(3)]\n"
-        "data = np.ones((8, 16), np.float16).tobytes()\n"
-        "for p in ptrs[:2]:\n"
-        "    acl.rt.memcpy(p, n, acl.util.bytes_to_ptr(data), n, 1)\n"
-        "bufs = [acl.create_data_buffer(p, n) for p in ptrs]\n"
-        "ret = acl.op.execute_v2('Add', descs[:2], bufs[:2], descs[2:], bufs[2:], 0, stream)\n"
-        "print('execute_v2', ret, acl.rt.synchronize_stream(stream))\n"
-        "for b in bufs: acl.destroy_data_buffer(b)\n"
-        "for p in ptrs: acl.rt.free(p)\n"
-        "for d in descs: acl.destroy_tensor_desc(d)\n"
-        "acl.rt.destroy_stream(stream); acl.rt.reset_device(0); acl.finalize()\n")
-    assert cli.main(["profile", "--out", str(tmp_path / "t.json"), str(script)]) == 0
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    ops = tmp_path / "op_models"
+    assert cli.main(["atc", "--singleop", str(examples / "add_op.json"), "--soc_version",
+                     "Ascend310", "--output", str(ops)]) == 0
+    assert cli.main(["profile", "--out", str(tmp_path / "t.json"),
+                     str(examples / "single_op_add.py"), str(ops)]) == 0
     text = capsys.readouterr().out
-    assert "execute_v2 0 0" in text and "single_op 1" in text
+    assert "Add matches numpy: True" in text and "single_op 1" in text
+    assert "leak" not in text
+    script = tmp_path / "attr.py"                # ``import acl.op`` resolves too
+    script.write_text("import acl.op\nprint('attr', acl.op.create_attr() != 0)\n")
+    assert cli.main(["profile", "--out", str(tmp_path / "u.json"), str(script)]) == 0
+    assert "attr True" in capsys.readouterr().out
     acllab.reset()
 
 
