@@ -633,3 +633,29 @@ def test_set_model_dir_needs_no_init(op_dir):
     acllab.reset()
     assert acl.op.set_model_dir(op_dir) == 0
     acllab.reset()
+
+
+def test_an_input_placed_in_host_memory_is_a_constant_read_from_its_buffer(card):
+    """set_tensor_place_ment(desc, ACL_MEMTYPE_HOST): SetHostMemToConst makes the buffer's
+    host bytes the constant (CANN's docs: the same as set_tensor_const with exact compile);
+    aclopCreateHandleImpl refuses a host-placed input that is no constant (200001)."""
+    from acllab.acl.constants import ACL_MEMTYPE_HOST
+
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    xd, xb, _ = card.tensor(ACL_FLOAT, (2, 6), x)
+    shape_desc = acl.create_tensor_desc(ACL_INT64, [2], ACL_FORMAT_ND)
+    card.descs.append(shape_desc)
+    assert acl.set_tensor_place_ment(shape_desc, ACL_MEMTYPE_HOST) == 0
+    value = bytearray(np.int64([3, 4]).tobytes())
+    host = acl.create_data_buffer(acl.util.bytes_to_ptr(value), len(value))
+    card.buffers.append(host)
+    y, by, py = card.tensor(ACL_FLOAT, (3, 4))
+    assert acl.op.execute_v2("Reshape", [xd, shape_desc], [xb, host], [y], [by], 0,
+                             card.stream) == 0
+    acl.rt.synchronize_stream(card.stream)
+    assert np.array_equal(card.fetch(py, np.float32, (3, 4)), x.reshape(3, 4))
+    value[:] = np.int64([4, 3]).tobytes()          # read again at each call: now no model
+    with pytest.warns(acllab.AclWarning, match="100024"):
+        acl.op.execute_v2("Reshape", [xd, shape_desc], [xb, host], [y], [by], 0, card.stream)
+    with pytest.warns(acllab.AclWarning, match="placed in host memory"):
+        assert acl.op.create_handle("Reshape", [xd, shape_desc], [y], 0) == (0, 200001)

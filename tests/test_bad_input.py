@@ -282,6 +282,7 @@ CASES = [
            lambda w: acl.set_tensor_origin_shape(UNKNOWN_HANDLE, [2]), 107017),
     status("set_tensor_const: unknown",
            lambda w: acl.set_tensor_const(UNKNOWN_HANDLE, w.page, 4), 107017),
+    status("set_tensor_place_ment: null", lambda w: acl.set_tensor_place_ment(0, 1), 100000),
 
     # ---- devices and contexts -------------------------------------------------------------
     status("set_device: id 4 on a 4-device host", lambda w: acl.rt.set_device(4), 107001),
@@ -976,6 +977,7 @@ TYPE_ERRORS = {
     "set_tensor_origin_shape(dims str)": lambda w: acl.set_tensor_origin_shape(1, "2,3"),
     "set_tensor_const(str)": lambda w: acl.set_tensor_const("1", w.page, 4),
     "data_type_size(str)": lambda w: acl.data_type_size("1"),
+    "set_tensor_place_ment(str)": lambda w: acl.set_tensor_place_ment(1, "1"),
     "bytes_to_ptr(str)": lambda w: acl.util.bytes_to_ptr("text"),
     "bytes_to_ptr(int)": lambda w: acl.util.bytes_to_ptr(1234),
     "ptr_to_bytes(str)": lambda w: acl.util.ptr_to_bytes(str(w.host), 4),

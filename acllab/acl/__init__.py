@@ -37,6 +37,7 @@ from .tensor import (
     set_tensor_format,
     set_tensor_origin_format,
     set_tensor_origin_shape,
+    set_tensor_place_ment,
     set_tensor_shape,
 )
 
@@ -53,7 +54,8 @@ __all__ = ["init", "finalize", "app_log", "get_recent_err_msg", "create_data_buf
            "get_tensor_desc_element_count", "get_tensor_desc_num_dims", "get_tensor_desc_dim",
            "get_tensor_desc_dim_v2", "set_tensor_desc_name", "get_tensor_desc_name",
            "set_tensor_format", "set_tensor_shape", "set_tensor_origin_format",
-           "set_tensor_origin_shape", "set_tensor_const", "data_type_size",
+           "set_tensor_origin_shape", "set_tensor_const", "set_tensor_place_ment",
+           "data_type_size",
            "rt", "util", "mdl", "media", "op", "constants"]
 
 

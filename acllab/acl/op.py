@@ -266,13 +266,36 @@ def _attr_key(attr) -> tuple:
     return () if h == 0 else _attr(h).key()
 
 
-def _call_spec(op_type, ins: list[TensorDesc], outs: list[TensorDesc], attrs: tuple
-               ) -> singleop.OpSpec:
-    def t(d: TensorDesc) -> singleop.TensorSpec:
-        return singleop.TensorSpec(d.dtype, d.format, tuple(d.dims), d.const)
+def _call_spec(op_type, ins: list[TensorDesc], outs: list[TensorDesc], attrs: tuple,
+               host_consts: dict | None = None) -> singleop.OpSpec:
+    host_consts = host_consts or {}
 
-    return singleop.OpSpec(op_type, tuple(t(d) for d in ins), tuple(t(d) for d in outs),
-                           attrs)
+    def t(d: TensorDesc, const=None) -> singleop.TensorSpec:
+        return singleop.TensorSpec(d.dtype, d.format, tuple(d.dims),
+                                   d.const if const is None else const)
+
+    return singleop.OpSpec(op_type, tuple(t(d, host_consts.get(i)) for i, d in enumerate(ins)),
+                           tuple(t(d) for d in outs), attrs)
+
+
+def _host_consts(ins: list[TensorDesc], in_bufs: list[int]) -> dict[int, bytes]:
+    """The bytes of each input placed in host memory (set_tensor_place_ment) that is not a
+    constant already: SetHostMemToConst makes its data buffer's host bytes its constant."""
+    r = rt()
+    out = {}
+    for i, (d, h) in enumerate(zip(ins, in_bufs, strict=True)):
+        if d.memtype != 1 or d.const is not None:
+            continue
+        buf = r.lookup(h, DataBuffer, "data buffer")
+        if buf.size == 0:
+            out[i] = b""
+            continue
+        region, off = span(r, buf.addr, buf.size, f"inputs[{i}]")
+        if region.kind == "device":
+            raise Fail(100000, f"input {i} is placed in host memory (set_tensor_place_ment), "
+                               f"but its buffer 0x{buf.addr:x} is device memory")
+        out[i] = bytes(region.read_bytes(off, buf.size))
+    return out
 
 
 def _nearest(call: singleop.OpSpec, models: dict) -> str:
@@ -302,10 +325,10 @@ def _nearest(call: singleop.OpSpec, models: dict) -> str:
     return f"the closest {call.op_type} model differs: " + "; ".join(diffs(best)[:4])
 
 
-def _find(op_type, ins, outs, attrs) -> singleop.OpSpec:
+def _find(op_type, ins, outs, attrs, host_consts: dict | None = None) -> singleop.OpSpec:
     """The loaded model for the call (MatchOpModel), or Fail(100024) saying what to add."""
     r = rt()
-    call = _call_spec(op_type, ins, outs, attrs)
+    call = _call_spec(op_type, ins, outs, attrs, host_consts)
     stored = [i for i, d in enumerate(ins + outs) if d.storage_format != -1]
     models = r.op_models or {}
     hit = models.get(call.key())
@@ -428,7 +451,7 @@ def execute_v2(op_type, input_desc, inputs, output_desc, outputs, attr, stream):
             raise Fail(100000, f"{what}[{handles.index(0)}] is a null data buffer "
                                "(acl.create_data_buffer(0, 0) gives a handle for an unused "
                                "or constant input)")
-    spec = _find(op_type, ins, outs, _attr_key(attr))
+    spec = _find(op_type, ins, outs, _attr_key(attr), _host_consts(ins, in_b))
     _launch(spec, in_b, out_b, stream, "execute_v2")
 
 
@@ -436,7 +459,9 @@ def execute_v2(op_type, input_desc, inputs, output_desc, outputs, attr, stream):
 def create_handle(op_type, input_desc, output_desc, op_attr):
     """(handle, ret): find the op model once (aclopCreateHandleImpl), for execute_with_handle.
 
-    No model for these descriptions and attributes returns 100024, as execute_v2 does.
+    No model for these descriptions and attributes returns 100024, as execute_v2 does; a
+    description placed in host memory that is no constant returns ACL_ERROR_API_NOT_SUPPORT
+    200001 (IsHostMemTensorDesc).
     """
     if not isinstance(op_type, str):
         raise TypeError("op_type must be a str")
@@ -444,6 +469,12 @@ def create_handle(op_type, input_desc, output_desc, op_attr):
         raise Fail(100000, "op_type is empty")
     ins = _descs(_handles(input_desc, "input_desc"), "input_desc")
     outs = _descs(_handles(output_desc, "output_desc"), "output_desc")
+    for what, descs in (("input", ins), ("output", outs)):
+        for i, d in enumerate(descs):
+            if d.memtype == 1 and d.const is None:
+                raise Fail(200001, f"{what} {i} is placed in host memory "
+                                   "(set_tensor_place_ment) and is no constant: a handle "
+                                   "cannot take it (set_tensor_const it, or use execute_v2)")
     spec = _find(op_type, ins, outs, _attr_key(op_attr))
     r = rt()
     h = OpHandle(0, spec)

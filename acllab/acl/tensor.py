@@ -27,7 +27,7 @@ __all__ = ["TensorDesc", "create_tensor_desc", "destroy_tensor_desc", "get_tenso
            "get_tensor_desc_num_dims", "get_tensor_desc_dim", "get_tensor_desc_dim_v2",
            "set_tensor_desc_name", "get_tensor_desc_name", "set_tensor_format",
            "set_tensor_shape", "set_tensor_origin_format", "set_tensor_origin_shape",
-           "set_tensor_const", "data_type_size"]
+           "set_tensor_const", "set_tensor_place_ment", "data_type_size"]
 
 ACL_DT_UNDEFINED = -1
 ACL_FORMAT_UNDEFINED = -1
@@ -46,6 +46,7 @@ class TensorDesc:
         self.storage_dims: list[int] = []
         self.name = ""
         self.const: bytes | None = None
+        self.memtype = 0               # aclMemType: ACL_MEMTYPE_DEVICE 0, ACL_MEMTYPE_HOST 1
         self.alive = True
 
     def element_count(self) -> int:
@@ -174,7 +175,8 @@ def get_tensor_desc_name(desc):
 @api("aclSetTensorFormat", needs_init=False)
 def set_tensor_format(desc, format):  # noqa: A002
     """Set the storage format (aclSetTensorFormatImplOm2; see the module docstring)."""
-    desc_of(desc).storage_format = as_int(format, "format")
+    value = as_int(format, "format")
+    desc_of(desc).storage_format = value
 
 
 @api("aclSetTensorShape", needs_init=False)
@@ -188,7 +190,8 @@ def set_tensor_shape(desc, dims):
 @api("aclSetTensorOriginFormat", needs_init=False)
 def set_tensor_origin_format(desc, format):  # noqa: A002
     """Change the format itself (aclSetTensorOriginFormatImplOm2)."""
-    desc_of(desc).format = as_int(format, "format")
+    value = as_int(format, "format")
+    desc_of(desc).format = value
 
 
 @api("aclSetTensorOriginShape", needs_init=False)
@@ -224,6 +227,24 @@ def set_tensor_const(desc, data_buffer, length):
         raise Fail(100000, f"data_buffer 0x{ptr:x} + {n} B runs past the end of its "
                            f"{region.describe()}")
     d.const = bytes(region.read_bytes(off, n))
+
+
+@api("aclSetTensorPlaceMent", needs_init=False)
+def set_tensor_place_ment(desc, mem_type):
+    """Say where the tensor's data lies: ACL_MEMTYPE_DEVICE 0 or ACL_MEMTYPE_HOST 1.
+
+    ``ret = acl.set_tensor_place_ment(desc, mem_type)`` (CANN's pyACL reference). An input
+    placed in host memory is a constant whose value is its data buffer's host bytes at each
+    execute_v2 (AclOpResourceManager::SetHostMemToConst, hicann/ge); CANN's docs say that with
+    exact compilation this is the same as set_tensor_const. create_handle refuses such an
+    input (aclopCreateHandleImpl: IsHostMemTensorDesc, 200001).
+
+    Differs from hardware: CANN also compares the placement when it matches a model
+    (aclTensorDesc::operator==); acllab matches a host-placed input by its value only, as a
+    constant (uncertain how CANN's parsed model records the placement of a const input).
+    """
+    value = as_int(mem_type, "mem_type")      # the argument parser first, as pyACL's
+    desc_of(desc).memtype = value
 
 
 @api("aclDataTypeSize", bare=True, outs=(0,), needs_init=False)
