@@ -6,6 +6,8 @@
         with --sanitize, also print the sanitizer's findings and exit 1 if there are any
     acllab atc --model zoo:resnet50 --output resnet50 --input_shape "data:32,3,224,224" ...
         compile a graph into an .om file, with atc's flags (run ``acllab atc --help``)
+    acllab atc --singleop ops.json --soc_version Ascend310 --output op_models
+        compile each op of a single-op config into an op model (for acl.op.set_model_dir)
     acllab seed [--batches N]
         recompute the seed's figures S1-S9 (ResNet-50, batch 32) from fresh simulations
     acllab smi [--device NAME] [--devices N]
@@ -34,11 +36,13 @@ def _install_acl_alias() -> dict:
     """Make ``import acl`` (and acl.rt, acl.util) resolve to acllab's facade."""
     from . import acl
 
-    saved = {name: sys.modules.get(name) for name in ("acl", "acl.rt", "acl.util", "acl.mdl")}
+    saved = {name: sys.modules.get(name)
+             for name in ("acl", "acl.rt", "acl.util", "acl.mdl", "acl.op")}
     sys.modules["acl"] = acl
     sys.modules["acl.rt"] = acl.rt
     sys.modules["acl.util"] = acl.util
     sys.modules["acl.mdl"] = acl.mdl
+    sys.modules["acl.op"] = acl.op
     return saved
 
 

@@ -25,7 +25,10 @@ __all__ = [
     "ACL_STREAM_FAST_LAUNCH", "ACL_STREAM_FAST_SYNC",
     "ACL_FLOAT", "ACL_FLOAT16", "ACL_INT8", "ACL_INT32", "ACL_UINT8", "ACL_INT16",
     "ACL_UINT16", "ACL_UINT32", "ACL_INT64", "ACL_UINT64", "ACL_DOUBLE", "ACL_BOOL",
+    "ACL_DT_UNDEFINED", "ACL_STRING", "ACL_COMPLEX64", "ACL_COMPLEX128", "ACL_BF16",
     "ACL_FORMAT_NCHW", "ACL_FORMAT_NHWC", "ACL_FORMAT_ND", "ACL_FORMAT_NC1HWC0",
+    "ACL_FORMAT_UNDEFINED", "ACL_FORMAT_FRACTAL_Z", "ACL_FORMAT_FRACTAL_NZ",
+    "ACL_MEMTYPE_DEVICE", "ACL_MEMTYPE_HOST",
     "ACL_DYNAMIC_TENSOR_NAME", "ACL_MAX_BATCH_NUM",
     "ACL_DEVICE_INFO_UNDEFINED", "ACL_DEVICE_INFO_AI_CORE_NUM", "ACL_DEVICE_INFO_VECTOR_CORE_NUM",
     "ACL_DEVICE_INFO_L2_SIZE", "DEVICE_INFO_NAMES",
@@ -114,12 +117,26 @@ ACL_INT64 = 9
 ACL_UINT64 = 10
 ACL_DOUBLE = 11
 ACL_BOOL = 12
+# ... and the other values of aclDataType that tensor descriptions may carry (acl_base_rt.h in
+# hicann/runtime, include/external/acl; acl.op's ops take the twelve above)
+ACL_DT_UNDEFINED = -1
+ACL_STRING = 13
+ACL_COMPLEX64 = 16
+ACL_COMPLEX128 = 17
+ACL_BF16 = 27
 
 # Formats (aclFormat)
 ACL_FORMAT_NCHW = 0
 ACL_FORMAT_NHWC = 1
 ACL_FORMAT_ND = 2
 ACL_FORMAT_NC1HWC0 = 3
+ACL_FORMAT_UNDEFINED = -1
+ACL_FORMAT_FRACTAL_Z = 4
+ACL_FORMAT_FRACTAL_NZ = 29
+
+# Tensor placement (aclMemType, acl_base_rt.h), for set_tensor_place_ment
+ACL_MEMTYPE_DEVICE = 0
+ACL_MEMTYPE_HOST = 1
 
 # Hardware specifications for get_device_capability (aclDeviceInfo, acl_base.h; the same
 # values in the CANN 8.0.0 pyACL reference, "aclDeviceInfo")

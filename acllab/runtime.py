@@ -77,6 +77,9 @@ _HANDLE_BASE = {
     "buffer": 0x0D00_0000_1000,
     "dataset": 0x0D50_0000_1000,
     "desc": 0x0DE0_0000_1000,
+    "tensor_desc": 0x0DF0_0000_1000,
+    "op_attr": 0x0A70_0000_1000,
+    "op_handle": 0x0A80_0000_1000,
 }
 _HANDLE_STEP = 0x40
 # device addresses lie below every host address (acllab.memory's layout)
@@ -237,6 +240,8 @@ class Runtime:
         self._report_threads: dict[int, _ReportThread] = {}   # thread id -> its reports
         self.blocking_fault: tuple[int, str] | None = None
         self.model_count = 0
+        # acl.op.set_model_dir's op models: OpSpec.key() -> (spec, file name); None until set
+        self.op_models: dict | None = None
 
     # -- handles ---------------------------------------------------------------------------
     def new_handle(self, kind: str, obj) -> int:
@@ -941,7 +946,7 @@ class Runtime:
         info = task.info = dict(task.info) if task.info else {}
         info.setdefault("fault", message)
         info["fault_reported"] = True
-        code = 507015 if task.kind in ("model_op", "kernel") else 507000
+        code = 507015 if task.kind in ("model_op", "kernel", "single_op") else 507000
         text = f"{task.name} (task {task.id}) failed: {message}"
         s = task.stream
         if s is not None:

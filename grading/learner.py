@@ -47,7 +47,7 @@ def _rebind(namespace: dict, client) -> None:
     import acllab.acl as local
 
     pairs: dict[int, object] = {id(local): client.acl}
-    for sub in ("rt", "util", "mdl", "media"):
+    for sub in ("rt", "util", "mdl", "media", "op"):
         mod = getattr(local, sub, None)
         if mod is not None and sub in client.acl.__dict__:
             pairs[id(mod)] = client.acl.__dict__[sub]

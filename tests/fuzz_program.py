@@ -5,7 +5,8 @@ Shared by ``tests/test_fuzz.py`` (a short hypothesis run in the suite) and
 
 A :class:`Program` is plain data: a configuration (profile, huge-page pool, strict mode), a
 prelude (``acl.init`` + ``set_device(0)`` + a stream, or less) and 5 to 40 operations. An
-operation names one public function (``acl.*``, ``acl.rt.*``, ``acl.util.*``, ``acl.mdl.*``)
+operation names one public function (``acl.*``, ``acl.rt.*``, ``acl.util.*``, ``acl.mdl.*``,
+``acl.op.*``)
 or a small recipe of several calls (the datasets of a model), and its arguments are *symbolic*:
 "the 3rd live stream", "a freed device pointer + 64", "a handle of another kind", "a random
 int", "a str where an int belongs". The interpreter (:func:`run_program`) resolves them against
@@ -199,6 +200,17 @@ def assets() -> dict:
             fh.write(data)
         out[key] = path
     out["missing"] = os.path.join(folder, "missing.om")
+    # single-op models (acl.op.set_model_dir): an Add of two float16 [8, 16] tensors and a
+    # Cast to float16; the assets folder itself holds only files that are not op models
+    from acllab.model.atc import compile_singleop
+    nd = {"format": "ND", "shape": [8, 16], "type": "float16"}
+    cfg = os.path.join(folder, "ops.json")
+    with open(cfg, "w", encoding="utf-8") as fh:
+        json.dump([{"op": "Add", "input_desc": [nd, nd], "output_desc": [nd]},
+                   {"op": "Cast", "input_desc": [dict(nd, type="float")], "output_desc": [nd],
+                    "attr": [{"name": "dst_type", "type": "int", "value": 1}]}], fh)
+    out["ops"] = os.path.join(folder, "op_models")
+    compile_singleop(cfg, out["ops"])
     out["folder"] = folder
     _ASSETS = out
     return out
@@ -272,10 +284,13 @@ _KERNEL_FAULTS = ("KernelFault", "FloatingPointError: a kernel failing on purpos
 # argument generators (symbolic) and resolvers (concrete)
 # ---------------------------------------------------------------------------------------
 
-HANDLE_KINDS = ("context", "stream", "event", "buffer", "dataset", "desc", "model")
+HANDLE_KINDS = ("context", "stream", "event", "buffer", "dataset", "desc", "model", "tdesc",
+                "opattr", "ophandle")
 _HANDLE_LIKE = {"context": 0x0C00_0000_1000, "stream": 0x0500_0000_1000,
                 "event": 0x0E00_0000_1000, "buffer": 0x0D00_0000_1000,
-                "dataset": 0x0D50_0000_1000, "desc": 0x0DE0_0000_1000, "model": 0}
+                "dataset": 0x0D50_0000_1000, "desc": 0x0DE0_0000_1000, "model": 0,
+                "tdesc": 0x0DF0_0000_1000, "opattr": 0x0A70_0000_1000,
+                "ophandle": 0x0A80_0000_1000}
 INTERESTING = (0, 1, -1, 2, 3, 31, 32, 33, 63, 64, 65, 4095, 4096, 65536, 2**31 - 1, 2**31,
                2**32, 2**32 + 1, 2**63 - 1, 2**63, 2**64, -2**63, 10**30)
 BAD_VALUES = ("str", "float", "none", "list", "bytes", "complex")
@@ -450,6 +465,27 @@ def g_run(d, with_stream: bool):
     return spec + ((g_handle(d, "stream"),) if with_stream else ())
 
 
+_TDIMS = ([8, 16], [8, 16], [8, 16], [4, 4], [], [2], [-1, 16], [0, 4], [1000])
+
+
+def g_tdims(d):
+    """Tensor dims: mostly the op models' [8, 16], sometimes odd ones or a malformed value."""
+    if weighted(d, [(95, False), (5, True)]):
+        return ("bad", pick(d, BAD_VALUES))
+    return ("dims", d.int(0, len(_TDIMS) - 1))
+
+
+def g_opexec(d, handle: bool = False):
+    """An execute_v2 (or create_handle) call: an op type, three descriptions, three buffers,
+    an attribute set and a stream, each drawn like any handle (live, stale, wrong, zero)."""
+    op = ("op", weighted(d, [(60, "Add"), (15, "Cast"), (10, "MatMul"), (10, ""), (5, "bad")]))
+    descs = tuple(g_handle(d, "tdesc") for _ in range(3))
+    if handle:
+        return ("opexec_h", op, descs, g_handle(d, "opattr"))
+    bufs = tuple(g_handle(d, "buffer") for _ in range(3))
+    return ("opexec", op, descs, bufs, g_handle(d, "opattr"), g_handle(d, "stream"))
+
+
 def g_drop(d):
     return ("drop", d.int(0, 15))
 
@@ -503,6 +539,18 @@ ARG = {
     "drop": g_drop,
     "host_ns": lambda d: ("i", pick(d, (0, 1000, 10**6))),
     "inner": lambda d: ("inner", gen_op(d, inner=True)),
+    "tdesc": lambda d: g_handle(d, "tdesc"),
+    "opattr": lambda d: g_handle(d, "opattr"),
+    "ophandle": lambda d: g_handle(d, "ophandle"),
+    "tdtype": lambda d: g_int(d, (1, 1, 1, 0, 3, 9, 12, -1, 27)),
+    "tdims": g_tdims,
+    "tfmt": lambda d: g_int(d, (2, 2, 2, 0, 1, 3, -1)),
+    "opdir": lambda d: ("opdir", weighted(d, [(80, "ops"), (8, "folder"), (7, "missing"),
+                                               (5, "bad")])),
+    "opexec": g_opexec,
+    "opexec_h": lambda d: g_opexec(d, handle=True),
+    "opbufs": lambda d: ("opbufs", tuple(g_handle(d, "buffer") for _ in range(3)),
+                         g_handle(d, "stream")),
 }
 
 
@@ -583,6 +631,19 @@ OPS: tuple[OpSpec, ...] = (
     _op("acl.get_data_buffer_addr", 1, "buffer", form="b"),
     _op("acl.get_data_buffer_size", 1, "buffer", form="b"),
     _op("acl.get_data_buffer_size_v2", 1, "buffer", form="b"),
+    _op("acl.create_tensor_desc", 5, "tdtype", "tdims", "tfmt", form="b"),
+    _op("acl.destroy_tensor_desc", 2, "tdesc", form="b"),
+    _op("acl.get_tensor_desc_size", 1, "tdesc", form="b"),
+    _op("acl.get_tensor_desc_dim_v2", 1, "tdesc", "index", form="t"),
+    _op("acl.set_tensor_const", 1, "tdesc", "ptrsize"),
+    _op("op.set_model_dir", 3, "opdir"),
+    _op("op.create_attr", 2, form="b"),
+    _op("op.destroy_attr", 1, "opattr", form="b"),
+    _op("op.set_attr_int", 1, "opattr", "name", "index"),
+    _op("op.execute_v2", 7, "opexec"),
+    _op("op.create_handle", 3, "opexec_h", form="t"),
+    _op("op.execute_with_handle", 3, "ophandle", "opbufs"),
+    _op("op.destroy_handle", 1, "ophandle", form="b"),
     _op("mdl.load_from_file", 5, "path", form="t"),
     _op("mdl.load_from_mem", 3, "mdlmem", form="t"),
     _op("mdl.unload", 3, "model"),
@@ -702,14 +763,15 @@ def _fmt(v) -> str:
 
 def _fn(name: str):
     mod, attr = name.split(".", 1)
-    root = {"acl": acl, "rt": acl.rt, "util": acl.util, "mdl": acl.mdl, "acllab": acllab}[mod]
+    root = {"acl": acl, "rt": acl.rt, "util": acl.util, "mdl": acl.mdl, "op": acl.op,
+            "acllab": acllab}[mod]
     return getattr(root, attr)
 
 
 def _label(name: str) -> str:
     mod, attr = name.split(".", 1)
     return {"acl": "acl.", "rt": "acl.rt.", "util": "acl.util.", "mdl": "acl.mdl.",
-            "acllab": "acllab."}[mod] + attr
+            "op": "acl.op.", "acllab": "acllab."}[mod] + attr
 
 
 def fingerprint(r) -> tuple:
@@ -929,6 +991,16 @@ class Interpreter:
                     self.make("buffer")
                 if w.live["buffer"]:
                     self.call("mdl.add_dataset_buffer", (ds, w.live["buffer"][-1]), form="t")
+        elif kind == "tdesc":
+            self.call("acl.create_tensor_desc", (1, [8, 16], 2), form="b")
+        elif kind == "opattr":
+            self.call("op.create_attr", (), form="b")
+        elif kind == "ophandle":
+            if not w.live["tdesc"]:
+                self.make("tdesc")
+            if w.live["tdesc"]:
+                d = w.live["tdesc"][-1]
+                self.call("op.create_handle", ("Add", [d, d], [d], 0), form="t")
         elif kind == "desc":
             desc = _out(self.call("mdl.create_desc", (), form="b"))
             if w.live["model"]:
@@ -1029,11 +1101,15 @@ class Interpreter:
                 "rt.create_event_with_flag": "event", "rt.create_event_ex_with_flag": "event",
                 "acl.create_data_buffer": "buffer", "mdl.create_dataset": "dataset",
                 "mdl.create_desc": "desc", "mdl.load_from_file": "model",
-                "mdl.load_from_mem": "model", "rt.get_context": "context"}
+                "mdl.load_from_mem": "model", "rt.get_context": "context",
+                "acl.create_tensor_desc": "tdesc", "op.create_attr": "opattr",
+                "op.create_handle": "ophandle"}
     _DESTROYS = {"rt.destroy_context": "context", "rt.destroy_stream": "stream",
                  "rt.destroy_stream_force": "stream", "rt.destroy_event": "event",
                  "acl.destroy_data_buffer": "buffer", "mdl.destroy_dataset": "dataset",
-                 "mdl.destroy_desc": "desc", "mdl.unload": "model"}
+                 "mdl.destroy_desc": "desc", "mdl.unload": "model",
+                 "acl.destroy_tensor_desc": "tdesc", "op.destroy_attr": "opattr",
+                 "op.destroy_handle": "ophandle"}
 
     def after_success(self, name, args, result) -> None:
         w = self.w
@@ -1145,6 +1221,27 @@ class Interpreter:
             if s[1] in ("none", "empty"):
                 return [None if s[1] == "none" else ""]
             return [assets()[s[1]]]
+        if tag == "dims":
+            return [list(_TDIMS[s[1]])]
+        if tag == "opdir":
+            if s[1] == "bad":
+                self.bad = True
+                return [7]
+            return [assets()[s[1]]]
+        if tag in ("opexec", "opexec_h"):
+            op = s[1][1]
+            if op == "bad":
+                self.bad = True
+                op = 5
+            descs = [self.val(x) for x in s[2]]
+            if tag == "opexec_h":
+                return [op, descs[:2], descs[2:], self.val(s[3])]
+            bufs = [self.val(x) for x in s[3]]
+            return [op, descs[:2], bufs[:2], descs[2:], bufs[2:], self.val(s[4]),
+                    self.val(s[5])]
+        if tag == "opbufs":
+            bufs = [self.val(x) for x in s[1]]
+            return [bufs[:2], bufs[2:], self.val(s[2])]
         if tag == "path":
             if s[1] == "bad":
                 self.bad = True

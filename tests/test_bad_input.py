@@ -255,6 +255,34 @@ CASES = [
     bare("get_data_buffer_size_v2: destroyed",
          lambda w: acl.get_data_buffer_size_v2(w.destroyed_buffer), 107017, 0),
     bare("get_data_buffer_size_v2: null", lambda w: acl.get_data_buffer_size_v2(0), 100000, 0),
+    # tensor descriptions (tests/test_acl_tensor.py has the rest)
+    bare("destroy_tensor_desc: unknown", lambda w: acl.destroy_tensor_desc(UNKNOWN_HANDLE),
+         107017, None),
+    bare("get_tensor_desc_type: null", lambda w: acl.get_tensor_desc_type(0), 100000, -1),
+    bare("get_tensor_desc_format: a data buffer",
+         lambda w: acl.get_tensor_desc_format(w.buffer), 107017, -1),
+    bare("get_tensor_desc_size: unknown", lambda w: acl.get_tensor_desc_size(UNKNOWN_HANDLE),
+         107017, 0),
+    bare("get_tensor_desc_element_count: null", lambda w: acl.get_tensor_desc_element_count(0),
+         100000, 0),
+    bare("get_tensor_desc_num_dims: unknown",
+         lambda w: acl.get_tensor_desc_num_dims(UNKNOWN_HANDLE), 107017, 0),
+    bare("get_tensor_desc_dim: unknown", lambda w: acl.get_tensor_desc_dim(UNKNOWN_HANDLE, 0),
+         107017, -1),
+    out("get_tensor_desc_dim_v2: null", lambda w: acl.get_tensor_desc_dim_v2(0, 0), 100000, 0),
+    bare("set_tensor_desc_name: unknown",
+         lambda w: acl.set_tensor_desc_name(UNKNOWN_HANDLE, "x"), 107017, None),
+    bare("get_tensor_desc_name: null", lambda w: acl.get_tensor_desc_name(0), 100000, ""),
+    status("set_tensor_format: unknown", lambda w: acl.set_tensor_format(UNKNOWN_HANDLE, 2),
+           107017),
+    status("set_tensor_shape: null", lambda w: acl.set_tensor_shape(0, [2]), 100000),
+    status("set_tensor_origin_format: unknown",
+           lambda w: acl.set_tensor_origin_format(UNKNOWN_HANDLE, 2), 107017),
+    status("set_tensor_origin_shape: unknown",
+           lambda w: acl.set_tensor_origin_shape(UNKNOWN_HANDLE, [2]), 107017),
+    status("set_tensor_const: unknown",
+           lambda w: acl.set_tensor_const(UNKNOWN_HANDLE, w.page, 4), 107017),
+    status("set_tensor_place_ment: null", lambda w: acl.set_tensor_place_ment(0, 1), 100000),
 
     # ---- devices and contexts -------------------------------------------------------------
     status("set_device: id 4 on a 4-device host", lambda w: acl.rt.set_device(4), 107001),
@@ -932,6 +960,24 @@ TYPE_ERRORS = {
     "get_data_buffer_addr(str)": lambda w: acl.get_data_buffer_addr(str(w.buffer)),
     "get_data_buffer_size(str)": lambda w: acl.get_data_buffer_size(str(w.buffer)),
     "get_data_buffer_size_v2(str)": lambda w: acl.get_data_buffer_size_v2(str(w.buffer)),
+    "create_tensor_desc(str)": lambda w: acl.create_tensor_desc("1", [2], 2),
+    "destroy_tensor_desc(str)": lambda w: acl.destroy_tensor_desc("1"),
+    "get_tensor_desc_type(str)": lambda w: acl.get_tensor_desc_type("1"),
+    "get_tensor_desc_format(str)": lambda w: acl.get_tensor_desc_format("1"),
+    "get_tensor_desc_size(str)": lambda w: acl.get_tensor_desc_size("1"),
+    "get_tensor_desc_element_count(str)": lambda w: acl.get_tensor_desc_element_count("1"),
+    "get_tensor_desc_num_dims(str)": lambda w: acl.get_tensor_desc_num_dims("1"),
+    "get_tensor_desc_dim(str)": lambda w: acl.get_tensor_desc_dim("1", 0),
+    "get_tensor_desc_dim_v2(str)": lambda w: acl.get_tensor_desc_dim_v2("1", 0),
+    "set_tensor_desc_name(int)": lambda w: acl.set_tensor_desc_name(1, 5),
+    "get_tensor_desc_name(str)": lambda w: acl.get_tensor_desc_name("1"),
+    "set_tensor_format(str)": lambda w: acl.set_tensor_format("1", 2),
+    "set_tensor_shape(dims str)": lambda w: acl.set_tensor_shape(1, "2,3"),
+    "set_tensor_origin_format(str)": lambda w: acl.set_tensor_origin_format("1", 2),
+    "set_tensor_origin_shape(dims str)": lambda w: acl.set_tensor_origin_shape(1, "2,3"),
+    "set_tensor_const(str)": lambda w: acl.set_tensor_const("1", w.page, 4),
+    "data_type_size(str)": lambda w: acl.data_type_size("1"),
+    "set_tensor_place_ment(str)": lambda w: acl.set_tensor_place_ment(1, "1"),
     "bytes_to_ptr(str)": lambda w: acl.util.bytes_to_ptr("text"),
     "bytes_to_ptr(int)": lambda w: acl.util.bytes_to_ptr(1234),
     "ptr_to_bytes(str)": lambda w: acl.util.ptr_to_bytes(str(w.host), 4),
@@ -991,7 +1037,10 @@ NO_BAD_VALUES = {"acl.get_recent_err_msg", "acl.get_soc_name", "acl.get_version"
                  # void in C: a bad level returns None with a warning (test_app_log_...)
                  "acl.app_log",
                  # takes a function and a list, no value to get wrong: TypeError cases below
-                 "acl.util.start_thread"}
+                 "acl.util.start_thread",
+                 # CANN accepts any data type and format here (aclCreateTensorDescImplOm2),
+                 # and aclDataTypeSizeImpl gives a size for every value
+                 "acl.create_tensor_desc", "acl.data_type_size"}
 
 
 def _public_functions() -> list[str]:

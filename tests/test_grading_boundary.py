@@ -364,3 +364,32 @@ def test_a_cell_that_fills_tmp_or_home_gets_enospc_and_the_grade_says_so(tmp_pat
     row = read_csv(out / "results.csv")["filler", "00.tour"]
     assert (row["status"], float(row["score"])) == ("passed", 1.0)     # it costs nothing else
     assert "No space left on device" in row["error"], row["error"]
+
+
+def test_names_bound_to_the_local_acl_op_are_pointed_at_the_devices():
+    """A cell's ``from acllab.acl import op`` or ``execute = acl.op.execute_v2`` must reach the
+    device's pyACL in grading, as ``acl.rt`` and ``acl.mdl`` names do."""
+    import sys
+
+    import acllab
+    import acllab.acl as local
+    import acllab.session as session
+    from acllab.device import connect, pair
+    from grading.learner import _rebind
+
+    server, sock = pair()
+    client = connect(sock)
+    saved = (acllab.acl, acllab.host_work, session.host_work)
+    try:
+        namespace = {"op": local.op, "execute": local.op.execute_v2,
+                     "desc": local.create_tensor_desc}
+        _rebind(namespace, client)
+        assert namespace["op"] is client.acl.op
+        assert namespace["execute"] is client.acl.op.execute_v2
+        assert namespace["desc"] is client.acl.create_tensor_desc
+    finally:
+        acllab.acl, acllab.host_work, session.host_work = saved
+        sys.modules["acllab"].__dict__["acl"] = saved[0]
+        client.close()
+        server.close()
+        acllab.reset()

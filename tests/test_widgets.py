@@ -361,3 +361,12 @@ def test_a_window_shows_one_span_and_autoscale_returns_to_it(fresh):
     fw.layout.xaxis.autorange = True
     assert len(bars_of(fw, "H2D DMA").x) == 1
     assert fw.layout.xaxis.range[1] == pytest.approx(tl.x(window[1]) * 1.02, rel=0.05)
+
+
+def test_a_single_op_is_coloured_as_work_on_the_ai_core():
+    """acl.op.execute_v2's tasks (kind single_op) share the kernels' and model ops' colour."""
+    from widgets.timeline import KEY, _colour
+
+    colour = _colour({"kind": "single_op", "info": {"op_type": "Add"}})
+    assert colour == COLOURS["kernel"] == COLOURS["model_op"]
+    assert "single op" in KEY[colour]

@@ -34,14 +34,16 @@ __all__ = ["Timeline", "Bar", "Lane", "lanes", "event_arrows", "busy_bins", "COL
 
 COLOURS = {
     "h2d": "#1f77b4", "d2h": "#ff7f0e", "d2d": "#2ca02c", "h2h": "#9467bd",
-    "staging": "#9467bd", "kernel": "#d62728", "model_op": "#d62728", "memset": "#17becf",
+    "staging": "#9467bd", "kernel": "#d62728", "model_op": "#d62728",
+    "single_op": "#d62728", "memset": "#17becf",
     "event_record": "#7f7f7f", "event_wait": "#b0b0b0", "event_reset": "#7f7f7f",
     "callback": "#8c564b", "api": "#bcbd22", "api_wait": "#c8c8c8", "api_error": "#e377c2",
     "api_access": "#2c3e50",
 }
 KEY = {   # the colour key: what each colour means, in every lane and every lesson
     "#1f77b4": "H2D copy", "#ff7f0e": "D2H copy", "#2ca02c": "D2D copy",
-    "#9467bd": "staging / H2H copy", "#d62728": "kernel / model op", "#17becf": "memset",
+    "#9467bd": "staging / H2H copy", "#d62728": "kernel / model op / single op",
+    "#17becf": "memset",
     "#7f7f7f": "event record", "#b0b0b0": "event wait", "#8c564b": "host callback",
     "#bcbd22": "host API call", "#c8c8c8": "host call that waits", "#e377c2": "failed call",
     "#2c3e50": "host access to device memory",

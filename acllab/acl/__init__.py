@@ -16,9 +16,30 @@ from ..analysis import sanitizer
 from ..constants import *  # noqa: F403  (the real names, re-exported as pyACL users expect)
 from ..errors import AclWarning, Fail
 from ..streams import DataBuffer
-from . import constants, mdl, media, rt, util
+from . import constants, mdl, media, op, rt, util
 from ._api import api, as_int, leak_warning
 from ._api import rt as _runtime
+from .tensor import TensorDesc as _TensorDesc
+from .tensor import (
+    create_tensor_desc,
+    data_type_size,
+    destroy_tensor_desc,
+    get_tensor_desc_dim,
+    get_tensor_desc_dim_v2,
+    get_tensor_desc_element_count,
+    get_tensor_desc_format,
+    get_tensor_desc_name,
+    get_tensor_desc_num_dims,
+    get_tensor_desc_size,
+    get_tensor_desc_type,
+    set_tensor_const,
+    set_tensor_desc_name,
+    set_tensor_format,
+    set_tensor_origin_format,
+    set_tensor_origin_shape,
+    set_tensor_place_ment,
+    set_tensor_shape,
+)
 
 #: aclLogLevel, for app_log (AscendCL's acl_base.h; not in acllab.constants).
 ACL_DEBUG, ACL_INFO, ACL_WARNING, ACL_ERROR = 0, 1, 2, 3
@@ -28,7 +49,14 @@ ACL_DEBUG, ACL_INFO, ACL_WARNING, ACL_ERROR = 0, 1, 2, 3
 __all__ = ["init", "finalize", "app_log", "get_recent_err_msg", "create_data_buffer",
            "destroy_data_buffer", "update_data_buffer", "get_data_buffer_addr",
            "get_data_buffer_size", "get_data_buffer_size_v2", "get_soc_name", "get_version",
-           "get_device_capability", "rt", "util", "mdl", "media", "constants"]
+           "get_device_capability", "create_tensor_desc", "destroy_tensor_desc",
+           "get_tensor_desc_type", "get_tensor_desc_format", "get_tensor_desc_size",
+           "get_tensor_desc_element_count", "get_tensor_desc_num_dims", "get_tensor_desc_dim",
+           "get_tensor_desc_dim_v2", "set_tensor_desc_name", "get_tensor_desc_name",
+           "set_tensor_format", "set_tensor_shape", "set_tensor_origin_format",
+           "set_tensor_origin_shape", "set_tensor_const", "set_tensor_place_ment",
+           "data_type_size",
+           "rt", "util", "mdl", "media", "op", "constants"]
 
 
 @api("aclInit", needs_init=False)
@@ -73,7 +101,9 @@ def finalize():
                           "was not called")
         leaked += r.release_device(dev)   # also devices opened only by explicit contexts
     leaked += [f"{reg.describe()} never freed" for reg in r.host.release_all()]
-    kinds = {DataBuffer: "data buffer", mdl.Dataset: "dataset", mdl.ModelDesc: "model description"}
+    kinds = {DataBuffer: "data buffer", mdl.Dataset: "dataset", mdl.ModelDesc: "model description",
+             _TensorDesc: "tensor description", op.OpAttr: "op attribute",
+             op.OpHandle: "op handle"}
     for h, obj in list(r.handles.items()):
         kind = kinds.get(type(obj))
         if kind is not None and obj.alive:

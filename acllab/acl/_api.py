@@ -28,6 +28,7 @@ __all__ = ["api", "as_int", "rt"]
 rt = current_runtime
 _acquire, _release = API_LOCK.acquire, API_LOCK.release
 _PREFIX = {"acllab.acl.rt": "acl.rt", "acllab.acl.util": "acl.util", "acllab.acl.mdl": "acl.mdl",
+           "acllab.acl.op": "acl.op",
            "acllab.acl.media": "acl.media"}
 
 

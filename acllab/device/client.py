@@ -408,7 +408,7 @@ class DeviceClient:
                     setattr(node, part, child)
                 node = child
             setattr(node, parts[-1], self._stub(op))
-        for sub in ("rt", "util", "mdl", "media"):
+        for sub in ("rt", "util", "mdl", "media", "op"):
             if sub not in root.__dict__:
                 setattr(root, sub, _Namespace(__name__=f"acl.{sub}"))
         for where, values in constants.items():

@@ -33,8 +33,8 @@ from .graph import DTYPES, Graph, GraphError, TensorSpec
 from .passes import fuse, plan_memory
 from .source import load_graph
 
-__all__ = ["AtcError", "compile_model", "atc_main", "parse_input_shape", "parse_gears",
-           "soc_to_profile", "MIN_GEARS", "MAX_GEARS"]
+__all__ = ["AtcError", "compile_model", "compile_singleop", "atc_main", "parse_input_shape",
+           "parse_gears", "soc_to_profile", "MIN_GEARS", "MAX_GEARS"]
 
 MIN_GEARS, MAX_GEARS = 2, 100
 
@@ -504,11 +504,14 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="atc", description="acllab's atc: compile a graph into an offline "
                 "model (.om). Flags mirror CANN's atc.")
-    p.add_argument("--model", required=True, help="zoo:NAME or a graph JSON file")
+    p.add_argument("--model", help="zoo:NAME or a graph JSON file")
+    p.add_argument("--singleop", help="a single-op config (JSON list of ops): writes one "
+                   "op-model file per op into the --output directory")
     p.add_argument("--framework", type=int, choices=(0, 1, 3, 5),
                    help="source framework (0 Caffe, 1 MindSpore, 3 TensorFlow, 5 ONNX); "
                    "recorded only: acllab graphs are framework-neutral")
-    p.add_argument("--output", required=True, help="output path; .om is appended")
+    p.add_argument("--output", required=True, help="output path; .om is appended (with "
+                   "--singleop: the directory for the op models)")
     p.add_argument("--soc_version", required=True, help="target SoC, e.g. Ascend310")
     p.add_argument("--input_shape", help='e.g. "data:32,3,224,224" or "data:-1,3,224,224"')
     p.add_argument("--input_format", choices=("NCHW", "NHWC", "ND"))
@@ -539,6 +542,45 @@ def _fusion_switch(path: str) -> bool:
     return not any(off)
 
 
+def compile_singleop(config: str, output: str, soc_version: str | None = None) -> list[str]:
+    """``atc --singleop=CONFIG --output=DIR``: check every entry of a single-op config and
+    write one op-model file per entry into DIR (created if missing); return their paths.
+
+    The config is the JSON list CANN's atc takes (see :mod:`acllab.model.singleop`); an entry
+    that does not fit its op (inputs, attributes, output shapes) fails the whole run, naming
+    the entry. Files are written only once every entry passed, so a failed run leaves
+    nothing half-written.
+    """
+    from . import opkernels, singleop
+
+    soc_to_profile(soc_version, None)
+    try:
+        text = Path(config).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _bad("--singleop", config, f"cannot read it: {exc}") from None
+    try:
+        specs = singleop.parse_config(text)
+        for i, spec in enumerate(specs):
+            try:
+                opkernels.check(spec)
+            except singleop.OpModelError as exc:
+                raise singleop.OpModelError(f"entry {i}: {exc}") from None
+    except singleop.OpModelError as exc:
+        raise _bad("--singleop", config, str(exc)) from None
+    folder = Path(output)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for i, spec in enumerate(specs):
+            path = folder / singleop.file_name(i, spec)
+            path.write_bytes(singleop.dumps(spec))
+            paths.append(str(path))
+    except OSError as exc:
+        raise _bad("--output", output, f"cannot write the op models: "
+                   f"{exc.strerror or exc}") from None
+    return paths
+
+
 def atc_main(argv: list[str] | None = None, out=None, err=None) -> int:
     """``atc`` on the command line: compile, write OUTPUT.om, print the verdict (0 = success)."""
     from . import omfile
@@ -549,6 +591,15 @@ def atc_main(argv: list[str] | None = None, out=None, err=None) -> int:
             args = _parser().parse_args(argv)
         except SystemExit as exc:               # --help
             return exc.code if isinstance(exc.code, int) else 0
+        if args.singleop is not None:
+            if args.model is not None:
+                raise _bad("--singleop", args.singleop, "--model and --singleop exclude "
+                           "each other")
+            paths = compile_singleop(args.singleop, args.output, args.soc_version)
+            print(f"{_SUCCESS} ({len(paths)} op models in {args.output})", file=out)
+            return 0
+        if args.model is None:
+            raise _bad("--model", "", "the parameter is required (or --singleop)")
         fusion = _fusion_switch(args.fusion_switch_file) if args.fusion_switch_file else True
         model = compile_model(args.model, input_shape=args.input_shape,
                               dynamic_batch_size=args.dynamic_batch_size,
