@@ -344,9 +344,12 @@ def summary(grades: list[dict], *, seconds: float, skipped: int = 0,
                      f"this run ({_names(moved)}): moved to {moved_to}")
     if modes.get("none"):
         lines.append(f"WARNING: {_plural(modes['none'], 'submission')} NOT sandboxed (no "
-                     "bubblewrap here, or --sandbox none): their code could read files and "
-                     "use the network. Install bubblewrap (apt-get install bubblewrap) on "
-                     "Linux.")
+                     "bubblewrap here, or --sandbox none): their code ran as you, so it could "
+                     "read your files (other submissions included), use the network and write "
+                     "anywhere you can, with no bound on /tmp; still enforced: the time, "
+                     "memory and file-size limits, grades made outside the learner's process, "
+                     "and a stop if acllab's own files changed. Install bubblewrap "
+                     "(apt-get install bubblewrap) on Linux.")
     if modes.get("bwrap"):
         lines.append(f"{_plural(modes['bwrap'], 'submission')} ran sandboxed with bubblewrap")
     return "\n".join(lines)

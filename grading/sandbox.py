@@ -165,6 +165,8 @@ def bwrap_command(scratch: Path, argv: list[str], env: dict[str, str],
            "--chdir", HOME, "--clearenv"]
     for key, value in env.items():
         cmd += ["--setenv", key, value]
+    # so that a cell that fills /tmp or HOME is told the bound (grading.worker._full_disk)
+    cmd += ["--setenv", "ACLLAB_SANDBOX_DISK_MIB", str(min(TMP_BYTES, HOME_BYTES) >> 20)]
     return [*cmd, "--", *argv]
 
 

@@ -21,6 +21,7 @@ the device and the result pipe are in another process (grading.device).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import linecache
 import re
@@ -284,7 +285,8 @@ def run_cells(cells: list[dict], namespace: dict, cell_s: float, total_s: float,
             note(index, f"cell {index} was stopped after {limit:g} s")
             stopped[index] = limit
         except BaseException as exc:     # noqa: B036 - the learner's: contained
-            note(index, f"cell {index} raised {type(exc).__name__}: {cut(exc)}".rstrip(": "))
+            note(index, f"cell {index} raised {type(exc).__name__}: {cut(exc)}".rstrip(": ")
+                 + _full_disk(exc))
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
@@ -292,6 +294,22 @@ def run_cells(cells: list[dict], namespace: dict, cell_s: float, total_s: float,
                 after()
         say(f"end {index}")
     return errors
+
+
+DISK_NOTE = ("the grader's sandbox gives /tmp and the home folder {mib} MiB each, and this "
+             "cell filled one")
+
+
+def _full_disk(exc: BaseException) -> str:
+    """For a cell that ran out of disk (ENOSPC), what the grader's bound is; else ''."""
+    if not (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
+        return ""
+    import os
+
+    mib = os.environ.get("ACLLAB_SANDBOX_DISK_MIB", "")
+    if not mib.isdigit():
+        return ""                 # not in the grader's sandbox: the disk itself is full
+    return f" ({DISK_NOTE.format(mib=mib)})"
 
 
 MESSAGE_CHARS = 300              # of an exception's message in a cell's line

@@ -364,6 +364,7 @@ def test_a_cell_that_fills_tmp_or_home_gets_enospc_and_the_grade_says_so(tmp_pat
     row = read_csv(out / "results.csv")["filler", "00.tour"]
     assert (row["status"], float(row["score"])) == ("passed", 1.0)     # it costs nothing else
     assert "No space left on device" in row["error"], row["error"]
+    assert "gives /tmp and the home folder 256 MiB each" in row["error"], row["error"]
 
 
 def test_names_bound_to_the_local_acl_op_are_pointed_at_the_devices():

@@ -293,3 +293,18 @@ def test_a_correct_notebook_grades_with_no_note_from_its_figure_cells(tmp_path, 
         assert who == "ref" and eid.startswith(lesson)
         assert status(row) == ("passed", 1.0), row["error"]
         assert row["error"] == "", row["error"]
+
+
+def test_a_full_disk_is_named_with_the_sandboxs_bound_only_in_the_sandbox(monkeypatch):
+    import errno
+    import os
+
+    from grading import worker
+
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.delenv("ACLLAB_SANDBOX_DISK_MIB", raising=False)
+    assert worker._full_disk(full) == ""                    # the machine's own disk is full
+    monkeypatch.setenv("ACLLAB_SANDBOX_DISK_MIB", "256")
+    assert "256 MiB each, and this cell filled one" in worker._full_disk(full)
+    assert worker._full_disk(OSError(errno.EACCES, "denied")) == ""
+    assert worker._full_disk(ValueError("no")) == ""
