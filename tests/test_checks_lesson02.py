@@ -365,7 +365,8 @@ def test_which_items_are_results_and_which_are_process():
     kinds = {ex: {i.name: i.kind for i in check(ex, getattr(SOLUTIONS, fn)).items}
              for ex, fn in EXERCISES}
     assert kinds["02.fit_budget"] == {"runs": "result", "buffers": "result",
-                                      "huge pages": "result", "resources": "process"}
+                                      "huge pages": "result", "again": "result",
+                                      "resources": "process"}
     assert kinds["02.fix_leak"] == {"runs": "result", "results": "result",
                                     "round trip": "result", "chunks": "result",
                                     "freed": "result", "flat": "result",
@@ -750,3 +751,36 @@ def test_hiding_leaked_blocks_from_the_heap_is_caught():
     result = check("02.fix_leak", roundtrip)
     assert failed(result) == {"acllab unchanged"} and result.score == 0
     assert "do not add up" in item(result, "acllab unchanged").message
+
+
+# -- 02.fit_budget: the second call in the same runtime -----------------------------------------
+
+def test_an_allocate_that_hands_out_its_first_buffers_again_fails_again():
+    kept = {}
+
+    def allocate(acl, sizes):
+        key = tuple(sorted(sizes))
+        if key not in kept:
+            kept[key] = dict(zip(sizes, SOLUTIONS.allocate(acl, sizes), strict=False))
+        return [kept[key][s] for s in sizes]            # the first call's (freed) buffers
+
+    result = check("02.fit_budget", allocate)
+    assert result.score == 0 and failed(result) == {"again"}, str(result)
+    assert item(result, "again").kind == "result"
+
+
+def test_an_allocate_that_answers_in_the_first_calls_order_fails_again():
+    first = {}
+
+    def allocate(acl, sizes):
+        order = first.setdefault(len(sizes), list(sizes))       # the order it saw first
+        return SOLUTIONS.allocate(acl, order)
+
+    result = check("02.fit_budget", allocate)
+    assert result.score == 0 and failed(result) == {"again"}, str(result)
+    assert "in another order" in item(result, "again").message
+
+
+def test_the_reference_allocate_passes_the_second_call():
+    result = check("02.fit_budget", SOLUTIONS.allocate)
+    assert item(result, "again").passed and "fitted them again" in item(result, "again").message

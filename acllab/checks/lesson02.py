@@ -38,6 +38,7 @@ from ..memory import round_device_size
 from . import PROCESS, RESULT, Call, Case, Item, _guard, call_learner, exercise, isolated, ran_item
 from ._common import (
     Provenance,
+    again_outcome,
     first_difference,
     hazards,
     join_first,
@@ -133,10 +134,32 @@ def grade_allocate(fn, seed: int) -> Case:
         live = dict(heap.live)
         tampered = _heap_problem(heap, pool)
         problems, blocks = _returned_blocks(call.value, sizes, live)
-        failed = teardown([(f"the buffer at 0x{ptr:x} (acl.rt.free failed: it was freed "
-                            "already)", (acl.rt.free, ptr))
-                           for ptr in dict.fromkeys(b.start for b in blocks if b is not None)],
-                          synchronize=False)
+        placed = None
+        if (call.error is None and not problems and not tampered
+                and isinstance(call.value, (list, tuple)) and len(call.value) == len(sizes)):
+            placed = _placement_item(sizes, blocks, live, pool)
+        failed = [what for what, (free, ptr) in _frees(blocks) if free(ptr) != 0]
+        again, blocks_again = None, []
+        if placed is not None and placed.passed:
+            # the caller frees them all and asks again: the same buffers in another order
+            order = [int(i) for i in np.random.default_rng([2, 2, seed]).permutation(len(sizes))]
+            again_sizes = [sizes[i] for i in order]
+            again_call = call_learner(fn, acl, list(again_sizes))
+            again_live = dict(heap.live)
+            problem = _heap_problem(heap, pool)
+            problem = problem.message if problem is not None else ""
+            bad, blocks_again = _returned_blocks(again_call.value, again_sizes, again_live)
+            if not problem and bad:
+                problem = join_first(bad, 3)
+            if not problem:
+                second = _placement_item(again_sizes, blocks_again, again_live, pool)
+                problem = "" if second.passed else second.message
+            again = again_outcome("allocate", again_call, problem,
+                                  "sizes (the same buffers in another order, the first ones "
+                                  "freed)", "fitted them again",
+                                  "plan each call from the sizes it is given: the caller "
+                                  "frees what it got, and the order of the sizes can change")
+        failed += teardown(_frees(blocks_again), synchronize=False)
 
         case.items.append(ran_item(call, "allocate"))
         if call.error is not None:
@@ -149,9 +172,18 @@ def grade_allocate(fn, seed: int) -> Case:
             "return a list with one device address per size, in the order of `sizes`, each "
             "from a malloc that succeeded (ret == 0); the warnings below say which calls failed"))
         if isinstance(call.value, (list, tuple)) and len(call.value) == len(sizes):
-            case.items.append(tampered or _placement_item(sizes, blocks, live, pool))
+            case.items.append(tampered or placed or _placement_item(sizes, blocks, live, pool))
+        if again is not None:
+            case.items.append(again)
         case.items.append(_leaks_item(runtime, failed, "allocate", PROCESS))
         return case
+
+
+def _frees(blocks) -> list:
+    """The caller's frees of the distinct buffers ``allocate`` returned."""
+    return [(f"the buffer at 0x{ptr:x} (acl.rt.free failed: it was freed already)",
+             (acl.rt.free, ptr))
+            for ptr in dict.fromkeys(b.start for b in blocks if b is not None)]
 
 
 def _heap_mismatch(heap, pool: int) -> list[str]:
