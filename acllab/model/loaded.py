@@ -135,7 +135,7 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
             shape = gear_shapes[spec.name]
             pre = c.preprocess.get(spec.name, {})
             if "aipp" in pre:                 # uint8 images in, the float input out
-                cfg = AippConfig.from_dict(pre["aipp"])
+                cfg = AippConfig.from_dict(pre["aipp"]).at(shape[2], shape[3])
                 raw = region.read_bytes(off, shape[0] * source_bytes(cfg))
                 arrays[spec.name] = apply_aipp(cfg, raw, shape[0])
                 continue
