@@ -539,3 +539,40 @@ def test_aipp_takes_nchw_or_nhwc_only(tmp_path):
     # "ATC parameters: --input_format": with --insert_op_conf only NCHW or NHWC
     with pytest.raises(AtcError, match=r"\[--input_format\].*NCHW or NHWC"):
         compiled(tmp_path, yuv_conf(), input_format="ND")
+
+
+def test_the_samples_copy_of_the_largest_size_from_a_smaller_image(tmp_path, capsys):
+    # the resnet50_imagenet_dynamic_hw sample copies get_input_size_by_index (the largest
+    # gear's size) from the bytes of an image of the chosen gear: the card reads past the
+    # end of that bytes object (CANN checks only count <= destMax), the model reads only the
+    # gear's bytes, so the result is right; acllab's sanitizer names the read
+    from acllab.analysis import sanitizer
+
+    path = _sample_om(tmp_path, capsys)
+    model = load(path)
+    acl.init()
+    acl.rt.set_device(0)
+    mid, _ = acl.mdl.load_from_file(path)
+    desc = acl.mdl.create_desc()
+    acl.mdl.get_desc(desc, mid)
+    in_size = acl.mdl.get_input_size_by_index(desc, 0)
+    dev_in, _ = acl.rt.malloc(in_size, 0)
+    raw = np.random.default_rng(5).integers(0, 256, 8 * 8 * 3, dtype=np.uint8).tobytes()
+    assert acl.rt.memcpy(dev_in, in_size, acl.util.bytes_to_ptr(raw), in_size, 1) == 0
+    hid_size = acl.mdl.get_input_size_by_index(desc, 1)
+    hid, _ = acl.rt.malloc(hid_size, 0)
+    out_size = acl.mdl.get_output_size_by_index(desc, 0)
+    dev_out, _ = acl.rt.malloc(out_size, 0)
+    ins, outs = acl.mdl.create_dataset(), acl.mdl.create_dataset()
+    acl.mdl.add_dataset_buffer(ins, acl.create_data_buffer(dev_in, in_size))
+    acl.mdl.add_dataset_buffer(ins, acl.create_data_buffer(hid, hid_size))
+    acl.mdl.add_dataset_buffer(outs, acl.create_data_buffer(dev_out, out_size))
+    assert acl.mdl.set_dynamic_hw_size(mid, ins, 1, 8, 8) == 0
+    assert acl.mdl.execute(mid, ins, outs) == 0
+    host = bytearray(out_size)
+    acl.rt.memcpy(acl.util.bytes_to_ptr(host), out_size, dev_out, out_size, 2)
+    want = model.forward([ref_rgb_normalise(raw, 8, 8)[None]], hw=(8, 8))[0]
+    np.testing.assert_allclose(np.frombuffer(bytes(host), np.float32)[:3], want.reshape(-1),
+                               rtol=1e-5, atol=1e-6)
+    kinds = [f.kind for f in sanitizer.analyze(acllab.current_runtime())]
+    assert kinds.count("host-read-past-end") == 1

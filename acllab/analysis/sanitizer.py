@@ -41,6 +41,7 @@ KINDS = {
     "leak": "a resource was still alive at reset_device or finalize",
     "uninitialised-read": "device memory was read before anything wrote it",
     "model-two-streams": "one model ran asynchronously on two streams at once",
+    "host-read-past-end": "a copy read past the end of a host buffer",
 }
 
 
@@ -234,6 +235,18 @@ def _visit_task(st: _State, t) -> bool | None:
             "host until the copy finished, so nothing overlapped with it.",
             "allocate the host buffer with acl.rt.malloc_host (pinned memory)",
             [t.id], [_sname(t)], [info.get("src", 0), info.get("dst", 0)], [t.submit_ns]))
+    past = info.get("past_end")
+    if past is not None:
+        base, size, soff, n, extra, what = past
+        st.add(("pastend", base, soff, n), Finding(
+            "host-read-past-end",
+            f"{_tdesc(t)} copied {n} B from offset {soff} of the {what}, which holds {size} B: "
+            f"the last {extra} B came from past its end. The card does not check (it gets a "
+            "pointer and a count) and copies whatever lies there; acllab gives the pattern "
+            "DE AD BE EF.",
+            f"copy only the bytes the buffer holds (count {n - extra}), or give a buffer of "
+            f"{n} B (e.g. pad the data to the size the destination expects)",
+            [t.id], [_sname(t)], [base], [t.start_ns if t.start_ns >= 0 else t.submit_ns]))
     if "mem" in info:
         mem = info["mem"]
         if len(mem) == 1:

@@ -10,7 +10,7 @@ from ...engine import Deadlock
 from ...errors import Fail
 from ...streams import Stream
 from ...transfers import copy_tasks, memset_task
-from .._api import api, as_int, rt, span
+from .._api import api, as_int, region_at, rt, span
 
 __all__ = ["memset", "memset_async", "memcpy", "memcpy_async"]
 
@@ -28,7 +28,8 @@ _ACTUAL = {(False, False): "h2h", (False, True): "h2d", (True, False): "d2h",
 
 def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
     """Validate a copy; return None for count 0, else
-    (device, dst, doff, src, soff, n, direction, context)."""
+    (device, dst, doff, src, soff, n, direction, context, past), ``past`` the bytes the
+    copy reads beyond the end of a pageable source (see :func:`_source_span`)."""
     if not (type(dst) is int and type(dest_max) is int and type(src) is int
             and type(count) is int and type(kind) is int):
         dst, dest_max = as_int(dst, "dst"), as_int(dest_max, "dest_max")
@@ -54,6 +55,7 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
     dev = ctx.device
     find = r.space.find
     dreg, sreg = find(dst), find(src)
+    past = 0
     # the common case at once: pinned or live device memory of this device, in bounds (any
     # other case, and every error, goes through span, which explains what is wrong)
     if (dreg is not None and sreg is not None
@@ -65,7 +67,7 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
         doff, soff = dst - dreg.start, src - sreg.start
     else:
         dreg, doff = span(r, dst, count, "dst", dev)
-        sreg, soff = span(r, src, count, "src", dev)
+        sreg, soff, past = _source_span(r, src, count, dev)
     actual = _ACTUAL[sreg.kind == "device", dreg.kind == "device"]
     if (is_async and (sreg.kind == "pageable" or dreg.kind == "pageable")
             and kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != actual):
@@ -78,7 +80,40 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
     if is_async and actual == "h2h":
         raise Fail(207000, "memcpy_async does not support HOST_TO_HOST copies; use "
                            "acl.rt.memcpy (or a plain host copy)")
-    return dev, dreg, doff, sreg, soff, count, actual, ctx
+    return dev, dreg, doff, sreg, soff, count, actual, ctx, past
+
+
+def _source_span(r, src: int, count: int, dev):
+    """(region, offset, bytes past its end) of a copy's source.
+
+    A pageable host source (a Python object behind bytes_to_ptr or numpy_to_ptr) may be
+    shorter than ``count``: CANN gets a bare pointer and a count and checks only count
+    against destMax (hicann/runtime, src/acl/aclrt_impl/memory.cpp, aclrtMemcpyImpl and
+    aclrtMemcpyAsyncImpl pass src and count on to rtMemcpy / rtMemcpyAsync;
+    src/runtime/api/impl/api_error.cc checks `count > destMax` and nothing of the source's
+    extent), and the runtime's staging step is a host memcpy from that pointer, so it reads
+    on past the object into whatever the process holds there. acllab copies the bytes that
+    exist and the uninitialised pattern (DE AD BE EF, see :mod:`acllab.memory`) for the
+    rest, and the sanitizer reports it (``host-read-past-end``). The Python object is the
+    one buffer whose length acllab knows and real hardware does not check; a pinned buffer
+    (malloc_host) or device memory is the runtime's own allocation, so a read past its end
+    stays 107000.
+
+    Differs from hardware: the card copies the neighbouring heap bytes (or the process
+    faults at an unmapped page); acllab's are the fixed pattern, the same on every run.
+    """
+    region = region_at(r, src, "src")
+    off = src - region.start
+    if region.kind == "pageable" and off + count > region.size:
+        return region, off, off + count - region.size
+    region, off = span(r, src, count, "src", dev)
+    return region, off, 0
+
+
+def _mark_past_end(tasks, sreg, soff: int, n: int, past: int) -> None:
+    """Note on a copy's first task that it read ``past`` bytes beyond its source's end."""
+    t = tasks[0]
+    t.info = dict(t.info, past_end=(sreg.start, sreg.size, soff, n, past, sreg.describe()))
 
 
 _DIR_KIND = {v: k for k, v in _KIND_DIRECTION.items()}
@@ -90,6 +125,9 @@ def memcpy(dst, dest_max, src, count, kind):
 
     The direction comes from the addresses: a kind that contradicts them is corrected, as
     CANN's aclrtMemcpy does. count 0 returns success at once (even with null pointers).
+    A count larger than a pageable source (a bytes object) is no error, as on the card: the
+    copy reads on past its end (the pattern DE AD BE EF there) and the sanitizer reports a
+    ``host-read-past-end`` (see :func:`_source_span`).
 
     From pageable host memory the copy goes through the runtime's pinned staging buffer, so
     it is slower than from pinned memory (acl.rt.malloc_host).
@@ -99,8 +137,10 @@ def memcpy(dst, dest_max, src, count, kind):
     r.spend(r.profile.api_ns)
     if plan is None:
         return
-    dev, dreg, doff, sreg, soff, n, direction, _ctx = plan
+    dev, dreg, doff, sreg, soff, n, direction, _ctx, past = plan
     tasks = copy_tasks(dev, dreg, doff, sreg, soff, n, direction, None, "memcpy")
+    if past:
+        _mark_past_end(tasks, sreg, soff, n, past)
     for t in tasks:
         r.submit(t, None)
     r.wait_for(tasks[-1])
@@ -126,12 +166,14 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
     if plan is None:                     # count 0: success, the stream unchecked (as CANN)
         r.spend(r.profile.launch_ns)
         return
-    dev, dreg, doff, sreg, soff, n, direction, ctx = plan
+    dev, dreg, doff, sreg, soff, n, direction, ctx, past = plan
     s = r.handles.get(handle)             # r.stream_for(handle, ctx) when it succeeds
     if type(s) is not Stream or not s.alive or s.context is not ctx:
         s = r.stream_for(handle, ctx)
     r.host_ns += r.profile.launch_ns      # r.launch, inline: submit() catches up
     tasks = copy_tasks(dev, dreg, doff, sreg, soff, n, direction, s, "memcpy_async")
+    if past:
+        _mark_past_end(tasks, sreg, soff, n, past)
     if len(tasks) == 1 and sreg.kind != "pageable" and dreg.kind != "pageable":
         r.submit(tasks[0], s)            # the common case: one DMA task
         return
