@@ -1163,6 +1163,8 @@ class Runtime:
         self.host_ns = start
         try:
             self.log("join", cb.task.id)     # the callback runs after the stream reached it
+            if cb.block:                     # what it submits comes before the stream's next
+                self.log("callback_begin", cb.task.id)    # tasks (the sanitizer's order)
             try:
                 cb.fn(cb.user_data)
             except Exception:   # a learner's bug must not break the runtime
@@ -1170,6 +1172,9 @@ class Runtime:
                 self.callback_errors.append(msg)
                 warnings.warn(f"a host callback raised an exception:\n{msg}", AclWarning,
                               stacklevel=2)
+            finally:
+                if cb.block:
+                    self.log("callback_end", cb.task.id)
             self._report_ran(cb, start, saved, manual, None)
         except BaseException as exc:
             if not cb.done:                  # (else _report_ran finished it, then raised)
