@@ -26,6 +26,8 @@ from .context import (
 )
 from .copy import (
     memcpy,
+    memcpy2d,
+    memcpy2d_async,
     memcpy_async,
     memset,
     memset_async,
@@ -97,6 +99,8 @@ __all__ = [
     "memset_async",
     "memcpy",
     "memcpy_async",
+    "memcpy2d",
+    "memcpy2d_async",
     "get_mem_info",
     "create_stream",
     "create_stream_with_config",
