@@ -210,6 +210,7 @@ class Runtime:
         self._manual_reports: list[Callback] = []  # waiting for process_report
         self._callbacks_ahead = 0     # HostCallback tasks submitted that no stream reached yet
         self.callback_errors: list[str] = []
+        self.op_wait_timeout_s = 0    # acl.rt.set_op_wait_timeout (kept; waits never time out)
         self.acl_log: list[tuple[int, str, str, str]] = []   # acl.app_log and the runtime's
         # own entries: (host_ns, level, module, message), see acllab.acl.util.runtime_log
         self.probe_calls: set[int] = set()   # api_log indexes of probes: quiet, expected
@@ -824,6 +825,8 @@ class Runtime:
         if eng.submitted >= self.task_budget:
             self.over_budget("task", f"{self.task_budget:,} tasks", "task_budget")
         after = None
+        if stream is not None and stream.stopped:
+            task.cancelled = True            # ACL_STOP_ON_FAILURE (see _stop_stream)
         try:
             if stream is not None:
                 after = self._enqueue(task, stream)
@@ -852,6 +855,9 @@ class Runtime:
         execution's ops): the same submissions, with the per-call checks done once."""
         eng = self.engine
         last = None if stream is None else stream.last
+        if stream is not None and stream.stopped:
+            for task in tasks:
+                task.cancelled = True        # ACL_STOP_ON_FAILURE (see _stop_stream)
         try:
             if (stream is None or self._due_reports or self._callbacks_ahead
                     or eng.submitted + len(tasks) > self.task_budget
@@ -948,8 +954,25 @@ class Runtime:
             if s.fault is None:
                 s.fault = text
                 self.fault_codes[id(s)] = code
+            if s.failure_mode == 1:          # ACL_STOP_ON_FAILURE: the stream stops
+                self._stop_stream(s, task)
         elif self.blocking_fault is None:
             self.blocking_fault = (code, text)
+
+    def _stop_stream(self, stream: Stream, failed: Task) -> None:
+        """ACL_STOP_ON_FAILURE: the stream's tasks after ``failed`` that have not started, and
+        every task submitted to it later, do nothing (cancelled: they pass in order with no
+        effect and no time), as CANN stops a stream in that mode at its first failure; its
+        synchronisations report the fault once, as in the other mode.
+
+        Differs from hardware: the card reports each later task as failed as well; acllab
+        reports the first failure only."""
+        stream.stopped = True
+        for t in reversed(self.engine.tasks):
+            if t is failed:
+                break
+            if t.stream is stream and t.start_ns < 0 and not t.cancelled:
+                t.cancelled = True
 
     def raise_fault(self, stream: Stream | None) -> None:
         """Raise (once) the fault recorded for ``stream`` (None: for the blocking calls)."""

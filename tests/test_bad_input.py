@@ -381,6 +381,12 @@ CASES = [
            lambda w: acl.rt.memcpy(w.dev1, 64, w.host, 64, H2D), 107000),
     # hicann/runtime, src/acl/aclrt_impl/memory.cpp, CheckMemcpy2dParam; src/runtime/api/
     # impl/api_error.cc, MemCopy2DCheckParam and MemCopy2DSync (tests/test_memcpy2d.py)
+    # hicann/runtime, src/runtime/api/impl/api_impl.cc, ApiImpl::StreamSetMode and
+    # ApiImpl::SetOpWaitTimeOut (tests/test_stream_failure_mode.py)
+    status("set_stream_failure_mode: unknown stream",
+           lambda w: acl.rt.set_stream_failure_mode(0xBAD, 1), 107017),
+    status("set_op_wait_timeout: not a uint32_t",
+           lambda w: acl.rt.set_op_wait_timeout(-1), 100000),
     status("memcpy2d: width > spitch",
            lambda w: acl.rt.memcpy2d(w.dev, 64, w.host, 16, 32, 2, H2D), 100000),
     status("memcpy2d: DEVICE_TO_DEVICE", lambda w: acl.rt.memcpy2d(w.dev, 16, w.dev, 16, 16,
@@ -682,6 +688,8 @@ RT_CALLS = {
     "memcpy": (lambda: acl.rt.memcpy(UNKNOWN_PTR, 64, UNKNOWN_PTR, 64, 3), ()),
     "memcpy_async": (lambda: acl.rt.memcpy_async(UNKNOWN_PTR, 64, UNKNOWN_PTR, 64, 3, 0), ()),
     "memcpy2d": (lambda: acl.rt.memcpy2d(UNKNOWN_PTR, 64, UNKNOWN_PTR, 64, 64, 2, 1), ()),
+    "set_stream_failure_mode": (lambda: acl.rt.set_stream_failure_mode(0, 1), ()),
+    "set_op_wait_timeout": (lambda: acl.rt.set_op_wait_timeout(10), ()),
     "memcpy2d_async": (lambda: acl.rt.memcpy2d_async(UNKNOWN_PTR, 64, UNKNOWN_PTR, 64, 64, 2,
                                                      3, 0), ()),
     "get_mem_info": (lambda: acl.rt.get_mem_info(0), (0, 0)),
@@ -913,6 +921,8 @@ TYPE_ERRORS = {
     "memcpy(kind str)": lambda w: acl.rt.memcpy(w.dev, 64, w.host, 64, "1"),
     "memcpy(dst None)": lambda w: acl.rt.memcpy(None, 64, w.host, 64, H2D),
     "memcpy_async(stream str)": lambda w: acl.rt.memcpy_async(w.dev, 64, w.host, 64, H2D, "0"),
+    "set_stream_failure_mode(str)": lambda w: acl.rt.set_stream_failure_mode(w.stream, "1"),
+    "set_op_wait_timeout(str)": lambda w: acl.rt.set_op_wait_timeout("1"),
     "memcpy2d(str)": lambda w: acl.rt.memcpy2d(w.dev, "16", w.host, 16, 16, 2, H2D),
     "memcpy2d_async(stream str)": lambda w: acl.rt.memcpy2d_async(w.dev, 16, w.host, 16, 16,
                                                                   2, H2D, "0"),
