@@ -277,10 +277,12 @@ CASES = [
            107002),
     status("destroy_context: a stream handle", lambda w: acl.rt.destroy_context(w.stream),
            107002),
-    status("set_context: unknown", lambda w: acl.rt.set_context(UNKNOWN_HANDLE), 107017),
+    # hicann/runtime, src/runtime/api/impl/api_error.cc, ApiErrorDecorator::ContextSetCurrent:
+    # a context CheckContextIsValid does not find is RT_ERROR_INVALID_VALUE (107000)
+    status("set_context: unknown", lambda w: acl.rt.set_context(UNKNOWN_HANDLE), 107000),
     status("set_context: null", lambda w: acl.rt.set_context(0), 100000),
-    status("set_context: destroyed", lambda w: acl.rt.set_context(w.destroyed_ctx), 107017),
-    status("set_context: an event handle", lambda w: acl.rt.set_context(w.event), 107017),
+    status("set_context: destroyed", lambda w: acl.rt.set_context(w.destroyed_ctx), 107000),
+    status("set_context: an event handle", lambda w: acl.rt.set_context(w.event), 107000),
 
     # ---- memory ---------------------------------------------------------------------------
     out("malloc: size 0", lambda w: acl.rt.malloc(0, 0), 100000, 0),
