@@ -705,7 +705,13 @@ class Region:
                         return arr
         span = self._span(off, n)
         k = span.size
-        if 0 < k <= _ZEROS_MAX and _all_zero(span):
+        if k < n:
+            # a copy that reads past the object's end (acl.rt.copy._source_span): the bytes
+            # that exist, then the uninitialised pattern, as if the region ran on
+            arr = np.concatenate([span, _pattern_view(off + k, n - k)])
+            arr.flags.writeable = False
+            COPIES.add(k)
+        elif 0 < k <= _ZEROS_MAX and _all_zero(span):
             arr = _zeros_view(k)               # the bytes as they are now, and always
         else:
             arr = span.copy()

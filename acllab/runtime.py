@@ -213,6 +213,7 @@ class Runtime:
         self._manual_reports: list[Callback] = []  # waiting for process_report
         self._callbacks_ahead = 0     # HostCallback tasks submitted that no stream reached yet
         self.callback_errors: list[str] = []
+        self.op_wait_timeout_s = 0    # acl.rt.set_op_wait_timeout (kept; waits never time out)
         self.acl_log: list[tuple[int, str, str, str]] = []   # acl.app_log and the runtime's
         # own entries: (host_ns, level, module, message), see acllab.acl.util.runtime_log
         self.probe_calls: set[int] = set()   # api_log indexes of probes: quiet, expected
@@ -829,6 +830,8 @@ class Runtime:
         if eng.submitted >= self.task_budget:
             self.over_budget("task", f"{self.task_budget:,} tasks", "task_budget")
         after = None
+        if stream is not None and stream.stopped:
+            task.cancelled = True            # ACL_STOP_ON_FAILURE (see _stop_stream)
         try:
             if stream is not None:
                 after = self._enqueue(task, stream)
@@ -857,6 +860,9 @@ class Runtime:
         execution's ops): the same submissions, with the per-call checks done once."""
         eng = self.engine
         last = None if stream is None else stream.last
+        if stream is not None and stream.stopped:
+            for task in tasks:
+                task.cancelled = True        # ACL_STOP_ON_FAILURE (see _stop_stream)
         try:
             if (stream is None or self._due_reports or self._callbacks_ahead
                     or eng.submitted + len(tasks) > self.task_budget
@@ -953,8 +959,25 @@ class Runtime:
             if s.fault is None:
                 s.fault = text
                 self.fault_codes[id(s)] = code
+            if s.failure_mode == 1:          # ACL_STOP_ON_FAILURE: the stream stops
+                self._stop_stream(s, task)
         elif self.blocking_fault is None:
             self.blocking_fault = (code, text)
+
+    def _stop_stream(self, stream: Stream, failed: Task) -> None:
+        """ACL_STOP_ON_FAILURE: the stream's tasks after ``failed`` that have not started, and
+        every task submitted to it later, do nothing (cancelled: they pass in order with no
+        effect and no time), as CANN stops a stream in that mode at its first failure; its
+        synchronisations report the fault once, as in the other mode.
+
+        Differs from hardware: the card reports each later task as failed as well; acllab
+        reports the first failure only."""
+        stream.stopped = True
+        for t in reversed(self.engine.tasks):
+            if t is failed:
+                break
+            if t.stream is stream and t.start_ns < 0 and not t.cancelled:
+                t.cancelled = True
 
     def raise_fault(self, stream: Stream | None) -> None:
         """Raise (once) the fault recorded for ``stream`` (None: for the blocking calls)."""
@@ -1168,6 +1191,8 @@ class Runtime:
         self.host_ns = start
         try:
             self.log("join", cb.task.id)     # the callback runs after the stream reached it
+            if cb.block:                     # what it submits comes before the stream's next
+                self.log("callback_begin", cb.task.id)    # tasks (the sanitizer's order)
             try:
                 cb.fn(cb.user_data)
             except Exception:   # a learner's bug must not break the runtime
@@ -1175,6 +1200,9 @@ class Runtime:
                 self.callback_errors.append(msg)
                 warnings.warn(f"a host callback raised an exception:\n{msg}", AclWarning,
                               stacklevel=2)
+            finally:
+                if cb.block:
+                    self.log("callback_end", cb.task.id)
             self._report_ran(cb, start, saved, manual, None)
         except BaseException as exc:
             if not cb.done:                  # (else _report_ran finished it, then raised)

@@ -53,6 +53,8 @@ class Stream:
         self.alive = True
         self.report_thread: int | None = None
         self.fault: str | None = None   # an AI Core exception, reported at the next sync
+        self.failure_mode = 0           # ACL_CONTINUE_ON_FAILURE (set_stream_failure_mode)
+        self.stopped = False            # ACL_STOP_ON_FAILURE and a task failed: no more work
 
     @property
     def name(self) -> str:

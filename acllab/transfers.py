@@ -16,7 +16,11 @@ Copy paths (COST_MODEL.md):
   which would bring the pageable figure nearer the link's;
 * device -> device: the device's D2D DMA engine reads and writes device memory,
   ``latency + bytes / (memory_bandwidth / 2)``;
-* host -> host: a host memcpy at ``host_stage_bandwidth`` on the host lane.
+* host -> host: a host memcpy at ``host_stage_bandwidth`` on the host lane;
+* a 2D copy (``memcpy2d``: ``height`` rows of ``width`` bytes, rows ``spitch`` apart in the
+  source and ``dpitch`` apart in the destination) is timed as a copy of ``width * height``
+  bytes on the same path, plus ``copy2d_row_ns`` a row for the DMA descriptors
+  (:func:`copy2d_tasks`).
 
 A device buffer in normal 4 KB pages makes DMA pay ``normal_page_penalty_permille`` more time:
 the DMA engine translates device addresses through the NPU side's SMMU, whose TLB covers far
@@ -31,7 +35,11 @@ from .errors import Fail
 from .hardware import ceil_div, transfer_ns
 from .memory import Region
 
-__all__ = ["copy_tasks", "memset_task", "DIRECTION_LABEL"]
+__all__ = ["copy_tasks", "copy2d_tasks", "memset_task", "DIRECTION_LABEL", "COPY2D_ROW_NS"]
+
+#: DMA time per row of a 2D copy (one descriptor a row). Differs from hardware: an acllab
+#: figure, not a measured one; it makes narrow rows visibly dearer than one flat copy.
+COPY2D_ROW_NS = 2
 
 DIRECTION_LABEL = {"h2d": "HostToDevice", "d2h": "DeviceToHost", "d2d": "DeviceToDevice",
                    "h2h": "HostToHost"}
@@ -223,3 +231,103 @@ def memset_task(device, dst: Region, doff: int, value: int, n: int, stream, api:
                 info={"dst": addr, "dst_base": dst.start, "dst_gen": dst.generation,
                       "value": value},
                 api=api)
+
+
+def copy2d_span(pitch: int, width: int, height: int) -> int:
+    """Bytes from the first row's start to the last row's end."""
+    return (height - 1) * pitch + width
+
+
+class _Move2d:
+    """The data effect of a 2D copy: the source rows are read when the copy starts, the
+    destination rows written when it ends (the bytes between rows are left as they were)."""
+
+    __slots__ = ("dst", "doff", "dpitch", "src", "soff", "spitch", "width", "height", "rows")
+
+    def __init__(self, dst, doff, dpitch, src, soff, spitch, width, height):
+        self.dst, self.doff, self.dpitch = dst, doff, dpitch
+        self.src, self.soff, self.spitch = src, soff, spitch
+        self.width, self.height = width, height
+        self.rows = None
+
+    def start(self, task: Task) -> None:
+        import numpy as np
+
+        try:
+            snap = self.src.snapshot(self.soff, copy2d_span(self.spitch, self.width,
+                                                            self.height))
+        except Fail as exc:
+            task.info = dict(task.info, fault=exc.message)
+            return
+        self.rows = np.lib.stride_tricks.as_strided(
+            snap, shape=(self.height, self.width), strides=(self.spitch, 1)).copy()
+
+    def end(self, task: Task) -> None:
+        import numpy as np
+
+        rows, self.rows = self.rows, None
+        if rows is None or self.dst.dangling:
+            return
+        h, w, dp = self.height, self.width, self.dpitch
+        try:
+            if dp == w:
+                self.dst.write(self.doff, rows.reshape(-1))
+                return
+            n = copy2d_span(dp, w, h)
+            block = self.dst.read(self.doff, n)      # keep the bytes between the rows
+            np.lib.stride_tricks.as_strided(block, shape=(h, w), strides=(dp, 1))[:] = rows
+            self.dst.write(self.doff, block)
+        except Fail as exc:
+            task.info = dict(task.info, fault=exc.message)
+
+
+def copy2d_tasks(device, dst: Region, doff: int, dpitch: int, src: Region, soff: int,
+                 spitch: int, width: int, height: int, direction: str, stream, api: str
+                 ) -> list[Task]:
+    """The tasks of one 2D copy (h2d, d2h or d2d), the last one completing it.
+
+    Pinned host or device memory: one DMA task. Pageable host memory: a host memcpy between
+    the rows and the runtime's staging buffer on the host lane, and the DMA. The time is that
+    of ``width * height`` bytes on the path plus :data:`COPY2D_ROW_NS` a row.
+
+    Differs from hardware (and from real tools): the trace and the sanitizer see the whole
+    range from the first row's start to the last row's end, the bytes between rows included.
+    """
+    prof = device.profile
+    n = width * height
+    dst_addr, src_addr = dst.start + doff, src.start + soff
+    reads = ((src_addr, copy2d_span(spitch, width, height)),)
+    writes = ((dst_addr, copy2d_span(dpitch, width, height)),)
+    m = _Move2d(dst, doff, dpitch, src, soff, spitch, width, height)
+    if direction == "d2d":
+        dma, bw = device.d2d, prof.memory_bandwidth_bps // 2
+    elif direction == "h2d":
+        dma, bw = device.h2d, prof.h2d_bandwidth_bps
+    else:
+        dma, bw = device.d2h, prof.d2h_bandwidth_bps
+    dma_ns = prof.copy_latency_ns + transfer_ns(n, bw, _penalty(device, dst, src)) \
+        + height * COPY2D_ROW_NS
+    info = {"src": src_addr, "dst": dst_addr, "direction": direction, "src_base": src.start,
+            "dst_base": dst.start, "src_gen": src.generation, "dst_gen": dst.generation,
+            "width": width, "height": height, "spitch": spitch, "dpitch": dpitch}
+    name = f"Memcpy2d{DIRECTION_LABEL[direction]}"
+    common = dict(stream=stream, device=device.id, nbytes=n, api=api)
+    staged = (direction == "h2d" and src.kind == "pageable") or \
+             (direction == "d2h" and dst.kind == "pageable")
+    if not staged:
+        return [Task(name, "memcpy", resource=dma, duration_ns=dma_ns, reads=reads,
+                     writes=writes, on_start=m.start, on_end=m.end, info=info, **common)]
+    stage = transfer_ns(n, prof.host_stage_bandwidth_bps)
+    meta = info | {"staged": True}
+    if direction == "h2d":
+        first = Task("Staging 2d", "staging", resource=device.host_lane, duration_ns=stage,
+                     reads=reads, on_start=m.start, info=meta, **common)
+        second = Task(name, "memcpy", resource=dma, duration_ns=dma_ns, writes=writes,
+                      deps=((first, "staging"),), on_end=m.end, info=dict(meta), **common)
+    else:
+        first = Task(name, "memcpy", resource=dma, duration_ns=dma_ns, reads=reads,
+                     on_start=m.start, info=meta, **common)
+        second = Task("Staging 2d", "staging", resource=device.host_lane, duration_ns=stage,
+                      writes=writes, deps=((first, "staging"),), on_end=m.end,
+                      info=dict(meta), **common)
+    return [first, second]

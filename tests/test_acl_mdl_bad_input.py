@@ -316,6 +316,12 @@ CASES = [
         lambda w: M.load_from_mem(w.dangling, 64), 107000, 0),
     out("load_from_mem: freed pinned memory", lambda w: M.load_from_mem(w.freed_host, 64),
         107000, 0),
+    # hicann/ge, davinci_model.cc, InitFeatureMapAndP2PMem: a work size below the model's
+    # need is ACL_ERROR_GE_PARAM_INVALID (tests/test_acl_mdl_with_mem.py)
+    out("load_from_file_with_mem: work size too small",
+        lambda w: M.load_from_file_with_mem(_PATHS["static"], w.dev, 1, 0, 0), 145000, 0),
+    out("load_from_mem_with_mem: model_size 0",
+        lambda w: M.load_from_mem_with_mem(w.om_ptr, 0, 0, 0, 0, 0), 100000, 0),
     out("load_from_mem: size past the end of the bytes",
         lambda w: M.load_from_mem(w.om_ptr, len(w.om_bytes) + 64), 107000, 0),
     # ref silent: the model must be in host memory (acllab: 100000)
@@ -666,6 +672,10 @@ def test_the_warning_names_the_function_and_its_c_name():
 NEEDS_INIT = {
     "load_from_file": (lambda: acl.mdl.load_from_file(_PATHS["static"]), (0,)),
     "load_from_mem": (lambda: acl.mdl.load_from_mem(UNKNOWN_PTR, 64), (0,)),
+    "load_from_file_with_mem": (
+        lambda: acl.mdl.load_from_file_with_mem(_PATHS["static"], 0, 0, 0, 0), (0,)),
+    "load_from_mem_with_mem": (
+        lambda: acl.mdl.load_from_mem_with_mem(UNKNOWN_PTR, 64, 0, 0, 0, 0), (0,)),
     "query_size": (lambda: acl.mdl.query_size(_PATHS["static"]), (0, 0)),
     "unload": (lambda: acl.mdl.unload(1), ()),
     "get_desc": (lambda: acl.mdl.get_desc(UNKNOWN_HANDLE, 1), ()),
@@ -736,6 +746,9 @@ TYPE_ERRORS = {
     "load_from_mem(ptr str)": lambda w: M.load_from_mem(str(w.om_ptr), len(w.om_bytes)),
     "load_from_mem(size str)": lambda w: M.load_from_mem(w.om_ptr, str(len(w.om_bytes))),
     "load_from_mem(bytes)": lambda w: M.load_from_mem(w.om_bytes, len(w.om_bytes)),
+    "load_from_file_with_mem(int)": lambda w: M.load_from_file_with_mem(123, 0, 0, 0, 0),
+    "load_from_mem_with_mem(size str)": lambda w: M.load_from_mem_with_mem(
+        w.om_ptr, str(len(w.om_bytes)), 0, 0, 0, 0),
     "query_size(int)": lambda w: M.query_size(123),
     "unload(str)": lambda w: M.unload(str(w.static)),
     "execute(model str)": lambda w: M.execute(str(w.static), w.s_in, w.s_out),

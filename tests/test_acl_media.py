@@ -110,6 +110,8 @@ def test_return_conventions(s):
                 media.dvpp_get_pic_desc_format(desc), media.dvpp_get_pic_desc_width(desc),
                 media.dvpp_get_pic_desc_height(desc), media.dvpp_get_pic_desc_width_stride(desc),
                 media.dvpp_get_pic_desc_height_stride(desc)] == [ptr, 1000, NV12, 16, 10, 16, 10]
+        # acldvppGetPicDescRetCode: 0 success (CANN documentation, "acldvppGetPicDesc series")
+        assert media.dvpp_get_pic_desc_ret_code(desc) == 0
         roi = media.dvpp_create_roi_config(0, 15, 0, 9)
         rc = media.dvpp_create_resize_config()
         jc = media.dvpp_create_jpege_config()

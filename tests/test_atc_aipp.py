@@ -407,3 +407,172 @@ def test_the_command_line_takes_the_samples_flags(tmp_path, capsys):
                      "--output_type=FP64"])
     assert code == 1
     assert "[--output_type]" in capsys.readouterr().err
+
+
+# ---- a TensorFlow model: NHWC by default, static AIPP with --dynamic_image_size ------------
+# The shape of the resnet50_imagenet_dynamic_hw sample's README command (Ascend samples,
+# python/level2_simple_inference/1_classification/resnet50_imagenet_dynamic_hw):
+# --framework=3 --input_shape="NAME:1,-1,-1,3" --dynamic_image_size="h,w;..." with a static
+# AIPP config, no --input_format.
+RGB_FOLLOW = """aipp_op {
+    aipp_mode : static
+    related_input_rank : 0
+    input_format : RGB888_U8
+    src_image_size_w : 0
+    src_image_size_h : 0
+    csc_switch : false
+    mean_chn_0 : 120
+    mean_chn_1 : 110
+    mean_chn_2 : 100
+    var_reci_chn_0 : 0.02
+    var_reci_chn_1 : 0.03
+    var_reci_chn_2 : 0.04
+}
+"""
+
+
+def ref_rgb_normalise(raw: bytes, h: int, w: int) -> np.ndarray:
+    """RGB888 bytes (NHWC) -> (3, h, w): (pixel - mean) * var_reci, rounded to fp16."""
+    img = np.frombuffer(raw, np.uint8).reshape(h, w, 3)
+    mean, var = (120, 110, 100), (0.02, 0.03, 0.04)
+    return np.stack([((img[..., k].astype(np.float64) - mean[k]) * var[k]).astype(np.float16)
+                     for k in range(3)]).astype(np.float32)
+
+
+def test_a_tensorflow_model_takes_nhwc_without_input_format(tmp_path):
+    # CANN documentation, "ATC parameters: --input_format": the default is NHWC for
+    # TensorFlow, NCHW for Caffe, MindSpore and ONNX
+    g = _graph_file(tmp_path)
+    tf = compile_model(g, framework=3, input_shape=f"data:1,{H},{W},3")
+    t = tf.inputs[0]
+    assert (t.dims, t.format, t.acl_format) == ((1, H, W, 3), "NHWC", 1)
+    assert tf.plan_for()[0].type == "TransData"
+    onnx = compile_model(g, framework=5, input_shape=f"data:1,3,{H},{W}")
+    assert (onnx.inputs[0].dims, onnx.inputs[0].format) == ((1, 3, H, W), "NCHW")
+    # an explicit --input_format still wins
+    nchw = compile_model(g, framework=3, input_format="NCHW", input_shape=f"data:1,3,{H},{W}")
+    assert nchw.inputs[0].format == "NCHW"
+
+
+def _sample_om(tmp_path, capsys) -> str:
+    g = _graph_file(tmp_path)
+    (tmp_path / "aipp.cfg").write_text(RGB_FOLLOW)
+    code = atc_main([f"--model={g}", "--framework=3", f"--output={tmp_path / 'tf_net'}",
+                     "--soc_version=Ascend310", "--input_shape=data:1,-1,-1,3",
+                     "--dynamic_image_size=4,4;8,8;12,12",
+                     f"--insert_op_conf={tmp_path / 'aipp.cfg'}"])
+    assert code == 0, capsys.readouterr().err
+    return str(tmp_path / "tf_net.om")
+
+
+def test_static_aipp_with_dynamic_image_size_runs_each_gear(tmp_path, capsys):
+    path = _sample_om(tmp_path, capsys)
+    model = load(path)
+    t = model.inputs[0]
+    assert (t.dims, t.max_dims, t.dtype, t.format) == ((1, -1, -1, 3), (1, 12, 12, 3),
+                                                       "uint8", "NHWC")
+    assert t.size == 12 * 12 * 3            # the largest gear's image
+    acl.init()
+    acl.rt.set_device(0)
+    mid, ret = acl.mdl.load_from_file(path)
+    assert ret == 0
+    desc = acl.mdl.create_desc()
+    assert acl.mdl.get_desc(desc, mid) == 0
+    assert acl.mdl.get_input_dims(desc, 0) == ({"name": "data", "dimCount": 4,
+                                                "dims": [1, -1, -1, 3]}, 0)
+    index, ret = acl.mdl.get_input_index_by_name(desc, "ascend_mbatch_shape_data")
+    assert (index, ret) == (1, 0)
+    assert acl.mdl.get_dynamic_hw(desc, index) == (
+        {"hwCount": 3, "hw": [[4, 4], [8, 8], [12, 12]]}, 0)
+    in_size = acl.mdl.get_input_size_by_index(desc, 0)
+    dev_in, _ = acl.rt.malloc(in_size, 0)
+    hid_size = acl.mdl.get_input_size_by_index(desc, index)
+    hid, _ = acl.rt.malloc(hid_size, 0)
+    out_size = acl.mdl.get_output_size_by_index(desc, 0)
+    dev_out, _ = acl.rt.malloc(out_size, 0)
+    rng = np.random.default_rng(3)
+    for h, w in ((8, 8), (4, 4), (12, 12)):
+        raw = rng.integers(0, 256, h * w * 3, dtype=np.uint8).tobytes()
+        assert acl.rt.memcpy(dev_in, in_size, acl.util.bytes_to_ptr(raw), len(raw), 1) == 0
+        ins = acl.mdl.create_dataset()
+        acl.mdl.add_dataset_buffer(ins, acl.create_data_buffer(dev_in, in_size))
+        acl.mdl.add_dataset_buffer(ins, acl.create_data_buffer(hid, hid_size))
+        outs = acl.mdl.create_dataset()
+        acl.mdl.add_dataset_buffer(outs, acl.create_data_buffer(dev_out, out_size))
+        assert acl.mdl.set_dynamic_hw_size(mid, ins, index, h, w) == 0
+        assert acl.mdl.execute(mid, ins, outs) == 0
+        assert acl.mdl.get_cur_output_dims(desc, 0)[1] == 0
+        host = bytearray(out_size)
+        acl.rt.memcpy(acl.util.bytes_to_ptr(host), out_size, dev_out, out_size, 2)
+        want = model.forward([ref_rgb_normalise(raw, h, w)[None]], hw=(h, w))[0]
+        np.testing.assert_allclose(np.frombuffer(bytes(host), np.float32)[:3],
+                                   want.reshape(-1), rtol=1e-5, atol=1e-6)
+    # each gear costs what its own image size costs: the AIPP op reads h*w*3 bytes
+    small, big = model.plan_for(hw=(4, 4))[0], model.plan_for(hw=(12, 12))[0]
+    assert small.type == big.type == "Aipp" and small.flops * 9 == big.flops
+
+
+FOLLOW_BAD = [
+    (RGB_FOLLOW.replace("src_image_size_w : 0", "src_image_size_w : 12"),
+     "src_image_size_w and src_image_size_h must be 0"),
+    (RGB_FOLLOW.replace("csc_switch : false", "crop : true\n    crop_size_w : 4\n"
+                        "    crop_size_h : 4"), "crop : true cannot be used with "
+     "--dynamic_image_size"),
+    (RGB_FOLLOW.replace("csc_switch : false", "resize : true\n    resize_output_w : 4\n"
+                        "    resize_output_h : 4"), "resize : true cannot be used"),
+    (RGB_FOLLOW.replace("RGB888_U8", "YUV420SP_U8"), "the gears [[5, 5]] are odd"),
+]
+
+
+@pytest.mark.parametrize(("conf", "reason"), FOLLOW_BAD, ids=["src", "crop", "resize", "odd"])
+def test_static_aipp_with_dynamic_image_size_is_checked(tmp_path, conf, reason):
+    # "ATC instructions: Static AIPP": with --dynamic_image_size, crop and padding off and
+    # src_image_size_w/h 0
+    sizes = "5,5;8,8" if "odd" in reason else "4,4;8,8"
+    with pytest.raises(AtcError) as info:
+        compiled(tmp_path, conf, framework=3, input_shape="data:1,-1,-1,3",
+                 dynamic_image_size=sizes)
+    assert "[--insert_op_conf]" in str(info.value) and reason in str(info.value)
+
+
+def test_aipp_takes_nchw_or_nhwc_only(tmp_path):
+    # "ATC parameters: --input_format": with --insert_op_conf only NCHW or NHWC
+    with pytest.raises(AtcError, match=r"\[--input_format\].*NCHW or NHWC"):
+        compiled(tmp_path, yuv_conf(), input_format="ND")
+
+
+def test_the_samples_copy_of_the_largest_size_from_a_smaller_image(tmp_path, capsys):
+    # the resnet50_imagenet_dynamic_hw sample copies get_input_size_by_index (the largest
+    # gear's size) from the bytes of an image of the chosen gear: the card reads past the
+    # end of that bytes object (CANN checks only count <= destMax), the model reads only the
+    # gear's bytes, so the result is right; acllab's sanitizer names the read
+    from acllab.analysis import sanitizer
+
+    path = _sample_om(tmp_path, capsys)
+    model = load(path)
+    acl.init()
+    acl.rt.set_device(0)
+    mid, _ = acl.mdl.load_from_file(path)
+    desc = acl.mdl.create_desc()
+    acl.mdl.get_desc(desc, mid)
+    in_size = acl.mdl.get_input_size_by_index(desc, 0)
+    dev_in, _ = acl.rt.malloc(in_size, 0)
+    raw = np.random.default_rng(5).integers(0, 256, 8 * 8 * 3, dtype=np.uint8).tobytes()
+    assert acl.rt.memcpy(dev_in, in_size, acl.util.bytes_to_ptr(raw), in_size, 1) == 0
+    hid_size = acl.mdl.get_input_size_by_index(desc, 1)
+    hid, _ = acl.rt.malloc(hid_size, 0)
+    out_size = acl.mdl.get_output_size_by_index(desc, 0)
+    dev_out, _ = acl.rt.malloc(out_size, 0)
+    ins, outs = acl.mdl.create_dataset(), acl.mdl.create_dataset()
+    acl.mdl.add_dataset_buffer(ins, acl.create_data_buffer(dev_in, in_size))
+    acl.mdl.add_dataset_buffer(ins, acl.create_data_buffer(hid, hid_size))
+    acl.mdl.add_dataset_buffer(outs, acl.create_data_buffer(dev_out, out_size))
+    assert acl.mdl.set_dynamic_hw_size(mid, ins, 1, 8, 8) == 0
+    assert acl.mdl.execute(mid, ins, outs) == 0
+    host = bytearray(out_size)
+    acl.rt.memcpy(acl.util.bytes_to_ptr(host), out_size, dev_out, out_size, 2)
+    want = model.forward([ref_rgb_normalise(raw, 8, 8)[None]], hw=(8, 8))[0]
+    np.testing.assert_allclose(np.frombuffer(bytes(host), np.float32)[:3], want.reshape(-1),
+                               rtol=1e-5, atol=1e-6)
+    kinds = [f.kind for f in sanitizer.analyze(acllab.current_runtime())]
+    assert kinds.count("host-read-past-end") == 1

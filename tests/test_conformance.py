@@ -1682,3 +1682,15 @@ def test_destroying_a_context_twice_is_107002():
     assert ret == 0 and acl.rt.destroy_context(ctx) == 0
     with expect_code(107002):
         assert acl.rt.destroy_context(ctx) == 107002
+
+
+def test_set_context_on_a_destroyed_context_returns_107000():
+    """hicann/runtime, src/runtime/api/impl/api_error.cc, ApiErrorDecorator::ContextSetCurrent:
+    CHECK_CONTEXT_VALID_WITH_RETURN(inCtx, RT_ERROR_INVALID_VALUE) runs before ApiImpl's own
+    check, so a destroyed context is 107000 ACL_ERROR_RT_PARAM_INVALID (it was 107017)."""
+    setup_device()
+    ctx, _ = acl.rt.create_context(0)
+    assert acl.rt.destroy_context(ctx) == 0
+    with expect_code(107000):
+        assert acl.rt.set_context(ctx) == 107000
+    assert "context" in acl.get_recent_err_msg()

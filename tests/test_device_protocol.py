@@ -670,3 +670,67 @@ def test_a_client_with_more_threads_than_the_server_serves_is_cut_off():
     assert f"more than {limit} channels" in server.endpoint.why
     sock.close()
     _alive_after(server)
+
+
+def _new_calls(acl, om: bytes):
+    """The calls issue 22 added, as a learner's program makes them; returns what it saw."""
+    out = []
+    acl.init()
+    acl.rt.set_device(0)
+    dev, _ = acl.rt.malloc(256, ACL_MEM_MALLOC_HUGE_FIRST)
+    short = bytes(range(100))                     # a copy past the end of a bytes object
+    out.append(acl.rt.memcpy(dev, 256, acl.util.bytes_to_ptr(short), 256,
+                             ACL_MEMCPY_HOST_TO_DEVICE))
+    back = bytearray(256)
+    acl.rt.memcpy(acl.util.bytes_to_ptr(back), 256, dev, 256, ACL_MEMCPY_DEVICE_TO_HOST)
+    out.append(bytes(back))
+    out.append(acl.rt.set_op_wait_timeout(5))
+    out.append(acl.rt.set_stream_failure_mode(0, 1))
+    desc = acl.media.dvpp_create_pic_desc()
+    out.append(acl.media.dvpp_get_pic_desc_ret_code(desc))
+    acl.media.dvpp_destroy_pic_desc(desc)
+    ctx, _ = acl.rt.create_context(0)
+    acl.rt.destroy_context(ctx)
+    out.append(acl.rt.set_context(ctx))           # destroyed: 107000
+    acl.rt.set_device(0)
+    path = acl.util.bytes_to_ptr(om)
+    work, weight = 1 << 16, 1 << 16
+    wp, _ = acl.rt.malloc(work, ACL_MEM_MALLOC_HUGE_FIRST)
+    gp, _ = acl.rt.malloc(weight, ACL_MEM_MALLOC_HUGE_FIRST)
+    mid, ret = acl.mdl.load_from_mem_with_mem(path, len(om), wp, work, gp, weight)
+    out.append(ret)
+    out.append(acl.mdl.unload(mid))
+    for p in (wp, gp, dev):
+        acl.rt.free(p)
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return out
+
+
+def test_the_new_calls_behave_the_same_through_the_client(device, tmp_path):
+    import json as _json
+
+    from acllab.model import compile_model, dumps
+
+    graph = {"format": "acllab-graph", "version": 1, "name": "tiny", "dtype": "fp16",
+             "inputs": [{"name": "data", "shape": [1, 3, 4, 4], "dtype": "fp32",
+                         "format": "NCHW"}],
+             "outputs": [{"name": "y", "dtype": "fp32"}],
+             "ops": [{"type": "GlobalAvgPool", "name": "gap", "inputs": ["data"],
+                      "outputs": ["g"]},
+                     {"type": "Flatten", "name": "f", "inputs": ["g"], "outputs": ["v"]},
+                     {"type": "FullyConnected", "name": "fc", "inputs": ["v"],
+                      "outputs": ["y"], "attrs": {"out_features": 2}}],
+             "weights": {"init": "seeded", "seed": 1}}
+    g = tmp_path / "g.json"
+    g.write_text(_json.dumps(graph))
+    om = dumps(compile_model(str(g)))
+    _, client = device
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        remote = _new_calls(client.acl, om)
+        acllab.reset()
+        local = _new_calls(acllab.acl, om)
+    assert remote == local
+    assert remote[0] == 0 and remote[1][:100] == bytes(range(100))
+    assert remote[2] == 0 and remote[4] == 0 and remote[5] == 107000 and remote[6:] == [0, 0]

@@ -20,7 +20,8 @@ from . import util as _util
 from ._api import api, as_int, rt, span
 
 __all__ = [
-    "load_from_file", "load_from_mem", "unload", "query_size", "execute", "execute_async",
+    "load_from_file", "load_from_mem", "load_from_file_with_mem", "load_from_mem_with_mem",
+    "unload", "query_size", "execute", "execute_async",
     "create_desc", "get_desc", "destroy_desc", "get_num_inputs", "get_num_outputs",
     "get_input_size_by_index", "get_output_size_by_index", "get_input_dims", "get_output_dims",
     "get_cur_output_dims", "get_input_name_by_index", "get_output_name_by_index",
@@ -104,6 +105,108 @@ def load_from_mem(model, model_size):
     except _model.ModelFileError as exc:
         raise _model_error(exc) from None
     return _install(compiled)
+
+
+def _caller_memory(r, dev, ptr: int, size: int, need: int, what: str):
+    """(region, offset) of caller-given model memory, or None when ``ptr`` is 0 (the
+    runtime allocates that part itself)."""
+    if ptr == 0:
+        return None
+    if size < need:
+        raise Fail(145000, f"{what} size {size} B is smaller than the {need} B the model "
+                           "needs (acl.mdl.query_size)")
+    try:
+        region, off = span(r, ptr, size, what, dev)
+    except Fail as exc:
+        raise Fail(145000, exc.message) from None
+    if region.kind != "device":
+        raise Fail(145000, f"{what} 0x{ptr:x} is host memory: give device memory "
+                           "(acl.rt.malloc)")
+    return region, off
+
+
+def _install_with_mem(compiled, work_ptr, work_size, weight_ptr, weight_size) -> int:
+    """Load with caller-given workspace and weight memory (see load_from_file_with_mem)."""
+    r = rt()
+    ctx = r.current_context()
+    dev = ctx.device
+    mem = compiled.memory
+    ws = _caller_memory(r, dev, work_ptr, work_size, mem.workspace_bytes, "work")
+    wt = _caller_memory(r, dev, weight_ptr, weight_size, mem.weight_bytes, "weight") \
+        if mem.weight_bytes else None
+    own_ws, own_wt, cost = load_on(dev, compiled, ws is None, wt is None)
+    r.spend(cost)
+    r.model_count += 1
+    if ws is None:
+        workspace, off, size = own_ws, 0, None
+    else:
+        (workspace, off), size = ws, max(mem.workspace_bytes, 1)
+    weights = own_wt if wt is None else wt[0]
+    m = LoadedModel(r.model_count, compiled, ctx, workspace, weights, off, size,
+                    (ws is None, wt is None))
+    r.models[m.id] = m
+    if wt is not None:                  # the weights are uploaded into the caller's block
+        region, woff = wt
+        r.log("device_write", region.start, region.generation, region.start + woff,
+              mem.weight_bytes)
+    return m.id
+
+
+def _ints(*pairs):
+    return [as_int(v, name) for v, name in pairs]
+
+
+@api("aclmdlLoadFromFileWithMem", outs=(0,))
+def load_from_file_with_mem(model_path, work_ptr, work_size, weight_ptr, weight_size):
+    """Load an .om file into device memory the caller gives: ``work_ptr`` / ``work_size``
+    for the workspace (activations) and ``weight_ptr`` / ``weight_size`` for the weights,
+    sized with acl.mdl.query_size; returns (model_id, ret). unload leaves that memory to
+    the caller, who frees it after unloading.
+
+    As GE (hicann/ge, runtime/v1/graph/load/model_manager/davinci_model.cc,
+    DavinciModel::InitFeatureMapAndP2PMem and InitWeightMem): a null pointer lets the
+    runtime allocate that part itself; a size smaller than the model needs gives
+    ACL_ERROR_GE_PARAM_INVALID 145000. A path that cannot be read gives 145002 as for
+    load_from_file.
+
+    Differs from hardware: acllab also refuses (145000) memory that is not device memory
+    of the current device or runs past its allocation; the card takes the pointer as it
+    is and faults when the model runs.
+    """
+    if not isinstance(model_path, str):
+        raise TypeError("model_path must be a str")
+    work_ptr, work_size, weight_ptr, weight_size = _ints(
+        (work_ptr, "work_ptr"), (work_size, "work_size"), (weight_ptr, "weight_ptr"),
+        (weight_size, "weight_size"))
+    rt().current_context()
+    try:
+        compiled = _model.load(model_path)
+    except _model.ModelFileError as exc:
+        raise _model_error(exc) from None
+    return _install_with_mem(compiled, work_ptr, work_size, weight_ptr, weight_size)
+
+
+@api("aclmdlLoadFromMemWithMem", outs=(0,))
+def load_from_mem_with_mem(model, model_size, work_ptr, work_size, weight_ptr, weight_size):
+    """load_from_mem with caller-given workspace and weight memory (see
+    load_from_file_with_mem). model_size 0 gives 100000 (hicann/ge, the ACL model loader's
+    ModelLoadFromMemWithMem: `modelSize == 0` is ACL_ERROR_INVALID_PARAM)."""
+    r = rt()
+    ptr, size, work_ptr, work_size, weight_ptr, weight_size = _ints(
+        (model, "model"), (model_size, "model_size"), (work_ptr, "work_ptr"),
+        (work_size, "work_size"), (weight_ptr, "weight_ptr"), (weight_size, "weight_size"))
+    r.current_context()
+    if size <= 0:
+        raise Fail(100000, f"model_size must be positive (got {size})")
+    region, off = span(r, ptr, size, "model")
+    if region.kind == "device":
+        raise Fail(100000, "load_from_mem_with_mem takes the model in host memory, not device "
+                           "memory")
+    try:
+        compiled = _model.loads(region.read_bytes(off, size))
+    except _model.ModelFileError as exc:
+        raise _model_error(exc) from None
+    return _install_with_mem(compiled, work_ptr, work_size, weight_ptr, weight_size)
 
 
 @api("aclmdlQuerySize", outs=(0, 0))

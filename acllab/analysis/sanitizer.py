@@ -41,6 +41,7 @@ KINDS = {
     "leak": "a resource was still alive at reset_device or finalize",
     "uninitialised-read": "device memory was read before anything wrote it",
     "model-two-streams": "one model ran asynchronously on two streams at once",
+    "host-read-past-end": "a copy read past the end of a host buffer",
 }
 
 
@@ -83,7 +84,7 @@ class _State:
 
     __slots__ = ("rt", "tasks", "vc", "key", "cnt", "host", "host_version", "last_of",
                  "host_keys", "history", "init", "findings", "seen", "repeats", "by_key",
-                 "regions", "accesses", "waited", "pairs")
+                 "regions", "accesses", "waited", "pairs", "in_cb", "cb_of")
 
     def __init__(self, runtime):
         self.rt = runtime
@@ -106,6 +107,8 @@ class _State:
         self.accesses: dict = {}            # (id(info), id(reads), id(writes)) -> accesses
         self.waited: dict = {}              # (stream key, event) -> the record last waited for
         self.pairs: dict = {}               # (base, gen, key, other key) -> race finding key
+        self.in_cb: list[int] = []          # the blocking callbacks running (HostCallback ids)
+        self.cb_of: dict[int, int] = {}     # task submitted inside one -> that HostCallback
 
     def add(self, key, finding: Finding) -> None:
         if key not in self.seen:
@@ -220,6 +223,8 @@ def _visit_task(st: _State, t) -> bool | None:
         if deps:
             vc = _merge(vc, key, [(vcs[d], keys[d], cnts[d]) for d, _label in deps])
     tid = t.id
+    if st.in_cb:
+        st.cb_of[tid] = st.in_cb[-1]
     st.last_of[key] = (tid, st.host_version)
     vcs.append(vc)
     keys.append(key)
@@ -234,6 +239,18 @@ def _visit_task(st: _State, t) -> bool | None:
             "host until the copy finished, so nothing overlapped with it.",
             "allocate the host buffer with acl.rt.malloc_host (pinned memory)",
             [t.id], [_sname(t)], [info.get("src", 0), info.get("dst", 0)], [t.submit_ns]))
+    past = info.get("past_end")
+    if past is not None:
+        base, size, soff, n, extra, what = past
+        st.add(("pastend", base, soff, n), Finding(
+            "host-read-past-end",
+            f"{_tdesc(t)} copied {n} B from offset {soff} of the {what}, which holds {size} B: "
+            f"the last {extra} B came from past its end. The card does not check (it gets a "
+            "pointer and a count) and copies whatever lies there; acllab gives the pattern "
+            "DE AD BE EF.",
+            f"copy only the bytes the buffer holds (count {n - extra}), or give a buffer of "
+            f"{n} B (e.g. pad the data to the size the destination expects)",
+            [t.id], [_sname(t)], [base], [t.start_ns if t.start_ns >= 0 else t.submit_ns]))
     if "mem" in info:
         mem = info["mem"]
         if len(mem) == 1:
@@ -357,6 +374,8 @@ def _visit_accesses(st: _State, t, info, key, vc, accesses) -> None:
             if not (olo < hi and lo < ohi) or ("w" not in mode and "w" not in omode) \
                     or vc.get(okey, 0) >= cnts[oid]:
                 continue
+            if st.cb_of and _callback_orders(st, tid, oid):
+                continue
             _race(st, t, info, region, base, gen, lo, hi, mode, oid, omode, olo, ohi, key)
         if dominated is not None:
             for j in reversed(dominated):
@@ -364,6 +383,29 @@ def _visit_accesses(st: _State, t, info, key, vc, accesses) -> None:
         hist.append((tid, mode, lo, hi))
         if len(hist) > HISTORY:
             del hist[0]
+
+
+def _callback_orders(st: _State, a: int, b: int) -> bool:
+    """Whether a blocking callback orders tasks ``a`` and ``b``: one was submitted inside a
+    blocking callback (ACL_CALLBACK_BLOCK) whose HostCallback task happens before the other.
+    The stream waits for such a callback, so everything the callback did (its copies, its
+    launches) is done before the HostCallback task ends and the stream's later tasks start,
+    even those the host had submitted before the callback ran (hicann/runtime,
+    src/acl/aclrt_impl/callback.cpp, aclrtLaunchCallbackImpl: ACL_CALLBACK_BLOCK becomes
+    rtCallbackLaunch(..., isBlock=true), a callback task the stream does not pass until the
+    report thread has run the function)."""
+    for inside, other in ((a, b), (b, a)):
+        c = st.cb_of.get(inside)
+        if c is not None and c != other and st.before_task(c, other):
+            return True
+    return False
+
+
+def _visit_op_callback(st: _State, kind: str, task_id: int) -> None:
+    if kind == "callback_begin":
+        st.in_cb.append(task_id)
+    elif st.in_cb and st.in_cb[-1] == task_id:
+        st.in_cb.pop()
 
 
 def _race(st: _State, t, info, region, base, gen, lo, hi, mode, oid, omode, olo, ohi,
@@ -491,6 +533,8 @@ def _visit_op(st: _State, op) -> None:
     kind, host_ns = op[0], op[1]
     if kind == "join":
         st.join(op[3])
+    elif kind == "callback_begin" or kind == "callback_end":
+        _visit_op_callback(st, kind, op[3])
     elif kind in _FREE_API:
         base, gen = op[3], op[4]
         for oid, _mode, _lo, _hi in st.history.get((base, gen), ()):

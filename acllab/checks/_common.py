@@ -206,8 +206,10 @@ def finding_line(finding: Finding) -> str:
 #: program's outcome depends on timing (a race, a read before the copy finished, a write
 #: while a copy reads, memory freed under a queued task, a read of never-written memory, a
 #: wait that cannot be satisfied or waits on a stale record). Only ``pageable-async`` (a copy
-#: that silently became synchronous: slow, not wrong) and leaks (the resources item) are about
-#: how well it was done. Lessons 04 and 06 teach exactly this: the race *is* the bug.
+#: that silently became synchronous: slow, not wrong), ``host-read-past-end`` (a copy that read
+#: on past a host buffer: the result items show whether those bytes mattered) and leaks (the
+#: resources item) are about how well it was done. Lessons 04 and 06 teach exactly this: the
+#: race *is* the bug.
 HAZARDS = frozenset({"host-read-before-sync", "host-write-while-read", "race",
                      "use-after-free", "uninitialised-read", "stale-event-wait",
                      "event-reset-while-waited", "wait-never-recorded", "model-two-streams"})

@@ -45,6 +45,10 @@ The model's input then becomes uint8 images of the source size: its description 
 UINT8, format NHWC, dims ``[N, src_h, src_w, C]`` and the real byte size (``N * h * w * 3 / 2``
 for YUV420SP). The preprocessing is one vector-unit op on the AI Core, timed like any other op.
 
+With ``--dynamic_image_size`` the config must leave ``src_image_size_w`` and ``_h`` at 0 and
+turn crop and padding off, as atc requires; the source is then each gear's image, and the
+input reports -1 in H and W (see :func:`build_config`).
+
 Differs from hardware: the resize interpolation and the rounding of the fixed-point CSC are
 acllab's choices (CANN does not document them bit for bit); padding, rotation, dynamic AIPP
 and formats other than the four above are refused with a readable error.
@@ -53,7 +57,7 @@ and formats other than the four above are refused with a readable error.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -103,6 +107,7 @@ class AippConfig:
     mean: tuple[int, ...] = (0, 0, 0, 0)
     min: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
     var_reci: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
+    follows_gear: bool = False     # the source is each --dynamic_image_size gear's size
     fields: dict = field(default_factory=dict, compare=False)   # as written, for the report
 
     @property
@@ -118,6 +123,13 @@ class AippConfig:
             return self.crop[2], self.crop[3]
         return self.src_h, self.src_w
 
+    def at(self, h: int, w: int) -> AippConfig:
+        """The config for a model input of ``h x w``: itself, or, when the source follows
+        the image-size gears, the same steps on a source of ``h x w``."""
+        if not self.follows_gear or (h, w) == (self.src_h, self.src_w):
+            return self
+        return replace(self, src_h=int(h), src_w=int(w))
+
     def to_dict(self) -> dict:
         """JSON-ready (tuples as lists), so a model and its .om round trip compare equal."""
         d = asdict(self)
@@ -132,7 +144,8 @@ class AippConfig:
                    int(d["related_input_rank"]), tup(d["crop"]), tup(d["resize"]),
                    tup(d["csc"]), tup(d["input_bias"]), tup(d["output_bias"]),
                    bool(d["rbuv_swap"]), bool(d["ax_swap"]), tup(d["mean"]),
-                   tup(d["min"], float), tup(d["var_reci"], float))
+                   tup(d["min"], float), tup(d["var_reci"], float),
+                   bool(d.get("follows_gear", False)))
 
 
 # ---- parsing ------------------------------------------------------------------------------
@@ -221,8 +234,18 @@ def parse_aipp(text: str) -> list[dict]:
     return blocks
 
 
-def build_config(block: dict, model_shape: tuple[int, ...]) -> AippConfig:
-    """Check one block against the model input it feeds (NCHW ``model_shape``)."""
+def build_config(block: dict, model_shape: tuple[int, ...], follows_gear: bool = False
+                 ) -> AippConfig:
+    """Check one block against the model input it feeds (NCHW ``model_shape``).
+
+    ``follows_gear``: the input's H and W are --dynamic_image_size's (``model_shape`` is the
+    largest gear). atc then takes static AIPP only with src_image_size_w and _h 0 and no
+    crop or padding (CANN documentation, "ATC instructions: Static AIPP" and the
+    application guide's "Restrictions": with --dynamic_image_size the input's width and
+    height are unknown, so the AIPP config must disable cropping and padding and set
+    src_image_size_w/h to 0); the source is then each gear's image. acllab refuses resize
+    there too, as its output size would have to equal every gear at once.
+    """
     def need(name):
         if name not in block:
             raise AippError(f"{name} is required")
@@ -244,6 +267,15 @@ def build_config(block: dict, model_shape: tuple[int, ...]) -> AippConfig:
         raise AippError(f"AIPP feeds a 4-D image input; this input is {list(model_shape)}")
     _n, c, mh, mw = model_shape
     src_w, src_h = int(block.get("src_image_size_w", 0)), int(block.get("src_image_size_h", 0))
+    if follows_gear:
+        if src_w or src_h:
+            raise AippError(f"with --dynamic_image_size, src_image_size_w and "
+                            f"src_image_size_h must be 0 (the source is each gear's image), "
+                            f"got {src_w}x{src_h}")
+        for flag in ("crop", "resize"):
+            if block.get(flag):
+                raise AippError(f"{flag} : true cannot be used with --dynamic_image_size "
+                                "(the image size changes with the gear)")
     if src_w < 0 or src_h < 0 or src_w > 4096 or src_h > 4096:
         raise AippError(f"src_image_size_w/h must be in [0, 4096], got {src_w}x{src_h}")
     src_w, src_h = src_w or mw, src_h or mh           # 0: the model's own size
@@ -305,7 +337,8 @@ def build_config(block: dict, model_shape: tuple[int, ...]) -> AippConfig:
         bool(block.get("rbuv_swap_switch", False)), bool(block.get("ax_swap_switch", False)),
         tuple(int(block.get(f"mean_chn_{i}", 0)) for i in range(4)),
         tuple(float(block.get(f"min_chn_{i}", 0.0)) for i in range(4)),
-        tuple(float(block.get(f"var_reci_chn_{i}", 1.0)) for i in range(4)), dict(block))
+        tuple(float(block.get(f"var_reci_chn_{i}", 1.0)) for i in range(4)), follows_gear,
+        dict(block))
 
 
 def source_bytes(cfg: AippConfig) -> int:

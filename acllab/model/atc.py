@@ -13,8 +13,10 @@ Command-line form (``acllab atc``), with the real tool's flag names::
 Flag rules, as atc enforces them: ``--dynamic_batch_size`` and ``--dynamic_image_size`` are
 mutually exclusive and need ``--input_shape``; each takes 2 to 100 gears; the dynamic dims
 must be -1 in ``--input_shape`` (N for batch, H and W for image size) and no other dim may be
--1. Errors are :class:`AtcError` whose text follows atc's layout
-(``E10001: Value [...] for parameter [--...] is invalid. Reason: ...``).
+-1. ``--framework=3`` (TensorFlow) makes NHWC the default ``--input_format``. Static AIPP
+(``--insert_op_conf``) combines with ``--dynamic_image_size`` when its source size is 0 and
+crop is off (the source is then each gear's image). Errors are :class:`AtcError` whose text
+follows atc's layout (``E10001: Value [...] for parameter [--...] is invalid. Reason: ...``).
 """
 
 from __future__ import annotations
@@ -179,11 +181,16 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
                   soc_version: str | None = None, profile: DeviceProfile | str | None = None,
                   input_format: str | None = None, input_fp16_nodes: str | None = None,
                   output_type: str | None = None, out_nodes: str | None = None,
-                  insert_op_conf: str | None = None) -> CompiledModel:
+                  insert_op_conf: str | None = None, framework: int | None = None
+                  ) -> CompiledModel:
     """Compile a graph ('zoo:NAME', a JSON path or dict, a Graph) as atc would.
 
     ``input_format="NHWC"``: the model takes NHWC data (and ``input_shape`` is written in
     NHWC order); the compiled model transposes it to the graph's NCHW (a TransData op).
+    Without ``input_format``, a TensorFlow model (``framework=3``) takes NHWC, as atc's
+    default for TensorFlow is NHWC (CANN documentation, "ATC parameters: --input_format":
+    NCHW by default for Caffe, MindSpore and ONNX, NHWC for TensorFlow); other frameworks
+    take the graph's own layout.
     ``input_fp16_nodes``, ``output_type``, ``out_nodes`` and ``insert_op_conf`` (a path to a
     static AIPP config, see :mod:`acllab.model.aipp`) are atc's flags of those names.
     """
@@ -192,6 +199,8 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
         graph = load_graph(model)
     except GraphError as exc:
         raise _bad("--model", model if isinstance(model, str) else "<graph>", str(exc)) from None
+    if input_format is None and framework == 3:
+        input_format = "NHWC"
     nhwc = False
     if input_format is not None:
         if input_format not in ("NCHW", "NHWC", "ND"):
@@ -243,10 +252,12 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
     inputs = _descs(compiled_graph.inputs, anns, big, "input")
     preprocess: dict[str, dict] = {}
     if insert_op_conf is not None:
-        if kind == "hw":
-            raise _bad("--insert_op_conf", insert_op_conf, "acllab does not combine static "
-                       "AIPP with --dynamic_image_size")
-        aipps = _read_aipp(insert_op_conf, compiled_graph, big)
+        if input_format == "ND":
+            raise _bad("--input_format", input_format, "with --insert_op_conf it must be "
+                       "NCHW or NHWC")
+        follow = {n for n, s in shapes.items() if -1 in s} if kind == "hw" else set()
+        aipps = _read_aipp(insert_op_conf, compiled_graph, big, follow,
+                           gears if kind == "hw" else [])
         for name, cfg in aipps.items():
             preprocess[name] = {"aipp": cfg.to_dict()}
         inputs = [_aipp_desc(t, aipps[t.name]) if t.name in aipps else t for t in inputs]
@@ -272,7 +283,7 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
                dynamic_image_size, "fusion": bool(fusion), "soc_version": soc,
                "input_format": input_format, "input_fp16_nodes": input_fp16_nodes,
                "output_type": output_type, "out_nodes": out_nodes,
-               "insert_op_conf": insert_op_conf}
+               "insert_op_conf": insert_op_conf, "framework": framework}
     if isinstance(dynamic_batch_size, (list, tuple)):
         options["dynamic_batch_size"] = ",".join(map(str, gears))
     if isinstance(dynamic_image_size, (list, tuple)):
@@ -393,8 +404,11 @@ def _output_types(graph: Graph, text: str) -> None:
                      for t in graph.outputs]
 
 
-def _read_aipp(path: str, graph: Graph, big) -> dict:
-    """--insert_op_conf: the static AIPP configs, by the name of the input each feeds."""
+def _read_aipp(path: str, graph: Graph, big, follow: set = frozenset(), gears=()) -> dict:
+    """--insert_op_conf: the static AIPP configs, by the name of the input each feeds.
+
+    ``follow`` names the inputs whose H and W --dynamic_image_size varies: their AIPP source
+    is each gear's size (``gears``), see :func:`acllab.model.aipp.build_config`."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -415,7 +429,13 @@ def _read_aipp(path: str, graph: Graph, big) -> dict:
                 raise AippError(f"input {spec.name!r} is {spec.dtype}: AIPP feeds a float "
                                 "input (do not list it in --input_fp16_nodes)")
             try:
-                out[spec.name] = build_config(b, big.shapes[spec.name])
+                cfg = build_config(b, big.shapes[spec.name], spec.name in follow)
+                if cfg.follows_gear and cfg.input_format == "YUV420SP_U8":
+                    odd = [list(g) for g in gears if g[0] % 2 or g[1] % 2]
+                    if odd:
+                        raise AippError(f"YUV420SP_U8 needs even image sizes; the gears "
+                                        f"{odd} are odd")
+                out[spec.name] = cfg
             except AippError as exc:
                 raise AippError(f"aipp_op for input {rank} ({spec.name!r}): {exc}") from None
         return out
@@ -424,8 +444,10 @@ def _read_aipp(path: str, graph: Graph, big) -> dict:
 
 
 def _aipp_desc(t: TensorDesc, cfg) -> TensorDesc:
-    """An AIPP input: uint8 NHWC images of the source size."""
-    dims = (t.dims[0], cfg.src_h, cfg.src_w, cfg.channels)
+    """An AIPP input: uint8 NHWC images of the source size (-1 in H and W when the source
+    follows --dynamic_image_size's gears; the size is the largest gear's)."""
+    hw = (-1, -1) if cfg.follows_gear else (cfg.src_h, cfg.src_w)
+    dims = (t.dims[0], *hw, cfg.channels)
     max_dims = (t.max_dims[0], cfg.src_h, cfg.src_w, cfg.channels)
     return TensorDesc(t.name, dims, max_dims, "uint8", "NHWC",
                       t.max_dims[0] * source_bytes(cfg))
@@ -442,7 +464,7 @@ def _pre_plans(preprocess: dict, ann, graph: Graph, generic: bool) -> list[OpPla
         if "aipp" in pre:
             from .aipp import AippConfig
 
-            cfg = AippConfig.from_dict(pre["aipp"])
+            cfg = AippConfig.from_dict(pre["aipp"]).at(shape[2], shape[3])
             moved = shape[0] * (source_bytes(cfg) + prod(shape[1:]) * 2)
             plans.append(OpPlan(f"aipp_{spec.name}", "Aipp", "vector", graph.dtype,
                                 shape[0] * aipp_flops(cfg), moved, 0, None, None, 1.0,
@@ -509,7 +531,8 @@ def _parser() -> argparse.ArgumentParser:
                    "op-model file per op into the --output directory")
     p.add_argument("--framework", type=int, choices=(0, 1, 3, 5),
                    help="source framework (0 Caffe, 1 MindSpore, 3 TensorFlow, 5 ONNX); "
-                   "recorded only: acllab graphs are framework-neutral")
+                   "acllab graphs are framework-neutral, but 3 makes NHWC the default "
+                   "--input_format, as for a TensorFlow model")
     p.add_argument("--output", required=True, help="output path; .om is appended (with "
                    "--singleop: the directory for the op models)")
     p.add_argument("--soc_version", required=True, help="target SoC, e.g. Ascend310")
@@ -607,8 +630,8 @@ def atc_main(argv: list[str] | None = None, out=None, err=None) -> int:
                               soc_version=args.soc_version, input_format=args.input_format,
                               input_fp16_nodes=args.input_fp16_nodes,
                               output_type=args.output_type, out_nodes=args.out_nodes,
-                              insert_op_conf=args.insert_op_conf)
-        model.options["framework"] = args.framework
+                              insert_op_conf=args.insert_op_conf,
+                              framework=args.framework)
         path = args.output if args.output.endswith(".om") else args.output + ".om"
         try:
             omfile.save(model, path)

@@ -35,13 +35,19 @@ class LoadedModel:
     """One loaded model instance (what a model id names)."""
 
     def __init__(self, model_id: int, compiled: CompiledModel, context, workspace: Region,
-                 weights: Region | None):
+                 weights: Region | None, ws_off: int = 0, ws_size: int | None = None,
+                 owned: tuple[bool, bool] = (True, True)):
         self.id = model_id
         self.compiled = compiled
         self.context = context
         self.device = context.device
         self.workspace = workspace
         self.weights = weights
+        # the workspace is [ws_off, ws_off + ws_size) of its region (load_*_with_mem: the
+        # caller's memory, which unload leaves to the caller, as ``owned`` says)
+        self.ws_off = ws_off
+        self.ws_size = workspace.size if ws_size is None else ws_size
+        self.owned = owned
         self.alive = True
         self.current_gear = None          # set by set_dynamic_batch_size / set_dynamic_hw_size
         self.last_task: Task | None = None
@@ -54,7 +60,9 @@ class LoadedModel:
         return self.workspace.page == "huge"
 
     def regions(self) -> list[Region]:
-        return [r for r in (self.workspace, self.weights) if r is not None]
+        """The memory the model allocated itself (unload frees it); not the caller's."""
+        return [r for r, own in zip((self.workspace, self.weights), self.owned, strict=True)
+                if r is not None and own]
 
     def __repr__(self) -> str:
         c = self.compiled
@@ -64,18 +72,27 @@ class LoadedModel:
                 f"weights{state}>")
 
 
-def load_on(device, compiled: CompiledModel) -> tuple[Region, Region | None, int]:
-    """Allocate the model's memory on ``device``; return (workspace, weights, host cost)."""
+def load_on(device, compiled: CompiledModel, workspace_too: bool = True,
+            weights_too: bool = True) -> tuple[Region | None, Region | None, int]:
+    """Allocate the model's memory on ``device``; return (workspace, weights, host cost).
+
+    ``workspace_too`` / ``weights_too`` False: the caller gives that memory
+    (acl.mdl.load_*_with_mem), so it is not allocated (None); the weights are uploaded all
+    the same."""
     heap = device.heap
     mem = compiled.memory
-    workspace, cost_w, _ = heap.malloc(max(mem.workspace_bytes, 32), ACL_MEM_MALLOC_HUGE_FIRST)
+    workspace, cost_w = None, 0
+    if workspace_too:
+        workspace, cost_w, _ = heap.malloc(max(mem.workspace_bytes, 32),
+                                           ACL_MEM_MALLOC_HUGE_FIRST)
     weights = None
     cost_b = 0
-    if mem.weight_bytes:
+    if mem.weight_bytes and weights_too:
         try:
             weights, cost_b, _ = heap.malloc(mem.weight_bytes, ACL_MEM_MALLOC_HUGE_FIRST)
         except Fail:
-            heap.free(workspace)
+            if workspace is not None:
+                heap.free(workspace)
             raise
     for r, what in ((workspace, "workspace"), (weights, "weights")):
         if r is not None:
@@ -118,7 +135,8 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
     batch, hw = (None, gear) if c.dynamic == "hw" else (gear, None)
     steps = execution_steps(c, batch, hw, dev.profile, model.huge_pages)
     ws = model.workspace
-    ws_access = (ws.start, ws.generation, ws.start, ws.start + ws.size, "w")
+    lo = ws.start + model.ws_off
+    ws_access = (ws.start, ws.generation, lo, lo + model.ws_size, "w")
     reads = tuple((r.start, r.generation, r.start + off, r.start + off + n, "r")
                   for r, off, n in inputs)
     writes = tuple((r.start, r.generation, r.start + off, r.start + off + n, "w")
@@ -135,7 +153,7 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
             shape = gear_shapes[spec.name]
             pre = c.preprocess.get(spec.name, {})
             if "aipp" in pre:                 # uint8 images in, the float input out
-                cfg = AippConfig.from_dict(pre["aipp"])
+                cfg = AippConfig.from_dict(pre["aipp"]).at(shape[2], shape[3])
                 raw = region.read_bytes(off, shape[0] * source_bytes(cfg))
                 arrays[spec.name] = apply_aipp(cfg, raw, shape[0])
                 continue

@@ -58,6 +58,7 @@ class PicDesc(_Desc):
         super().__init__()
         self.data = self.size = self.width = self.height = 0
         self.width_stride = self.height_stride = 0
+        self.ret_code = 0             # acldvppGetPicDescRetCode: 0 success (VDEC sets it)
         self.format = F.PIXEL_FORMAT_YUV_SEMIPLANAR_420
         self.region = None
 

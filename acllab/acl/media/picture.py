@@ -13,7 +13,7 @@ __all__ = [
     "dvpp_set_pic_desc_height_stride",
     "dvpp_get_pic_desc_data", "dvpp_get_pic_desc_size", "dvpp_get_pic_desc_format",
     "dvpp_get_pic_desc_width", "dvpp_get_pic_desc_height", "dvpp_get_pic_desc_width_stride",
-    "dvpp_get_pic_desc_height_stride",
+    "dvpp_get_pic_desc_height_stride", "dvpp_get_pic_desc_ret_code",
 ]
 
 
@@ -67,3 +67,10 @@ dvpp_get_pic_desc_width = _getter("width", "acldvppGetPicDescWidth")
 dvpp_get_pic_desc_height = _getter("height", "acldvppGetPicDescHeight")
 dvpp_get_pic_desc_width_stride = _getter("width_stride", "acldvppGetPicDescWidthStride")
 dvpp_get_pic_desc_height_stride = _getter("height_stride", "acldvppGetPicDescHeightStride")
+dvpp_get_pic_desc_ret_code = _getter("ret_code", "acldvppGetPicDescRetCode")
+dvpp_get_pic_desc_ret_code.__doc__ = """The picture's return code: 0 success, non-zero a failure
+(CANN documentation, "acldvppGetPicDesc series": VDEC reports each frame's decode result
+there). 0 for a bad handle.
+
+Differs from hardware: acllab has no VDEC, and JPEGD and VPC report their failures through
+their calls' codes, so it is 0 for every picture."""

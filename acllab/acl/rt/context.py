@@ -48,9 +48,28 @@ def destroy_context(context):
 
 @api("aclrtSetContext")
 def set_context(context):
-    """Make a context current for the calling thread (switching device if needed)."""
+    """Make a context current for the calling thread (switching device if needed).
+
+    A null context is 100000 (hicann/runtime, src/acl/aclrt_impl/context.cpp,
+    aclrtSetCurrentContextImpl: ACL_REQUIRES_NOT_NULL). Any other handle that is not a live
+    context (destroyed already, never created, a handle of another kind) is 107000
+    ACL_ERROR_RT_PARAM_INVALID: rtCtxSetCurrent goes through the runtime's error decorator
+    first (src/runtime/core/src/runtime.cc: api_ = apiError_), whose
+    ApiErrorDecorator::ContextSetCurrent (src/runtime/api/impl/api_error.cc) returns
+    RT_ERROR_INVALID_VALUE when ContextManage::CheckContextIsValid
+    (src/runtime/core/src/context/context_manage.cc) finds the context no longer tracked,
+    before ApiImpl::ContextSetCurrent could give its own code.
+    """
     r = rt()
-    ctx = r.lookup(as_int(context, "context"), Context, "context")
+    handle = as_int(context, "context")
+    if handle == 0:
+        raise Fail(100000, "context is a null handle")
+    try:
+        ctx = r.lookup(handle, Context, "context")
+    except Fail as exc:
+        if exc.code != 107017:
+            raise
+        raise Fail(107000, exc.message) from None
     r.spend(r.profile.api_ns)
     r.set_current(ctx)
 

@@ -9,10 +9,10 @@ from ... import session as _session
 from ...engine import Deadlock
 from ...errors import Fail
 from ...streams import Stream
-from ...transfers import copy_tasks, memset_task
-from .._api import api, as_int, rt, span
+from ...transfers import copy2d_span, copy2d_tasks, copy_tasks, memset_task
+from .._api import api, as_int, region_at, rt, span
 
-__all__ = ["memset", "memset_async", "memcpy", "memcpy_async"]
+__all__ = ["memset", "memset_async", "memcpy", "memcpy_async", "memcpy2d", "memcpy2d_async"]
 
 _KIND_NAMES = C.MEMCPY_KIND_NAMES
 
@@ -28,7 +28,8 @@ _ACTUAL = {(False, False): "h2h", (False, True): "h2d", (True, False): "d2h",
 
 def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
     """Validate a copy; return None for count 0, else
-    (device, dst, doff, src, soff, n, direction, context)."""
+    (device, dst, doff, src, soff, n, direction, context, past), ``past`` the bytes the
+    copy reads beyond the end of a pageable source (see :func:`_source_span`)."""
     if not (type(dst) is int and type(dest_max) is int and type(src) is int
             and type(count) is int and type(kind) is int):
         dst, dest_max = as_int(dst, "dst"), as_int(dest_max, "dest_max")
@@ -54,6 +55,7 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
     dev = ctx.device
     find = r.space.find
     dreg, sreg = find(dst), find(src)
+    past = 0
     # the common case at once: pinned or live device memory of this device, in bounds (any
     # other case, and every error, goes through span, which explains what is wrong)
     if (dreg is not None and sreg is not None
@@ -65,7 +67,7 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
         doff, soff = dst - dreg.start, src - sreg.start
     else:
         dreg, doff = span(r, dst, count, "dst", dev)
-        sreg, soff = span(r, src, count, "src", dev)
+        sreg, soff, past = _source_span(r, src, count, dev)
     actual = _ACTUAL[sreg.kind == "device", dreg.kind == "device"]
     if (is_async and (sreg.kind == "pageable" or dreg.kind == "pageable")
             and kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != actual):
@@ -78,7 +80,40 @@ def _plan_copy(r, dst, dest_max, src, count, kind, is_async: bool):
     if is_async and actual == "h2h":
         raise Fail(207000, "memcpy_async does not support HOST_TO_HOST copies; use "
                            "acl.rt.memcpy (or a plain host copy)")
-    return dev, dreg, doff, sreg, soff, count, actual, ctx
+    return dev, dreg, doff, sreg, soff, count, actual, ctx, past
+
+
+def _source_span(r, src: int, count: int, dev):
+    """(region, offset, bytes past its end) of a copy's source.
+
+    A pageable host source (a Python object behind bytes_to_ptr or numpy_to_ptr) may be
+    shorter than ``count``: CANN gets a bare pointer and a count and checks only count
+    against destMax (hicann/runtime, src/acl/aclrt_impl/memory.cpp, aclrtMemcpyImpl and
+    aclrtMemcpyAsyncImpl pass src and count on to rtMemcpy / rtMemcpyAsync;
+    src/runtime/api/impl/api_error.cc checks `count > destMax` and nothing of the source's
+    extent), and the runtime's staging step is a host memcpy from that pointer, so it reads
+    on past the object into whatever the process holds there. acllab copies the bytes that
+    exist and the uninitialised pattern (DE AD BE EF, see :mod:`acllab.memory`) for the
+    rest, and the sanitizer reports it (``host-read-past-end``). The Python object is the
+    one buffer whose length acllab knows and real hardware does not check; a pinned buffer
+    (malloc_host) or device memory is the runtime's own allocation, so a read past its end
+    stays 107000.
+
+    Differs from hardware: the card copies the neighbouring heap bytes (or the process
+    faults at an unmapped page); acllab's are the fixed pattern, the same on every run.
+    """
+    region = region_at(r, src, "src")
+    off = src - region.start
+    if region.kind == "pageable" and off + count > region.size:
+        return region, off, off + count - region.size
+    region, off = span(r, src, count, "src", dev)
+    return region, off, 0
+
+
+def _mark_past_end(tasks, sreg, soff: int, n: int, past: int) -> None:
+    """Note on a copy's first task that it read ``past`` bytes beyond its source's end."""
+    t = tasks[0]
+    t.info = dict(t.info, past_end=(sreg.start, sreg.size, soff, n, past, sreg.describe()))
 
 
 _DIR_KIND = {v: k for k, v in _KIND_DIRECTION.items()}
@@ -90,6 +125,9 @@ def memcpy(dst, dest_max, src, count, kind):
 
     The direction comes from the addresses: a kind that contradicts them is corrected, as
     CANN's aclrtMemcpy does. count 0 returns success at once (even with null pointers).
+    A count larger than a pageable source (a bytes object) is no error, as on the card: the
+    copy reads on past its end (the pattern DE AD BE EF there) and the sanitizer reports a
+    ``host-read-past-end`` (see :func:`_source_span`).
 
     From pageable host memory the copy goes through the runtime's pinned staging buffer, so
     it is slower than from pinned memory (acl.rt.malloc_host).
@@ -99,8 +137,10 @@ def memcpy(dst, dest_max, src, count, kind):
     r.spend(r.profile.api_ns)
     if plan is None:
         return
-    dev, dreg, doff, sreg, soff, n, direction, _ctx = plan
+    dev, dreg, doff, sreg, soff, n, direction, _ctx, past = plan
     tasks = copy_tasks(dev, dreg, doff, sreg, soff, n, direction, None, "memcpy")
+    if past:
+        _mark_past_end(tasks, sreg, soff, n, past)
     for t in tasks:
         r.submit(t, None)
     r.wait_for(tasks[-1])
@@ -126,15 +166,133 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
     if plan is None:                     # count 0: success, the stream unchecked (as CANN)
         r.spend(r.profile.launch_ns)
         return
-    dev, dreg, doff, sreg, soff, n, direction, ctx = plan
+    dev, dreg, doff, sreg, soff, n, direction, ctx, past = plan
     s = r.handles.get(handle)             # r.stream_for(handle, ctx) when it succeeds
     if type(s) is not Stream or not s.alive or s.context is not ctx:
         s = r.stream_for(handle, ctx)
     r.host_ns += r.profile.launch_ns      # r.launch, inline: submit() catches up
     tasks = copy_tasks(dev, dreg, doff, sreg, soff, n, direction, s, "memcpy_async")
+    if past:
+        _mark_past_end(tasks, sreg, soff, n, past)
     if len(tasks) == 1 and sreg.kind != "pageable" and dreg.kind != "pageable":
         r.submit(tasks[0], s)            # the common case: one DMA task
         return
+    last, submitted = s.last, s.submitted
+    for t in tasks:
+        r.submit(t, s)
+    if sreg.kind == "pageable" or dreg.kind == "pageable":
+        tasks[-1].info = dict(tasks[-1].info, pageable_async=True)
+        try:
+            r.wait_for(tasks[-1])
+        except Deadlock:                 # the call fails: the copy must not run later
+            for t in tasks:
+                if t.start_ns < 0:
+                    t.cancelled = True
+            s.last, s.submitted = last, submitted
+            raise
+
+
+# ---- 2D copies -----------------------------------------------------------------------------
+#: hicann/runtime, src/runtime/core/inc/common/internal_error_define.hpp
+MAX_MEMCPY2D_HEIGHT, MAX_MEMCPY2D_WIDTH = 5242880, 5000000
+_KINDS_2D = (C.ACL_MEMCPY_HOST_TO_DEVICE, C.ACL_MEMCPY_DEVICE_TO_HOST,
+             C.ACL_MEMCPY_DEVICE_TO_DEVICE, C.ACL_MEMCPY_DEFAULT)
+
+
+def _plan_copy2d(r, dst, dpitch, src, spitch, width, height, kind, is_async: bool):
+    """Validate a 2D copy as CANN does, in its order; None for width or height 0.
+
+    hicann/runtime: src/acl/aclrt_impl/memory.cpp, CheckMemcpy2dParam (width or height 0:
+    success at once; a null dst or src, width > spitch or width > dpitch, a kind other than
+    H2D, D2H, D2D or DEFAULT: ACL_ERROR_INVALID_PARAM 100000); src/runtime/api/api_c.cc,
+    rtMemcpy2d / rtMemcpy2dAsync (0 sizes: success); src/runtime/api/impl/api_error.cc,
+    MemCopy2DCheckParam (height over 5242880 or width over 5000000: RT_ERROR_INVALID_VALUE,
+    107000), MemCopy2DSync (a DEVICE_TO_DEVICE kind: RT_ERROR_FEATURE_NOT_SUPPORT, 207000;
+    after the kind is corrected from the addresses, anything but H2D or D2H: 107000) and
+    MemCopy2DAsync (H2D, D2H or D2D; pageable memory: the stream is synchronised and the copy
+    made synchronously).
+    """
+    vals = [as_int(v, name) for v, name in ((dst, "dst"), (dpitch, "dpitch"), (src, "src"),
+                                           (spitch, "spitch"), (width, "width"),
+                                           (height, "height"), (kind, "kind"))]
+    dst, dpitch, src, spitch, width, height, kind = vals
+    if width == 0 or height == 0:
+        return None
+    if min(dpitch, spitch, width, height) < 0:
+        raise Fail(100000, f"pitches and sizes must not be negative (dpitch {dpitch}, spitch "
+                           f"{spitch}, width {width}, height {height})")
+    if dst == 0 or src == 0:
+        raise Fail(100000, f"{'dst' if dst == 0 else 'src'} is a null pointer")
+    if width > spitch or width > dpitch:
+        raise Fail(100000, f"width {width} must not be larger than spitch ({spitch}) or "
+                           f"dpitch ({dpitch}): each row is width bytes of a pitch-long line")
+    if kind not in _KINDS_2D:
+        raise Fail(100000, f"kind {kind} is not one memcpy2d takes: ACL_MEMCPY_HOST_TO_DEVICE "
+                           "(1), DEVICE_TO_HOST (2), DEVICE_TO_DEVICE (3) or DEFAULT (4)")
+    ctx = r.current_context()
+    if height > MAX_MEMCPY2D_HEIGHT:
+        raise Fail(107000, f"height {height} is larger than {MAX_MEMCPY2D_HEIGHT}")
+    if width > MAX_MEMCPY2D_WIDTH:
+        raise Fail(107000, f"width {width} is larger than {MAX_MEMCPY2D_WIDTH}")
+    if not is_async and kind == C.ACL_MEMCPY_DEVICE_TO_DEVICE:
+        raise Fail(207000, "memcpy2d copies host to device or device to host only; use "
+                           "memcpy2d_async for DEVICE_TO_DEVICE")
+    dev = ctx.device
+    dreg, doff = span(r, dst, copy2d_span(dpitch, width, height), "dst", dev)
+    sreg, soff = span(r, src, copy2d_span(spitch, width, height), "src", dev)
+    actual = _ACTUAL[sreg.kind == "device", dreg.kind == "device"]
+    allowed = ("h2d", "d2h", "d2d") if is_async else ("h2d", "d2h")
+    if actual not in allowed:
+        where = {"h": "host", "d": "device"}
+        name = "memcpy2d_async" if is_async else "memcpy2d"
+        raise Fail(107000, f"src is {where[actual[0]]} memory and dst is {where[actual[2]]} "
+                           f"memory: {name} copies {' or '.join(allowed)} only")
+    return dev, dreg, doff, dpitch, sreg, soff, spitch, width, height, actual, ctx
+
+
+@api("aclrtMemcpy2d")
+def memcpy2d(dst, dpitch, src, spitch, width, height, kind):
+    """Copy ``height`` rows of ``width`` bytes, rows ``spitch`` bytes apart in the source and
+    ``dpitch`` apart in the destination, and block until done (host to device or device to
+    host; the direction comes from the addresses, as for memcpy).
+
+    The bytes between the destination's rows are left as they were. width or height 0
+    returns success at once; the other rules are CANN's (see :func:`_plan_copy2d`).
+    """
+    r = rt()
+    plan = _plan_copy2d(r, dst, dpitch, src, spitch, width, height, kind, False)
+    r.spend(r.profile.api_ns)
+    if plan is None:
+        return
+    dev, dreg, doff, dp, sreg, soff, sp, w, h, direction, _ctx = plan
+    tasks = copy2d_tasks(dev, dreg, doff, dp, sreg, soff, sp, w, h, direction, None,
+                         "memcpy2d")
+    for t in tasks:
+        r.submit(t, None)
+    r.wait_for(tasks[-1])
+    r.spend(max(r.profile.sync_copy_overhead_ns - r.profile.sync_wakeup_ns, 0))
+    r.raise_fault(None)
+
+
+@api("aclrtMemcpy2dAsync")
+def memcpy2d_async(dst, dpitch, src, spitch, width, height, kind, stream):
+    """Enqueue a 2D copy on ``stream`` (host to device, device to host or device to device).
+
+    With pageable host memory CANN synchronises the stream and copies synchronously
+    (hicann/runtime, src/runtime/api/impl/api_error.cc, MemCopy2DAsync); acllab blocks until
+    the copy is done, as memcpy_async does, and the sanitizer reports ``pageable-async``.
+    """
+    r = rt()
+    plan = _plan_copy2d(r, dst, dpitch, src, spitch, width, height, kind, True)
+    handle = as_int(stream, "stream")
+    if plan is None:
+        r.spend(r.profile.launch_ns)
+        return
+    dev, dreg, doff, dp, sreg, soff, sp, w, h, direction, ctx = plan
+    s = r.stream_for(handle, ctx)
+    r.spend(r.profile.launch_ns)
+    tasks = copy2d_tasks(dev, dreg, doff, dp, sreg, soff, sp, w, h, direction, s,
+                         "memcpy2d_async")
     last, submitted = s.last, s.submitted
     for t in tasks:
         r.submit(t, s)

@@ -14,7 +14,8 @@ from .._api import api, as_int, rt
 
 __all__ = ["create_stream", "create_stream_with_config", "destroy_stream",
            "destroy_stream_force", "synchronize_stream", "synchronize_stream_with_timeout",
-           "stream_query", "stream_wait_event"]
+           "stream_query", "stream_wait_event", "set_stream_failure_mode",
+           "set_op_wait_timeout"]
 
 
 
@@ -160,3 +161,60 @@ def stream_wait_event(stream, event):
             raise Fail(107000, f"event 0x{ev.handle:x} was never recorded: record it "
                                "(acl.rt.record_event) before a stream waits on it")
     events.wait(r, s, ev)      # ex-style events: a wait before any record is a no-op
+
+
+# Chips without RT_FEATURE_STREAM_DOT_SET_MODE (hicann/runtime, src/runtime/config/mini/
+# dev_info_reg.cc: CHIP_MINI_FEATURE, the Ascend 310, lacks it; config/910_B_93 has it)
+_NO_FAILURE_MODE = {"ascend310"}
+
+
+@api("aclrtSetStreamFailureMode")
+def set_stream_failure_mode(stream, mode):
+    """Choose what a stream does after a failed task: ACL_CONTINUE_ON_FAILURE (0, the
+    default: later tasks run) or ACL_STOP_ON_FAILURE (1: after a failure the stream runs
+    nothing more, see Runtime._stop_stream).
+
+    As CANN (hicann/runtime): src/acl/aclrt_impl/stream.cpp, aclrtSetStreamFailureModeImpl
+    calls rtStreamSetMode; src/runtime/api/api_c_stream.cc, rtStreamSetMode: a chip without
+    the feature gives 207000 (the Ascend 310 profile); src/runtime/api/impl/api_impl.cc,
+    ApiImpl::StreamSetMode: only bit 0 of ``mode`` counts, the same mode again succeeds,
+    going back from STOP to CONTINUE gives 207000, a stream of another context 107003.
+    Stream 0 is the current context's default stream.
+    """
+    r = rt()
+    handle, mode = as_int(stream, "stream"), as_int(mode, "mode")
+    if mode < 0:
+        raise Fail(100000, f"mode {mode} must not be negative (it is a uint64_t)")
+    s = r.stream_for(handle)
+    if r.profile.name in _NO_FAILURE_MODE:
+        raise Fail(207000, f"the {r.profile.soc_name} does not support stream failure modes")
+    r.spend(r.profile.api_ns)
+    want = mode & 1
+    if want == s.failure_mode:
+        return
+    if s.failure_mode == C.ACL_STOP_ON_FAILURE:
+        raise Fail(207000, f"{s.name} is in ACL_STOP_ON_FAILURE mode: it cannot go back to "
+                           "ACL_CONTINUE_ON_FAILURE")
+    s.failure_mode = want
+
+
+@api("aclrtSetOpWaitTimeout")
+def set_op_wait_timeout(timeout):
+    """Set the timeout, in seconds, of event waits (stream_wait_event tasks); 0 = none.
+
+    CANN stores it for the process (hicann/runtime, src/acl/aclrt_impl/event.cpp,
+    aclrtSetOpWaitTimeoutImpl -> rtSetOpWaitTimeOut; src/runtime/api/impl/api_impl.cc,
+    ApiImpl::SetOpWaitTimeOut: both acllab profiles' chips take it, SET_OP_WAIT_TIMEOUT_CONFIG
+    in config/mini and config/910_B_93). The value is a uint32_t: outside 0..4294967295 the
+    binding refuses it (100000 here).
+
+    Differs from hardware: acllab keeps the value (``runtime.op_wait_timeout_s``) but its
+    waits do not time out; a wait that can never be satisfied is reported at once (507046
+    from the synchronisation, and the sanitizer's wait-never-recorded).
+    """
+    r = rt()
+    t = as_int(timeout, "timeout")
+    if not 0 <= t <= 0xFFFF_FFFF:
+        raise Fail(100000, f"timeout {t} is not a uint32_t number of seconds")
+    r.spend(r.profile.api_ns)
+    r.op_wait_timeout_s = t
