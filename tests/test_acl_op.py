@@ -423,7 +423,7 @@ def test_acl_op_through_the_device_boundary(op_dir):
     client = connect(sock)
     try:
         remote_acl = client.acl
-        for name in ("execute_v2", "set_model_dir", "create_attr", "set_attr_bool",
+        for name in ("execute_v2", "execute", "set_model_dir", "create_attr", "set_attr_bool",
                      "create_handle", "execute_with_handle", "destroy_handle", "cast"):
             assert callable(getattr(remote_acl.op, name)), name
         assert callable(remote_acl.create_tensor_desc)
