@@ -423,7 +423,7 @@ def test_acl_op_through_the_device_boundary(op_dir):
     client = connect(sock)
     try:
         remote_acl = client.acl
-        for name in ("execute_v2", "set_model_dir", "create_attr", "set_attr_bool",
+        for name in ("execute_v2", "execute", "set_model_dir", "create_attr", "set_attr_bool",
                      "create_handle", "execute_with_handle", "destroy_handle", "cast"):
             assert callable(getattr(remote_acl.op, name)), name
         assert callable(remote_acl.create_tensor_desc)
@@ -659,3 +659,197 @@ def test_an_input_placed_in_host_memory_is_a_constant_read_from_its_buffer(card)
         acl.op.execute_v2("Reshape", [xd, shape_desc], [xb, host], [y], [by], 0, card.stream)
     with pytest.warns(acllab.AclWarning, match="placed in host memory"):
         assert acl.op.create_handle("Reshape", [xd, shape_desc], [y], 0) == (0, 200001)
+
+
+def test_top_class_of_a_model_run_by_cast_then_argmaxv2_on_the_same_stream(tmp_path):
+    # The post-processing of Ascend's vpc_resnet50_imagenet_classification Python sample:
+    # the model's float32 scores go through acl.op.cast to float16, then ArgMaxV2 with a
+    # constant int32 dimension 0 (set_tensor_const, its data buffer create_data_buffer(0, 0))
+    # gives the int32 index of the top class; its op_list.json compiles both ops. Here the
+    # tiny 4-class model stands in for ResNet-50, and the three steps share one stream with
+    # one synchronisation at the end: the stream's order is the only dependency.
+    from acllab.acl.constants import ACL_INT32
+    from acllab.model import compile_model, save, tiny_dataset, tiny_forward
+
+    classes = 4
+    cfg = tmp_path / "op_list.json"
+    cfg.write_text(json.dumps([
+        {"op": "Cast", "input_desc": [_d([classes], "float")], "output_desc": [_d([classes])],
+         "attr": [{"name": "truncate", "type": "bool", "value": False},
+                  {"name": "dst_type", "type": "int", "value": 1}]},
+        {"op": "ArgMaxV2",
+         "input_desc": [_d([classes]), dict(_d([1], "int32"), is_const=True, const_value=[0])],
+         "output_desc": [_d([1], "int32")]}]))
+    compile_singleop(str(cfg), str(tmp_path / "op_models"), "Ascend310")
+    save(compile_model("zoo:tiny"), tmp_path / "tiny.om")
+    images, labels = tiny_dataset(3, seed=7)
+
+    acllab.reset()
+    card = Card(acl, str(tmp_path / "op_models"))
+    model_id, ret = acl.mdl.load_from_file(str(tmp_path / "tiny.om"))
+    assert ret == 0
+    mdesc = acl.mdl.create_desc()
+    assert acl.mdl.get_desc(mdesc, model_id) == 0
+    assert acl.mdl.get_output_size_by_index(mdesc, 0) == classes * 4
+    _, in_buf, _ = card.tensor(ACL_FLOAT, (1, 1, 16, 16))
+    in_ptr = card.device[-1]
+    _, out_buf, _ = card.tensor(ACL_FLOAT, (classes,))
+    inputs, outputs = acl.mdl.create_dataset(), acl.mdl.create_dataset()
+    acl.mdl.add_dataset_buffer(inputs, in_buf)
+    acl.mdl.add_dataset_buffer(outputs, out_buf)
+    scores = acl.create_tensor_desc(ACL_FLOAT, [classes], ACL_FORMAT_ND)
+    half, half_buf, _ = card.tensor(ACL_FLOAT16, (classes,))
+    x = acl.create_tensor_desc(ACL_FLOAT16, [classes], ACL_FORMAT_ND)
+    dimension = acl.create_tensor_desc(ACL_INT32, [1], ACL_FORMAT_ND)
+    zero = bytes(acl.data_type_size(ACL_INT32))
+    assert acl.set_tensor_const(dimension, acl.util.bytes_to_ptr(zero), len(zero)) == 0
+    no_data = acl.create_data_buffer(0, 0)
+    top, top_buf, top_ptr = card.tensor(ACL_INT32, (1,))
+    attr = acl.op.create_attr()
+
+    for image, label in zip(images, labels, strict=True):
+        raw = np.ascontiguousarray(image[None]).tobytes()
+        assert acl.rt.memcpy(in_ptr, len(raw), acl.util.bytes_to_ptr(raw), len(raw),
+                             ACL_MEMCPY_HOST_TO_DEVICE) == 0
+        assert acl.mdl.execute_async(model_id, inputs, outputs, card.stream) == 0
+        assert acl.op.cast(scores, acl.mdl.get_dataset_buffer(outputs, 0), half, half_buf, 0,
+                           card.stream) == 0
+        assert acl.op.execute_v2("ArgMaxV2", [x, dimension], [half_buf, no_data], [top],
+                                 [top_buf], attr, card.stream) == 0
+        assert acl.rt.synchronize_stream(card.stream) == 0
+        want = np.argmax(tiny_forward(image[None])[0].astype(np.float16))
+        got = card.fetch(top_ptr, np.int32, (1,))
+        assert got.tolist() == [want] and want == label
+
+    r = acllab.current_runtime()
+    names = [(t.kind, t.name) for t in r.tasks if t.kind in ("model_op", "single_op")]
+    singles = [n for k, n in names if k == "single_op"]
+    assert singles == ["Cast", "ArgMaxV2"] * 3
+    # each Cast starts after the model's last op, and each ArgMaxV2 after its Cast
+    ops = [t for t in r.tasks if t.kind in ("model_op", "single_op")]
+    for before, after in zip(ops, ops[1:], strict=False):
+        assert after.start_ns >= before.end_ns
+    assert not [f for f in sanitizer.analyze(r) if f.kind != "leak"]
+
+    acl.op.destroy_attr(attr)
+    assert acl.destroy_data_buffer(no_data) == 0
+    for d in (scores, x, dimension):
+        acl.destroy_tensor_desc(d)
+    assert acl.mdl.destroy_dataset(inputs) == 0
+    assert acl.mdl.destroy_dataset(outputs) == 0
+    assert acl.mdl.unload(model_id) == 0
+    assert acl.mdl.destroy_desc(mdesc) == 0
+    card.release()
+    acllab.reset()
+
+
+def _argmax_program(tmp_path, entries):
+    cfg = tmp_path / "argmax.json"
+    cfg.write_text(json.dumps(entries))
+    compile_singleop(str(cfg), str(tmp_path / "argmax_models"), "Ascend310")
+    acllab.reset()
+    return Card(acl, str(tmp_path / "argmax_models"))
+
+
+def test_argmaxv2_not_found_names_the_constant_and_prints_the_entry(tmp_path):
+    # a constant that differs is another model (CheckModelAndAttrMatch compares const-ness
+    # and value): dimension 1 against a model compiled for 0 is ACL_ERROR_OP_NOT_FOUND 100024
+    from acllab.acl.constants import ACL_INT32
+    card = _argmax_program(tmp_path, [{
+        "op": "ArgMaxV2", "input_desc": [_d([4, 5]), dict(_d([1], "int32"), is_const=True,
+                                                          const_value=[0])],
+        "output_desc": [_d([5], "int32")]}])
+    try:
+        x, xb, _ = card.tensor(ACL_FLOAT16, (4, 5), np.ones((4, 5), np.float16))
+        dim = acl.create_tensor_desc(ACL_INT32, [1], ACL_FORMAT_ND)
+        one = np.int32([1]).tobytes()
+        assert acl.set_tensor_const(dim, acl.util.bytes_to_ptr(one), 4) == 0
+        card.descs.append(dim)
+        nob = acl.create_data_buffer(0, 0)
+        card.buffers.append(nob)
+        y, yb, _ = card.tensor(ACL_INT32, (4,))
+        with pytest.warns(acllab.AclWarning) as caught:
+            ret = acl.op.execute_v2("ArgMaxV2", [x, dim], [xb, nob], [y], [yb], 0, card.stream)
+        assert ret == 100024
+        text = str(caught[0].message)
+        assert "input 1 is int32 ND [1], const, the model's int32 ND [1], const" in text
+        entry = json.loads(text.split("that compiles it: ", 1)[1])
+        assert entry["input_desc"][1]["const_value"] == [1]
+        assert entry["output_desc"] == [_d([4], "int32")]
+    finally:
+        card.release()
+        acllab.reset()
+
+
+def test_argmaxv2_with_a_dimension_from_device_memory_and_a_bad_one_faults(tmp_path):
+    # a dimension that is no constant is read when the op runs; one that gives another shape
+    # than the output's is an AI Core exception, reported at the synchronisation (507015)
+    from acllab.acl.constants import ACL_INT32
+    card = _argmax_program(tmp_path, [{
+        "op": "ArgMaxV2", "input_desc": [_d([6, 7], "float"), _d([1], "int32")],
+        "output_desc": [_d([6], "int64")],
+        "attr": [{"name": "dtype", "type": "data_type", "value": 9}]}])
+    try:
+        m = np.random.default_rng(3).standard_normal((6, 7)).astype(np.float32)
+        x, xb, _ = card.tensor(ACL_FLOAT, (6, 7), m)
+        d, db, dp = card.tensor(ACL_INT32, (1,), np.int32([-1]))
+        y, yb, yp = card.tensor(ACL_INT64, (6,))
+        attr = acl.op.create_attr()
+        assert acl.op.set_attr_data_type(attr, "dtype", ACL_INT64) == 0
+        assert acl.op.execute_v2("ArgMaxV2", [x, d], [xb, db], [y], [yb], attr,
+                                 card.stream) == 0
+        assert acl.rt.synchronize_stream(card.stream) == 0
+        assert card.fetch(yp, np.int64, (6,)).tolist() == np.argmax(m, -1).tolist()
+        raw = np.int32([0]).tobytes()                  # [7] values, not the output's [6]
+        assert acl.rt.memcpy(dp, 4, acl.util.bytes_to_ptr(raw), 4,
+                             ACL_MEMCPY_HOST_TO_DEVICE) == 0
+        assert acl.op.execute_v2("ArgMaxV2", [x, d], [xb, db], [y], [yb], attr,
+                                 card.stream) == 0
+        with pytest.warns(acllab.AclWarning, match="dimension 0 gives an output of"):
+            assert acl.rt.synchronize_stream(card.stream) == 507015
+        acl.op.destroy_attr(attr)
+    finally:
+        card.release()
+        acllab.reset()
+
+
+def test_slice_through_a_handle_with_offsets_and_size_in_device_memory(tmp_path):
+    # Ascend's acl_execute_slice Python sample: a Slice of float16 [600, 3000] with int32
+    # offsets and size, create_handle once, then execute_with_handle on a stream
+    from acllab.acl.constants import ACL_INT32
+    card = _argmax_program(tmp_path, [{
+        "op": "Slice", "input_desc": [_d([60, 300]), _d([2], "int32"), _d([2], "int32")],
+        "output_desc": [_d([20, 300])]}])
+    try:
+        a = np.random.default_rng(4).standard_normal((60, 300)).astype(np.float16)
+        x, xb, _ = card.tensor(ACL_FLOAT16, (60, 300), a)
+        o, ob, _ = card.tensor(ACL_INT32, (2,), np.int32([10, 0]))
+        s, sb, _ = card.tensor(ACL_INT32, (2,), np.int32([20, -1]))
+        y, yb, yp = card.tensor(ACL_FLOAT16, (20, 300))
+        attr = acl.op.create_attr()
+        handle, ret = acl.op.create_handle("Slice", [x, o, s], [y], attr)
+        assert ret == 0
+        assert acl.op.execute_with_handle(handle, [xb, ob, sb], [yb], card.stream) == 0
+        assert acl.rt.synchronize_stream(card.stream) == 0
+        assert np.array_equal(card.fetch(yp, np.float16, (20, 300)), a[10:30])
+        assert [t.name for t in _ops()] == ["Slice"]
+        acl.op.destroy_handle(handle)
+        acl.op.destroy_attr(attr)
+    finally:
+        card.release()
+        acllab.reset()
+
+
+def test_execute_is_execute_v2s_older_form(card):
+    # aclopExecuteImpl checks and runs as aclopExecuteV2Impl does (hicann/ge, op.cpp);
+    # CANN's pyACL reference: acl.op.execute, to be deprecated, use execute_v2
+    a = np.arange(128, dtype=np.float16).reshape(8, 16)
+    x1, b1, _ = card.tensor(ACL_FLOAT16, a.shape, a)
+    x2, b2, _ = card.tensor(ACL_FLOAT16, a.shape, a)
+    y, by, py = card.tensor(ACL_FLOAT16, a.shape)
+    assert acl.op.execute("Add", [x1, x2], [b1, b2], [y], [by], 0, card.stream) == 0
+    assert acl.rt.synchronize_stream(card.stream) == 0
+    assert np.array_equal(card.fetch(py, np.float16, a.shape), a + a)
+    assert [t.api for t in _ops()] == ["execute"]
+    with pytest.warns(acllab.AclWarning, match="100024"):
+        assert acl.op.execute("Sub", [x1, x2], [b1, b2], [y], [by], 0, card.stream) == 100024

@@ -91,7 +91,7 @@ def test_malformed_entries_name_what_is_wrong(bad, why):
            [desc([1, 4, 6, 6], fmt="NCHW")]), "needs strides"),
     (entry("BatchNorm", [desc([1, 2, 4, 4], fmt="NCHW")] + [desc([2])] * 4,
            [desc([1, 2, 4, 4], fmt="NCHW")]), "inference only"),
-    (entry("ArgMaxV2", [desc([1000])], [desc([1], "int32")]), "no single op"),
+    (entry("TopKV2", [desc([1000])], [desc([1], "int32")]), "no single op"),
 ])
 def test_entries_that_do_not_fit_their_op_are_refused(bad, why):
     with pytest.raises(singleop.OpModelError, match=why):
@@ -231,3 +231,119 @@ def test_reshape_takes_its_default_axes_only():
              [("axis", "int", 1)])
     with pytest.raises(singleop.OpModelError, match="axis 0, num_axes -1"):
         opkernels.check(s)
+
+
+# ArgMaxV2 (hicann/ops-math, math/arg_max_v2/op_graph/arg_max_v2_proto.h): x, dimension
+# (int32/int64), output y int32/int64 of x's dims without that one, attribute dtype (Type,
+# default int64); the index of the first maximum. The entry of the vpc_resnet50 sample's
+# op_list.json: a float16 [1000] x, a constant int32 [1] dimension 0, an int32 [1] output.
+ARGMAX = entry("ArgMaxV2", [desc([1000]), desc([1], "int32", is_const=True, const_value=[0])],
+               [desc([1], "int32")])
+
+
+def test_argmaxv2_is_numpys_argmax_with_the_first_maximum():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(1000).astype(np.float16)
+    s = singleop.spec_from_entry(ARGMAX)
+    assert opkernels.check(s) == (1000, "vector", None)
+    got = _run(s, x, np.int32([0]))[0]
+    assert got.dtype == np.int32 and got.shape == (1,) and got[0] == np.argmax(x)
+    ties = np.float16([1, 3, 0, 3, 3])                  # the first of equal maxima
+    s = spec("ArgMaxV2", [desc([5]), desc([], "int64", is_const=True, const_value=[0])],
+             [desc([], "int64")])
+    assert _run(s, ties, np.int64(0))[0].tolist() == 1
+    m = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    for axis in (-1, 0, 1):
+        out = np.argmax(m, axis=axis)
+        s = spec("ArgMaxV2", [desc(m.shape, "float"),
+                              desc([1], "int64", is_const=True, const_value=[axis])],
+                 [desc(out.shape, "int64")], [("dtype", "data_type", 9)])
+        got = _run(s, m, np.int64([axis]))[0]
+        assert got.dtype == np.int64 and np.array_equal(got, out)
+    ints = rng.integers(-50, 50, (6, 7)).astype(np.int32)
+    s = spec("ArgMaxV2", [desc([6, 7], "int32"), desc([1], "int32")], [desc([6], "int32")])
+    assert np.array_equal(_run(s, ints, np.int32([1]))[0], np.argmax(ints, 1))
+
+
+def test_argmaxv2_with_a_dimension_read_at_run_time_refuses_one_that_does_not_fit():
+    s = spec("ArgMaxV2", [desc([4, 5], "float"), desc([1], "int32")], [desc([4], "int32")])
+    x = np.zeros((4, 5), np.float32)
+    for bad in (0, 2, -3):                 # [5], and out of range: the kernel raises
+        with pytest.raises(ValueError, match="dimension"):
+            _run(s, x, np.int32([bad]))
+
+
+@pytest.mark.parametrize("bad, why", [
+    (entry("ArgMaxV2", [desc([4, 5]), desc([1], "int32", is_const=True, const_value=[2])],
+           [desc([4], "int32")]), "does not fit a 2-D x"),
+    (entry("ArgMaxV2", [desc([4, 5]), desc([1], "int32", is_const=True, const_value=[1])],
+           [desc([4], "float16")]), "int32 or int64"),
+    (entry("ArgMaxV2", [desc([4, 5]), desc([1], "int32", is_const=True, const_value=[1])],
+           [desc([5], "int32")]), r"output 0 is int32 \[4\]"),
+    (entry("ArgMaxV2", [desc([4, 5]), desc([1], "int32", is_const=True, const_value=[1])],
+           [desc([4], "int32")], [("dtype", "data_type", 9)]), "name the same type"),
+    (entry("ArgMaxV2", [desc([4, 5]), desc([2], "int32")], [desc([4], "int32")]),
+     "one value"),
+    (entry("ArgMaxV2", [desc([4, 5]), desc([1], "float")], [desc([4], "int32")]),
+     "int32 or int64"),
+    (entry("ArgMaxV2", [desc([4, 5]), desc([1], "int32")], [desc([3], "int32")]),
+     "without one"),
+    (entry("ArgMaxV2", [desc([]), desc([1], "int32")], [desc([], "int32")]),
+     "at least one dimension"),
+    (entry("Slice", [desc([6, 8]), desc([2], "int32", is_const=True, const_value=[4, 0]),
+                     desc([2], "int32", is_const=True, const_value=[3, -1])], [desc([3, 8])]),
+     "do not fit x"),
+    (entry("Slice", [desc([6, 8]), desc([2], "int32", is_const=True, const_value=[1, 0]),
+                     desc([2], "int32", is_const=True, const_value=[3, -1])], [desc([3, 7])]),
+     r"output 0 is float16 \[3, 8\]"),
+    (entry("Slice", [desc([6, 8]), desc([2], "int32"), desc([2], "int32")], [desc([7, 8])]),
+     "no slice of x"),
+    (entry("Slice", [desc([6, 8]), desc([3], "int32"), desc([2], "int32")], [desc([3, 8])]),
+     "2 values"),
+])
+def test_argmaxv2_and_slice_entries_that_do_not_fit_are_refused(bad, why):
+    with pytest.raises(singleop.OpModelError, match=why):
+        opkernels.check(singleop.spec_from_entry(bad))
+
+
+def test_slice_cuts_offsets_plus_size_with_minus_one_for_the_rest():
+    # Slice (hicann/ops-math, conversion/slice/op_graph/slice_proto.h): x, offsets, size
+    # (int32/int64, one per dim), 0 <= offset <= offset + size <= dim; compatible with
+    # TensorFlow's Slice, where a size of -1 takes the rest of the dim. The entry of Ascend's
+    # acl_execute_slice Python sample: float16 [600, 3000], offsets and size int32 [2].
+    x = np.random.default_rng(6).standard_normal((600, 3000)).astype(np.float16)
+    s = spec("Slice", [desc([600, 3000]), desc([2], "int32"), desc([2], "int32")],
+             [desc([600, 3000])])
+    assert opkernels.check(s) == (0, "vector", None)
+    assert np.array_equal(_run(s, x, np.int32([0, 0]), np.int32([600, 3000]))[0], x)
+    s = spec("Slice", [desc([6, 8], "int64"), desc([2], "int64"),
+                       desc([2], "int64", is_const=True, const_value=[3, -1])],
+             [desc([3, 6], "int64")])
+    small = np.arange(48, dtype=np.int64).reshape(6, 8)
+    assert np.array_equal(_run(s, small, np.int64([2, 2]), np.int64([3, -1]))[0],
+                          small[2:5, 2:])
+    with pytest.raises(ValueError, match="do not fit x"):
+        _run(s, small, np.int64([4, 2]), np.int64([3, -1]))
+    with pytest.raises(ValueError, match="the output description"):
+        _run(s, small, np.int64([2, 0]), np.int64([3, -1]))      # [3, 8], not [3, 6]
+
+
+def test_argmaxv2_is_a_memory_bound_roofline_on_the_vector_unit():
+    prof = get_profile("ascend310")
+    s = singleop.spec_from_entry(ARGMAX)
+    p = opkernels.plan(s, prof.ai_cores)
+    # x's 1000 float16 values and the int32 index move; the constant dimension does not
+    assert p.unit == "vector" and p.flops == 1000 and p.act_bytes == 1000 * 2 + 4
+    t = op_time(p, prof)
+    assert t.bound == "memory"
+    assert t.total_ns == DISPATCH_GAP_NS + -(-p.act_bytes * 10 ** 9
+                                             // prof.memory_bandwidth_bps)
+
+
+def test_atc_compiles_the_vpc_resnet50_samples_op_list(tmp_path):
+    cfg = tmp_path / "op_list.json"
+    cfg.write_text(json.dumps([CAST, ARGMAX]))
+    out = tmp_path / "op_models"
+    compile_singleop(str(cfg), str(out), "Ascend310")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "0_Cast_0_2_1000_1_2_1000.om", "1_ArgMaxV2_1_2_1000_3_2_1_3_2_1.om"]

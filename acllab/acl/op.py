@@ -40,7 +40,7 @@ __all__ = ["OpAttr", "OpHandle", "create_attr", "destroy_attr", "set_attr_bool",
            "set_attr_int", "set_attr_float", "set_attr_string", "set_attr_data_type",
            "set_attr_list_bool", "set_attr_list_int", "set_attr_list_float",
            "set_attr_list_string", "set_attr_list_data_type", "set_model_dir", "execute_v2",
-           "create_handle", "execute_with_handle", "destroy_handle", "cast"]
+           "execute", "create_handle", "execute_with_handle", "destroy_handle", "cast"]
 
 ACL_ERROR_OP_INPUT_NOT_MATCH = 100021
 ACL_ERROR_OP_OUTPUT_NOT_MATCH = 100022
@@ -433,6 +433,25 @@ def execute_v2(op_type, input_desc, inputs, output_desc, outputs, attr, stream):
     (GetAlignedSizeFromDataBuffer); acllab compares exact bytes; host memory would fault on
     the card rather than be refused.
     """
+    _execute(op_type, input_desc, inputs, output_desc, outputs, attr, stream, "execute_v2")
+
+
+@api("aclopExecute")
+def execute(op_type, input_desc, inputs, output_desc, outputs, attr, stream):
+    """Run one op on ``stream``: the older form of :func:`execute_v2`, with the same arguments.
+
+    aclopExecuteImpl (hicann/ge, op.cpp) checks what aclopExecuteV2Impl checks, in the same
+    order, and runs the op the same way; only V2 may write the shapes a dynamic op infers
+    back into its output descriptions, which acllab's static op models never need. CANN's
+    pyACL reference documents ``ret = acl.op.execute(op_type, input_desc, inputs,
+    output_desc, outputs, attr, stream)`` as to be deprecated in favour of execute_v2; the
+    READMEs of Ascend's vpc_resnet50_imagenet_classification and vdec_resnet50_classification
+    Python samples still name it. Its task's api is "execute".
+    """
+    _execute(op_type, input_desc, inputs, output_desc, outputs, attr, stream, "execute")
+
+
+def _execute(op_type, input_desc, inputs, output_desc, outputs, attr, stream, name) -> None:
     if not isinstance(op_type, str):
         raise TypeError("op_type must be a str")
     if not op_type:
@@ -452,7 +471,7 @@ def execute_v2(op_type, input_desc, inputs, output_desc, outputs, attr, stream):
                                "(acl.create_data_buffer(0, 0) gives a handle for an unused "
                                "or constant input)")
     spec = _find(op_type, ins, outs, _attr_key(attr), _host_consts(ins, in_b))
-    _launch(spec, in_b, out_b, stream, "execute_v2")
+    _launch(spec, in_b, out_b, stream, name)
 
 
 @api("aclopCreateHandle", outs=(0,))

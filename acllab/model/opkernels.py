@@ -25,13 +25,31 @@ Conv2D         x (NCHW), filter (Cout, Cin/g, kh, kw), strides list_int (require
                                                        groups int (1), data_format ("NCHW")
 BatchNorm      x (NCHW), scale, offset, mean,          epsilon float (0.0001), data_format
                variance (C)                            ("NCHW"), is_training bool (true)
+ArgMaxV2       x, dimension (int32 or int64, one       dtype data_type (int64): the output's
+               value, usually a constant)              type, int32 or int64
+Slice          x, offsets, size (int32 or int64, one   -
+               value per dim of x; size -1: the rest)
 =============  ======================================  ========================================
 
 Where the names come from: GEMM's five inputs and transpose_a/transpose_b are what
 aclblasGemmEx passes to aclopExecuteV2 (hicann/ge, api/acl/acl_cblas/single_op/blas/
 gemm_ops.cpp); Cast's dst_type and truncate what aclopCastImpl sets (builtin/cast_op.cpp);
-BatchMatMul's adj_x1/adj_x2 what Ascend's imageinpainting sample sets; the others follow
-CANN's operator prototypes as documented (uncertain where acllab has read no source).
+BatchMatMul's adj_x1/adj_x2 what Ascend's imageinpainting sample sets; ArgMaxV2's and
+Slice's from their prototypes in hicann/ops-math (math/arg_max_v2/op_graph/arg_max_v2_proto.h,
+conversion/slice/op_graph/slice_proto.h), which Ascend's vpc_resnet50_imagenet_classification
+and acl_execute_slice Python samples run; the others follow CANN's operator prototypes as
+documented (uncertain where acllab has read no source).
+
+ArgMaxV2 returns the index of the first maximum along ``dimension`` (in [-rank, rank - 1]), the
+output having x's dims without that one (arg_common_base_infershape.cpp, InferShapeForArgOps:
+a 1-D x gives a scalar); the output may be [] or [1] then, as the vpc_resnet50 sample's
+op_list.json describes it ([1], int32, with no dtype attribute: the output description gives
+the type, and a dtype attribute, if set, must name the same one). Slice copies
+``x[offsets[i] : offsets[i] + size[i]]`` in every dim, size -1 meaning to the end of the dim
+(the TensorFlow Slice its prototype says it is compatible with). A dimension, offsets or size
+that is no constant is read from its buffer when the op runs; a value that does not fit x,
+or gives another shape than the output's, is an AI Core exception (507015 at the next
+synchronisation).
 
 Matrix products and convolutions run on the cube (a GEMM timed by the roofline of
 :mod:`acllab.model.cost`, with its tiling efficiency); the others on the vector unit.
@@ -42,9 +60,9 @@ rounded once (the cube also accumulates in float32, but in its own order); integ
 (CANN's Div rounds toward zero for negative integers); Conv2D takes symmetric pads and
 dilation 1 only; BatchNorm runs for inference only (is_training false), and its optional
 outputs 2 to 5 repeat the mean and variance; Reshape takes its default axis 0 and num_axes -1
-only. A Cast from a float to an integer type rounds to nearest (ties to even) and saturates,
-or drops the fraction when truncate is true (uncertain: the rounding of CANN's Cast kernel is
-not documented in the sources read).
+only; Slice is timed as if it read all of x. A Cast from a float to an integer type rounds
+to nearest (ties to even) and saturates, or drops the fraction when truncate is true
+(uncertain: the rounding of CANN's Cast kernel is not documented in the sources read).
 """
 
 from __future__ import annotations
@@ -305,7 +323,117 @@ def _check_batchnorm(spec):
     return 2 * x.count, "vector", None
 
 
+def _index_input(spec, i: int, name: str, count: int | None) -> TensorSpec:
+    t = spec.inputs[i]
+    if t.dtype not in (3, 9):
+        raise _fail(spec, f"input {i} ({name}) is {dtype_name(t.dtype)}; it takes int32 or "
+                          "int64")
+    if count is not None and t.count != count or len(t.dims) > 1:
+        want = "one value (shape [] or [1])" if count == 1 else f"{count} values (shape [{count}])"
+        raise _fail(spec, f"input {i} ({name}) holds {want}, got {list(t.dims)}")
+    return t
+
+
+def _const_ints(t: TensorSpec) -> list[int] | None:
+    return None if t.const is None else np.frombuffer(t.const, np_dtype(t.dtype)).tolist()
+
+
+def _argmax_out(spec, axis: int) -> tuple[int, ...]:
+    """x's dims without ``axis`` (ValueError if the axis does not fit x)."""
+    dims = spec.inputs[0].dims
+    if not -len(dims) <= axis < len(dims):
+        raise ValueError(f"dimension {axis} does not fit a {len(dims)}-D x (it takes "
+                         f"{-len(dims)} to {len(dims) - 1})")
+    axis %= len(dims)
+    return dims[:axis] + dims[axis + 1:]
+
+
+def _fits(got: tuple, want: tuple) -> bool:
+    return tuple(got) == tuple(want) or (not want and tuple(got) == (1,))
+
+
+def _check_argmax(spec):
+    _arity(spec, (2,))
+    _attrs(spec, {"dtype": "data_type"})
+    _types(spec, _NUMBERS, spec.inputs[:1])
+    x = spec.inputs[0]
+    if not x.dims:
+        raise _fail(spec, "takes an x of at least one dimension")
+    axis = _const_ints(_index_input(spec, 1, "dimension", 1))
+    out = spec.outputs[0]
+    if out.dtype not in (3, 9):
+        raise _fail(spec, f"output 0 is {dtype_name(out.dtype)}; it is int32 or int64")
+    dtype = spec.attr("dtype")
+    if dtype is not None and dtype != out.dtype:
+        raise _fail(spec, f"attribute dtype is {dtype_name(dtype)}, the output "
+                          f"{dtype_name(out.dtype)}: they name the same type")
+    if axis is not None:
+        try:
+            shape = _argmax_out(spec, axis[0])
+        except ValueError as exc:
+            raise _fail(spec, str(exc)) from None
+        if not _fits(out.dims, shape):
+            _expect(spec, shape, out.dtype)
+    elif not any(_fits(out.dims, _argmax_out(spec, a)) for a in range(len(x.dims))):
+        raise _fail(spec, f"output 0 {list(out.dims)} is not x {list(x.dims)} without one "
+                          "dimension")
+    return x.count, "vector", None
+
+
+def _slice_box(x: tuple, offsets, size) -> tuple[tuple[int, int], ...]:
+    """(start, stop) per dim (ValueError if offsets and size do not fit x)."""
+    box = []
+    for d, o, n in zip(x, offsets, size, strict=True):
+        stop = d if n == -1 else o + n
+        if not 0 <= o <= stop <= d or n < -1:
+            raise ValueError(f"offsets {list(offsets)} and size {list(size)} do not fit x "
+                             f"{list(x)} (0 <= offset <= offset + size <= dim; size -1: the "
+                             "rest of the dim)")
+        box.append((o, stop))
+    return tuple(box)
+
+
+def _check_slice(spec):
+    _arity(spec, (3,))
+    _attrs(spec, {})
+    _types(spec, _NUMBERS + (12,), spec.inputs[:1])
+    x, out = spec.inputs[0], spec.outputs[0]
+    offsets = _const_ints(_index_input(spec, 1, "offsets", len(x.dims)))
+    size = _const_ints(_index_input(spec, 2, "size", len(x.dims)))
+    if out.dtype != x.dtype or len(out.dims) != len(x.dims) or any(
+            o > d for o, d in zip(out.dims, x.dims, strict=True)):
+        raise _fail(spec, f"output {dtype_name(out.dtype)} {list(out.dims)} is no slice of x "
+                          f"{dtype_name(x.dtype)} {list(x.dims)}")
+    if offsets is not None and size is not None:
+        try:
+            box = _slice_box(x.dims, offsets, size)
+        except ValueError as exc:
+            raise _fail(spec, str(exc)) from None
+        _expect(spec, tuple(b - a for a, b in box), x.dtype)
+    return 0, "vector", None
+
+
 # -- the kernels ------------------------------------------------------------------------
+
+def _run_argmax(spec, xs):
+    x, dimension = xs
+    axis = int(dimension.reshape(-1)[0])
+    shape = _argmax_out(spec, axis)
+    if not _fits(spec.outputs[0].dims, shape):
+        raise ValueError(f"dimension {axis} gives an output of {list(shape)}; the output "
+                         f"description is {list(spec.outputs[0].dims)}")
+    return [np.argmax(x, axis=axis).reshape(spec.outputs[0].dims)]
+
+
+def _run_slice(spec, xs):
+    x, offsets, size = xs
+    box = _slice_box(x.shape, offsets.reshape(-1).tolist(), size.reshape(-1).tolist())
+    y = x[tuple(slice(a, b) for a, b in box)]
+    if y.shape != tuple(spec.outputs[0].dims):
+        raise ValueError(f"offsets and size cut {list(y.shape)}; the output description is "
+                         f"{list(spec.outputs[0].dims)}")
+    return [y]
+
 
 def _run_binary(spec, xs):
     a, b = xs
@@ -378,6 +506,8 @@ OPS = {
     "GEMM": (_check_gemm, _run_gemm),
     "Conv2D": (_check_conv, _run_conv),
     "BatchNorm": (_check_batchnorm, _run_batchnorm),
+    "ArgMaxV2": (_check_argmax, _run_argmax),
+    "Slice": (_check_slice, _run_slice),
 }
 
 
