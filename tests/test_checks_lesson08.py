@@ -61,7 +61,7 @@ def test_the_seed_figures_show_in_the_costs():
     one_dyn = L.deployment_cost({"dynamic": [1, 32]}, {1: 1.0}).images_per_s
     assert 0.12 <= one / one_dyn - 1 <= 0.16                        # S3
     two = L.deployment_cost({"fixed": [1, 32]}, mix32).memory_bytes
-    assert two - dynamic.memory_bytes == 29_360_128                 # S9, as the README says
+    assert two - dynamic.memory_bytes == 29_360_128                 # S9, as docs/simulator.md says
 
 
 def test_routing_pads_to_the_fastest_model_that_fits():
