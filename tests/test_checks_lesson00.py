@@ -500,3 +500,33 @@ def test_a_first_copy_that_remembers_its_answer_by_size_fails_again():
     assert "returned other bytes" in item(result, "again").message
     assert item(result, "again").kind == "result"
     assert check("00.tour", SOLUTIONS.first_copy).passed            # the right one still does
+
+
+# -- the real mistake named in the failing item -------------------------------------------------
+
+def test_freeing_before_the_copy_back_names_the_failed_copy_in_the_result():
+    def first_copy(acl, data):
+        n = len(data)
+        dev, _ = acl.rt.malloc(n, 0)
+        host, _ = acl.rt.malloc_host(n)
+        acl.rt.memcpy(dev, n, acl.util.bytes_to_ptr(data), n, 1)
+        acl.rt.free(dev)                                # too early: the copy back fails
+        acl.rt.memcpy(host, n, dev, n, 2)
+        out = acl.util.ptr_to_bytes(host, n)
+        acl.rt.free_host(host)
+        return out
+
+    result = check("00.tour", first_copy)
+    message = item(result, "result").message
+    assert "A pyACL call had failed before this: acl.rt.memcpy" in message, message
+    assert "returned 107000" in message and "was freed by acl.rt.free" in message
+    assert "fix the first pyACL call that failed" in item(result, "result").hint
+
+
+def test_a_wrong_answer_with_no_failed_call_keeps_its_own_hint():
+    def first_copy(acl, data):
+        return bytes(len(data))
+
+    result = check("00.tour", first_copy)
+    assert "pyACL call had failed" not in item(result, "result").message
+    assert "fix the first pyACL call" not in item(result, "result").hint

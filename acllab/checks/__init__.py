@@ -391,7 +391,7 @@ def _remember(result: CheckResult) -> None:
 
 def _run_case(ex: Exercise, fn: Callable, seed: int) -> Case:
     try:
-        return ex.grade(fn, seed)
+        return _name_failed_call(ex.grade(fn, seed))
     except _Aborted as abort:
         return Case(f"seed {seed}", [abort.item], warnings=abort.call.warnings,
                     runtime=abort.runtime)
@@ -401,6 +401,38 @@ def _run_case(ex: Exercise, fn: Callable, seed: int) -> Case:
             + describe_exception(exc),
             "your function may have released or reset something its caller still "
             "needed; if not, this is a bug in the check: please report it")])
+
+
+FAILED_CALL_CHARS = 400         # of a failed call's explanation, in a failed result item
+
+
+def _name_failed_call(case: Case) -> Case:
+    """When a result item fails and one of the learner's pyACL calls had failed (an
+    AclWarning while the function ran), the first failing result item names that call and
+    its explanation: a call that failed did nothing, so it is usually the real mistake, and
+    it should not hide in the collapsed warnings. An item that names the call already is
+    left as it is."""
+    failed = [w.removeprefix("AclWarning: ") for w in case.warnings
+              if isinstance(w, str) and w.startswith("AclWarning: ")]
+    if not failed:
+        return case
+    first = failed[0]
+    if len(first) > FAILED_CALL_CHARS:
+        first = first[:FAILED_CALL_CHARS] + " ..."
+    call = first.split(" ", 1)[0]
+    item = next((i for i in case.items if not i.passed and i.kind == RESULT
+                 and i.name not in ("runs", "grading")), None)
+    if item is None or (f"{call} " in item.message and "returned" in item.message):
+        return case
+    more = f" (and {len(failed) - 1} more failed calls)" if len(failed) > 1 else ""
+    sep = " " if item.message.rstrip().endswith((".", "?", "!")) else ". "
+    item.message = (f"{item.message.rstrip()}{sep}A pyACL call had failed before this{more}: "
+                    f"{first}")
+    item.hint = ("a call that fails does nothing, so what comes after it goes wrong: fix the "
+                 "first pyACL call that failed (its explanation is in this item), and check "
+                 "the ret of each call as you go" + (f". Then: {item.hint}" if item.hint
+                                                      else ""))
+    return case
 
 
 @dataclass
