@@ -292,7 +292,14 @@ def test_another_current_context_needs_set_context():
     assert result.case.startswith("case 2 of 3") and "default context current" in result.case
     assert failed(result) == {"return codes", "nothing left"}
     codes = item(result, "return codes")
-    assert "107003" in codes.message and "set_context" in codes.hint
+    assert "107003" in codes.message and "stream's own context is current" in codes.hint
+    assert "set_context(res" not in codes.hint          # the hint points, it does not answer
+
+
+def test_no_teardown_hint_writes_the_answer_out():
+    for function in (teardown_ignores_the_current_context, teardown_context_first):
+        for case_item in check("01.teardown", function).items:
+            assert "set_context(res" not in case_item.hint, case_item
 
 
 def test_reset_device_force_alone_leaks_the_context_and_stream():

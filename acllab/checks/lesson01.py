@@ -53,9 +53,11 @@ _TEARDOWN_STEPS = (      # (what, the pyACL names that do it)
     ("acl.finalize", ("finalize",)),
 )
 _CODE_HINTS = {
-    107003: "the stream belongs to res['context'], and another context was current: make it "
-            "current again with acl.rt.set_context(res['context']) before destroying the stream",
-    107002: "this thread had no current context: acl.rt.set_context(res['context']) first",
+    107003: "the stream belongs to res['context'], but another context was current when it "
+            "was destroyed: a call that uses a stream must be made while the stream's own "
+            "context is current (section 3 of the lesson shows which call switches)",
+    107002: "this thread had no current context when a call needed one: which context must "
+            "be current for the calls you make here, and what made it stop being current?",
     107017: "a handle was used after it was destroyed: release each thing once, the stream "
             "before its context (a context takes its streams with it)",
     107000: "reset_device was called more often than set_device (or the device was never set)",
