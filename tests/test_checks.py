@@ -246,6 +246,10 @@ def test_two_streams_without_an_event_race():
     assert "nothing ordered the two" in item(result, "events").message
     assert "[race]" in item(result, "sanitizer").message
     assert "stream_wait_event" in item(result, "sanitizer").hint
+    # the results item says what happened: the D2H read device memory before the H2D wrote it
+    results = item(result, "results").message
+    assert "had read its device buffer before the host-to-device copy filled it" in results
+    assert "had not finished" not in results
 
 
 def test_returning_before_the_copies_finish_fails_and_leaks():
@@ -253,6 +257,7 @@ def test_returning_before_the_copies_finish_fails_and_leaks():
     assert {"results", "events", "sanitizer", "resources"} <= failed(result)
     assert result.score == 0
     assert "[returned early]" in item(result, "sanitizer").message
+    assert "had read its device buffer" not in item(result, "results").message
     resources = item(result, "resources").message
     assert "stream" in resources and "event" in resources
 

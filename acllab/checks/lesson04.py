@@ -26,6 +26,7 @@ resources) count only once every result is right.
 
 from __future__ import annotations
 
+import dataclasses
 import sys as _sys
 from itertools import pairwise
 
@@ -75,10 +76,19 @@ _BYTES = BytesWording(
 
 _teardown = teardown
 
+# ... and where a device-to-host copy did write the host buffer: the device memory it read was
+# never written, because nothing ordered it after the host-to-device copy that fills it
+_BYTES_CARRIED = dataclasses.replace(_BYTES, uninit=(
+    ", the DE AD BE EF pattern of memory nothing has written: the device-to-host copy that "
+    "wrote it had read its device buffer before the host-to-device copy filled it"))
 
-def _describe_bytes(got, want: bytes, what: str, others: dict[str, bytes] | None = None) -> str:
-    """Why ``got`` is not ``want``, without showing ``want``; '' when they are equal."""
-    return describe_bytes(got, want, what, others, _BYTES)
+
+def _describe_bytes(got, want: bytes, what: str, others: dict[str, bytes] | None = None,
+                    carried: bool = False) -> str:
+    """Why ``got`` is not ``want``, without showing ``want``; '' when they are equal.
+    ``carried``: a finished device-to-host copy wrote these bytes (so an unwritten pattern
+    in them was read from device memory, not left by a copy still running)."""
+    return describe_bytes(got, want, what, others, _BYTES_CARRIED if carried else _BYTES)
 
 
 def _resources_item(runtime, failed: list[str], function: str) -> Item:
@@ -368,8 +378,11 @@ def grade_pipeline(fn, seed: int) -> Case:
         got = [acl.util.ptr_to_bytes(ptr, nbytes) for ptr in host_out]   # the caller reads
         at_ns = runtime.host_ns
         tasks = runtime.tasks[call.first_task:after_id]
+        h2d, d2h = _copies(tasks, host_in, host_out, nbytes)
         problems = [_describe_bytes(g, c, f"host_out[{i}]",
-                                    {f"chunk {j}": chunks[j] for j in range(count) if j != i})
+                                    {f"chunk {j}": chunks[j] for j in range(count) if j != i},
+                                    carried=bool(d2h[i]) and all(
+                                        0 <= t.end_ns <= call.end_ns for t in d2h[i]))
                     for i, (g, c) in enumerate(zip(got, chunks, strict=True))]
         bad = [p for p in problems if p]
         again = None
@@ -400,7 +413,6 @@ def grade_pipeline(fn, seed: int) -> Case:
             else join_first(bad, 2),
             "" if not bad else "order each D2H copy after its H2D copy with an event, and "
                                "synchronize the D2H stream before returning"))
-        h2d, d2h = _copies(tasks, host_in, host_out, nbytes)
         case.items.append(_copies_item(prov, h2d, d2h, host_in, host_out, got, nbytes, at_ns))
         case.items.append(_streams_item(h2d, d2h))
         order = Order(runtime, marks=(ops_ret,))
