@@ -765,3 +765,30 @@ def test_the_reference_pipeline_passes_the_second_call():
     result = check("04.overlap", SOLUTIONS.pipeline)
     assert item(result, "again").passed, str(result)
     assert "copied the new chunks through" in item(result, "again").message
+
+
+def test_synchronising_the_wrong_stream_is_named_in_read_after_sync():
+    def fetch(acl, dev_ptr, nbytes, stream):
+        host_ptr, _ = acl.rt.malloc_host(nbytes)
+        acl.rt.memcpy_async(host_ptr, nbytes, dev_ptr, nbytes, D2H, stream)
+        acl.rt.synchronize_stream(0)                 # the default stream, not the copy's
+        data = acl.util.ptr_to_bytes(host_ptr, nbytes)
+        acl.rt.free_host(host_ptr)
+        return data
+
+    result = check("04.read_after_sync", fetch, seeds=(0,), edges=False)   # explicit stream
+    read = item(result, "read after sync")
+    assert not read.passed
+    assert "it called acl.rt.synchronize_stream" in read.message
+    assert "on another stream than Stream 1" in read.message, read.message
+    assert "the stream your copy was queued on" in read.hint
+
+
+def test_reading_with_no_synchronisation_at_all_does_not_blame_a_stream():
+    def fetch(acl, dev_ptr, nbytes, stream):
+        host_ptr, _ = acl.rt.malloc_host(nbytes)
+        acl.rt.memcpy_async(host_ptr, nbytes, dev_ptr, nbytes, D2H, stream)
+        return acl.util.ptr_to_bytes(host_ptr, nbytes)
+
+    result = check("04.read_after_sync", fetch, seeds=(0,), edges=False)
+    assert "another stream" not in item(result, "read after sync").message

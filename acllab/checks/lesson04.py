@@ -332,17 +332,36 @@ def _read_item(runtime, order: Order, useful, ops_from: int, ops_ret: int) -> It
                  and ops[j][5] < w.hi and w.lo < ops[j][5] + ops[j][6]]
         if any(order.host_knows(done, j) for j in reads):
             continue
+        until = ops[reads[0]][1] if reads else None
+        wrong = _other_syncs(runtime, done, until)
+        if wrong:
+            hint = ("synchronise the stream your copy was queued on (the one fetch was given) "
+                    "before reading the host buffer")
         if reads:
             op = ops[reads[0]]
             return Item(name, False, f"fetch read the host buffer at {format_us(op[1])}, before "
                                      f"it had synchronised with task {done.id} {done.name}, the "
                                      "copy that fills it (it ended at "
-                                     f"{format_us(done.end_ns)})", hint)
+                                     f"{format_us(done.end_ns)})" + wrong, hint)
         if not order.host_knows(done, ops_ret):
             return Item(name, False, f"fetch returned before it had synchronised with task "
-                                     f"{done.id} {done.name}, the copy that fills its buffer",
-                        hint)
+                                     f"{done.id} {done.name}, the copy that fills its buffer"
+                        + wrong, hint)
     return Item(name, True, "fetch read the host buffer only after synchronising with the copy")
+
+
+def _other_syncs(runtime, done, until_ns: int | None) -> str:
+    """When the host did wait with synchronize_stream after the copy was queued, but that wait
+    did not cover the copy: it synchronised another stream. Said so ('' otherwise)."""
+    calls = [(n, start) for n, start, _end, ret in runtime.api_log
+             if n == "synchronize_stream" and ret == 0 and start >= done.submit_ns
+             and (until_ns is None or start <= until_ns)]
+    if not calls:
+        return ""
+    stream = done.stream.name if done.stream is not None else "the copy's stream"
+    return (f": it called acl.rt.synchronize_stream at {format_us(calls[0][1])}, but on another "
+            f"stream than {stream}, the one the copy ran on, and a stream's synchronisation "
+            "waits for that stream's tasks only")
 
 
 # -- 04.overlap --------------------------------------------------------------------------------
