@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from checks_support import failed, item, load_solutions
+from checks_support import ROOT, failed, item, load_solutions
 
 import acllab
 from acllab import session
@@ -580,3 +580,26 @@ def test_a_preprocess_that_decodes_the_first_jpegs_again_fails_again():
 def test_the_reference_preprocess_passes_the_second_call():
     result = check(EX, SOLUTIONS.preprocess)
     assert item(result, "again").passed, str(result)
+
+
+# -- a wrong stride is named as a stride ----------------------------------------------------------
+
+def _with_decoded_height_stride_aligned_to(to: int):
+    """The reference, except that it describes the decoded picture to VPC with its height
+    stride aligned to ``to`` instead of JPEGD's 16."""
+    source = (ROOT / "lessons" / "solutions" / "lesson12.py").read_text()
+    wrong = source.replace("_align(w2, 128), _align(h2, 16)", f"_align(w2, 128), _align(h2, {to})")
+    assert wrong != source
+    namespace: dict = {}
+    exec(compile(wrong, "lesson12_wrong_stride", "exec"), namespace)
+    return namespace["preprocess"]
+
+
+def test_a_decoded_height_stride_aligned_to_2_is_named_not_blamed_on_the_format():
+    result = check(EX, _with_decoded_height_stride_aligned_to(2))
+    pictures = item(result, "pictures")
+    assert not pictures.passed
+    assert "read the decoded picture with a height stride" in pictures.message, pictures.message
+    assert "where JPEGD wrote" in pictures.message
+    assert "NV12" not in pictures.hint and "format" not in pictures.hint
+    assert "strides JPEGD wrote it with" in pictures.hint

@@ -123,7 +123,8 @@ def grade_dvpp_pipeline(fn, seed: int) -> Case:
         got = [_read(runtime, ptr, size) for ptr in outputs]
         tasks = [t for t in runtime.engine.tasks[call.first_task:]
                  if t.resource is dd.jpegd or t.resource is dd.vpc]
-        pictures = _pictures_item(got, want, width, height, ws, hs)
+        pictures = _pictures_item(got, want, width, height, ws, hs,
+                                  _stride_mismatches(tasks, dd, outputs))
         again = None
         if call.error is None and pictures.passed:
             again = _again(runtime, fn, seed, jpegs, outputs, width, height, stream, size)
@@ -197,8 +198,32 @@ def _planes(buf: bytes, width: int, height: int, ws: int, hs: int):
     return F.split_planes(arr, width, height, ws, hs, NV12)
 
 
+def _stride_mismatches(tasks, dd, outputs: list[int]) -> dict[int, str]:
+    """Per output: how the description VPC read its input with disagrees with the strides
+    JPEGD wrote that picture with (a wrong stride moves every row and the chroma plane)."""
+    out: dict[int, str] = {}
+    for i, ptr in enumerate(outputs):
+        vpc = [t for t in tasks if t.resource is dd.vpc and (t.info or {}).get("dst") == ptr]
+        if not vpc:
+            continue
+        v = vpc[-1]
+        src, used = v.info.get("src"), v.info.get("in_strides")
+        dec = [t for t in tasks if t.resource is dd.jpegd and t.id < v.id
+               and (t.info or {}).get("dst") == src and "strides" in t.info]
+        if not dec or used is None or tuple(dec[-1].info["strides"]) == tuple(used):
+            continue
+        (ws, hs), (uws, uhs) = dec[-1].info["strides"], used
+        which = [f"{name} stride {u} where JPEGD wrote {w}"
+                 for name, u, w in (("width", uws, ws), ("height", uhs, hs)) if u != w]
+        out[i] = (f"task {v.id} {v.name} read the decoded picture with a "
+                  f"{' and a '.join(which)} (task {dec[-1].id} {dec[-1].name}): the rows and "
+                  "the chroma plane, which starts width_stride x height_stride bytes in, were "
+                  "read from the wrong places")
+    return out
+
+
 def _pictures_item(got: list[bytes], want: list, width: int, height: int, ws: int,
-                   hs: int) -> Item:
+                   hs: int, strides: dict[int, str] | None = None) -> Item:
     wrong = []
     first = ("", "")
     for i, (buf, (wy, wuv)) in enumerate(zip(got, want, strict=True)):
@@ -210,7 +235,13 @@ def _pictures_item(got: list[bytes], want: list, width: int, height: int, ws: in
         wrong.append(i)
         if first[0]:
             continue
-        if bytes(y[:1, :4].tobytes()) == b"\xde\xad\xbe\xef"[:min(4, width)]:
+        if strides and i in strides:
+            first = (f"output {i} is not the resize of JPEG {i}: {strides[i]}",
+                     "describe the decoded picture to VPC with the strides JPEGD wrote it "
+                     "with: width stride aligned up to 128 and height stride aligned up to 16 "
+                     "(the lesson's table), or read them from the decode's picture "
+                     "description once the decode has ended")
+        elif bytes(y[:1, :4].tobytes()) == b"\xde\xad\xbe\xef"[:min(4, width)]:
             first = (f"output {i} was never written (it still holds DE AD BE EF, the pattern "
                      "of memory nothing has written)",
                      "resize every picture into its output, and synchronise the stream "

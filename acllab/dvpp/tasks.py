@@ -137,6 +137,7 @@ def decode_task(dd: DvppDevice, src, src_off: int, n: int, dst, dst_off: int,
         except ValueError as exc:
             return _fault(task, f"JPEGD cannot decode the stream: {exc}")
         task.info["format"] = F.FORMAT_NAMES[ofmt]
+        task.info["strides"] = (ws, hs)           # those it writes the picture with
         box[0] = (y, c, ow, oh, ws, hs, ofmt)
 
     def duration(task: Task) -> int:          # the JPEG's own pixels
@@ -219,7 +220,8 @@ def vpc_task(dd: DvppDevice, inp, out, crop: tuple[int, int, int, int],
                 on_end=on_end,
                 info={"engine": "VPC", "src": inp.data, "dst": out.data,
                       "crop": f"{cl},{cr},{ct},{cb}", "paste": f"{pl},{pr},{pt},{pb}",
-                      "in": ilay.name, "out": olay.name, "mem": mem},
+                      "in": ilay.name, "out": olay.name, "in_strides": (iws, ihs),
+                      "mem": mem},
                 api=api)
 
 
