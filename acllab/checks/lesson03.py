@@ -106,9 +106,9 @@ def grade_upload(fn, seed: int) -> Case:
                     problem = (f"upload returned chunk {reused[0]}'s buffer from the first "
                                "call again, so the caller's first upload was overwritten")
             if not problem:
-                problem = _results_item("", [_read_chunk(runtime, p, n) for p, n in
-                                             zip(ptrs_again, sizes, strict=True)], fresh)
-                problem = "" if problem.passed else problem.message
+                second = _results_item("", [_read_chunk(runtime, p, n) for p, n in
+                                            zip(ptrs_again, sizes, strict=True)], fresh)
+                problem = "" if second.passed else second.message
             again = again_outcome("upload", again_call, problem, "chunks of the same sizes",
                                   "uploaded the new bytes into new device buffers")
         failed = [f"the device buffer of chunk {i} (upload freed it)"

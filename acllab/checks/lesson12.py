@@ -151,9 +151,7 @@ def grade_dvpp_pipeline(fn, seed: int) -> Case:
 def _again(runtime, fn, seed: int, jpegs: list[bytes], outputs: list[int], width: int,
            height: int, stream, size: int) -> Item:
     """'again': the caller decodes other JPEGs of the same sizes into the same outputs."""
-    from PIL import Image
-
-    sizes = [Image.open(io.BytesIO(j)).size for j in jpegs]
+    sizes = [(info.width, info.height) for info in map(F.jpeg_info, jpegs)]
     fresh = [make_jpeg(1_000_003 + 7 * seed + i, w, h) for i, (w, h) in enumerate(sizes)]
     call = call_learner(fn, acl, [bytes(j) for j in fresh], list(outputs), width, height,
                         stream)

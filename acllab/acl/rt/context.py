@@ -10,6 +10,17 @@ __all__ = ["create_context", "destroy_context", "set_context", "get_context"]
 
 
 
+def _live_context(r, handle: int, code: int) -> Context:
+    """The live context ``handle`` names; a handle that is not one (destroyed, never made,
+    another kind: the lookup's 107017) fails with ``code``, the one CANN gives that call."""
+    try:
+        return r.lookup(handle, Context, "context")
+    except Fail as exc:
+        if exc.code != 107017:
+            raise
+        raise Fail(code, exc.message) from None
+
+
 @api("aclrtCreateContext", outs=(0,))
 def create_context(device_id):
     """Create a context on a device and make it the calling thread's current context."""
@@ -32,13 +43,7 @@ def destroy_context(context):
     primary context, give RT_ERROR_CONTEXT_NULL).
     """
     r = rt()
-    handle = as_int(context, "context")
-    try:
-        ctx = r.lookup(handle, Context, "context")
-    except Fail as exc:
-        if exc.code != 107017:
-            raise
-        raise Fail(107002, exc.message) from None
+    ctx = _live_context(r, as_int(context, "context"), 107002)
     if ctx.is_default:
         raise Fail(107002, f"context 0x{ctx.handle:x} is device {ctx.device.id}'s default "
                            "context; it cannot be destroyed (reset_device releases it)")
@@ -64,12 +69,7 @@ def set_context(context):
     handle = as_int(context, "context")
     if handle == 0:
         raise Fail(100000, "context is a null handle")
-    try:
-        ctx = r.lookup(handle, Context, "context")
-    except Fail as exc:
-        if exc.code != 107017:
-            raise
-        raise Fail(107000, exc.message) from None
+    ctx = _live_context(r, handle, 107000)
     r.spend(r.profile.api_ns)
     r.set_current(ctx)
 

@@ -177,10 +177,18 @@ def memcpy_async(dst, dest_max, src, count, kind, stream):
     if len(tasks) == 1 and sreg.kind != "pageable" and dreg.kind != "pageable":
         r.submit(tasks[0], s)            # the common case: one DMA task
         return
+    _submit_async(r, s, tasks, "pageable" in (sreg.kind, dreg.kind))
+
+
+def _submit_async(r, s, tasks, pageable: bool) -> None:
+    """Queue an asynchronous copy's tasks on ``s``. A copy to or from pageable memory is
+    staged, so the call returns only once it has run (CANN: the staging copy is
+    synchronous); if it cannot (a deadlock) none of its tasks may run later, and the
+    stream is as it was before the call."""
     last, submitted = s.last, s.submitted
     for t in tasks:
         r.submit(t, s)
-    if sreg.kind == "pageable" or dreg.kind == "pageable":
+    if pageable:
         tasks[-1].info = dict(tasks[-1].info, pageable_async=True)
         try:
             r.wait_for(tasks[-1])
@@ -293,19 +301,7 @@ def memcpy2d_async(dst, dpitch, src, spitch, width, height, kind, stream):
     r.spend(r.profile.launch_ns)
     tasks = copy2d_tasks(dev, dreg, doff, dp, sreg, soff, sp, w, h, direction, s,
                          "memcpy2d_async")
-    last, submitted = s.last, s.submitted
-    for t in tasks:
-        r.submit(t, s)
-    if sreg.kind == "pageable" or dreg.kind == "pageable":
-        tasks[-1].info = dict(tasks[-1].info, pageable_async=True)
-        try:
-            r.wait_for(tasks[-1])
-        except Deadlock:                 # the call fails: the copy must not run later
-            for t in tasks:
-                if t.start_ns < 0:
-                    t.cancelled = True
-            s.last, s.submitted = last, submitted
-            raise
+    _submit_async(r, s, tasks, "pageable" in (sreg.kind, dreg.kind))
 
 
 def _plan_memset(r, dev_ptr, max_size, value, count):
