@@ -298,6 +298,13 @@ def bare(id, call, code, default, prepare=None, after=None):
 
 
 M = acl.mdl
+
+
+def _dims(values: list[int]) -> dict:
+    """set_input_dynamic_dims' dims argument."""
+    return {"name": "", "dimCount": len(values), "dims": list(values)}
+
+
 CASES = [
     # ---- loading --------------------------------------------------------------------------
     out("load_from_file: missing file", lambda w: M.load_from_file(_PATHS["missing"]), 145002,
@@ -525,6 +532,50 @@ CASES = [
            lambda w: M.set_dynamic_hw_size(w.hw, UNKNOWN_HANDLE, 1, 16, 16), 107017),
     status("set_dynamic_hw_size: index of a data input",
            lambda w: M.set_dynamic_hw_size(w.hw, w.hw_in, 0, 16, 16), 145011),
+    # --dynamic_dims calls (hicann/ge, api/acl/acl_model/model/model_om2.cpp,
+    # aclmdlGetInputDynamicGearCountImplOm2 / aclmdlGetInputDynamicDimsImplOm2: index is
+    # reserved, -1; model.cpp, aclmdlSetInputDynamicDimsImpl and ge_executor.cc,
+    # GeExecutor::SetDynamicDims / GetCurDynamicDims for the set call's codes)
+    out("get_input_dynamic_gear_count: index not -1",
+        lambda w: M.get_input_dynamic_gear_count(w.d_dyn, 0), 100000, 0),
+    out("get_input_dynamic_gear_count: description not filled",
+        lambda w: M.get_input_dynamic_gear_count(w.empty_desc, -1), 100000, 0),
+    out("get_input_dynamic_dims: index not -1",
+        lambda w: M.get_input_dynamic_dims(w.d_dyn, 1, 0), 100000, []),
+    out("get_input_dynamic_dims: description not filled",
+        lambda w: M.get_input_dynamic_dims(w.empty_desc, -1, 0), 100000, []),
+    status("set_input_dynamic_dims: dimCount 0",
+           lambda w: M.set_input_dynamic_dims(w.dyn, w.dyn_in, 1,
+                                              {"name": "", "dimCount": 0, "dims": []}), 100000),
+    status("set_input_dynamic_dims: no buffer at the index",
+           lambda w: M.set_input_dynamic_dims(w.dyn, w.dyn_in, 5, _dims([4, 1, 16, 16])),
+           100000),
+    status("set_input_dynamic_dims: the batch's value alone (a dim count not the model's)",
+           lambda w: M.set_input_dynamic_dims(w.dyn, w.dyn_in, 1, _dims([4])), 145012),
+    status("set_input_dynamic_dims: a fixed dim that differs",
+           lambda w: M.set_input_dynamic_dims(w.dyn, w.dyn_in, 1, _dims([4, 3, 16, 16])),
+           145012),
+    status("set_input_dynamic_dims: a batch that is no gear",
+           lambda w: M.set_input_dynamic_dims(w.dyn, w.dyn_in, 1, _dims([3, 1, 16, 16])),
+           145013),
+    status("set_input_dynamic_dims: an image size that is no gear",
+           lambda w: M.set_input_dynamic_dims(w.hw, w.hw_in, 1, _dims([1, 1, 24, 24])),
+           145013),
+    # atc had no --input_shape: the model names no dims to match (GE's user-designated
+    # shape order is empty)
+    status("set_input_dynamic_dims: static model",
+           lambda w: M.set_input_dynamic_dims(w.static, w.s_in, 0, _dims([1, 1, 16, 16])),
+           145012),
+    status("set_input_dynamic_dims: unknown model id",
+           lambda w: M.set_input_dynamic_dims(UNKNOWN_MODEL, w.dyn_in, 1,
+                                              _dims([4, 1, 16, 16])), 145003),
+    status("set_input_dynamic_dims: unknown dataset",
+           lambda w: M.set_input_dynamic_dims(w.dyn, UNKNOWN_HANDLE, 1,
+                                              _dims([4, 1, 16, 16])), 107017),
+    # ref silent (as for set_dynamic_batch_size): host memory cannot take the values
+    status("set_input_dynamic_dims: hidden buffer in host memory",
+           lambda w: M.set_input_dynamic_dims(w.dyn, w.dyn_host_hidden, 1,
+                                              _dims([4, 1, 16, 16])), 145011),
 
     # ---- execute --------------------------------------------------------------------------
     status("execute: unknown model id", lambda w: M.execute(UNKNOWN_MODEL, w.s_in, w.s_out),
@@ -685,6 +736,8 @@ NEEDS_INIT = {
         lambda: acl.mdl.set_dynamic_batch_size(1, UNKNOWN_HANDLE, 1, 4), ()),
     "set_dynamic_hw_size": (
         lambda: acl.mdl.set_dynamic_hw_size(1, UNKNOWN_HANDLE, 1, 16, 16), ()),
+    "set_input_dynamic_dims": (
+        lambda: acl.mdl.set_input_dynamic_dims(1, UNKNOWN_HANDLE, 1, _dims([1])), ()),
 }
 
 
@@ -788,6 +841,16 @@ TYPE_ERRORS = {
         lambda w: M.set_dynamic_hw_size(w.hw, w.hw_in, 1, "16", 16),
     "set_dynamic_hw_size(width float)":
         lambda w: M.set_dynamic_hw_size(w.hw, w.hw_in, 1, 16, 16.0),
+    "get_input_dynamic_gear_count(index str)":
+        lambda w: M.get_input_dynamic_gear_count(w.d_dyn, "-1"),
+    "get_input_dynamic_dims(gear_count str)":
+        lambda w: M.get_input_dynamic_dims(w.d_dyn, -1, "0"),
+    "set_input_dynamic_dims(dims list)":
+        lambda w: M.set_input_dynamic_dims(w.dyn, w.dyn_in, 1, [4, 1, 16, 16]),
+    "set_input_dynamic_dims(dims of str)":
+        lambda w: M.set_input_dynamic_dims(w.dyn, w.dyn_in, 1,
+                                           {"name": "", "dimCount": 4,
+                                            "dims": ["4", "1", "16", "16"]}),
     "destroy_dataset(str)": lambda w: M.destroy_dataset(str(w.empty_ds)),
     "add_dataset_buffer(buffer str)": lambda w: M.add_dataset_buffer(w.empty_ds, str(w.buffer)),
     "add_dataset_buffer(dataset str)":

@@ -35,7 +35,7 @@ def dynamic():
     (dict(input_shape="data:-1,3,224,224", dynamic_batch_size="1,two"), "positive integers"),
     (dict(input_shape="data:8,3,224,224", dynamic_batch_size="1,2"), "needs -1 in N"),
     (dict(input_shape="data:-1,3,-1,224", dynamic_batch_size="1,2"), "only the first"),
-    (dict(input_shape="data:-1,3,224,224"), "needs --dynamic_batch_size or"),
+    (dict(input_shape="data:-1,3,224,224"), "needs --dynamic_batch_size, "),
     (dict(input_shape="data:8,3,-1,-1", dynamic_image_size="224;448"), "h1,w1;h2,w2"),
     (dict(input_shape="data:-1,3,-1,-1", dynamic_image_size="224,224;448,448"),
      "only the H and W"),

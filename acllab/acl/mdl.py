@@ -1,10 +1,11 @@
 """``acl.mdl``: load offline models, describe them, feed them datasets, execute them.
 
 Models come from ``acllab atc`` (or :func:`acllab.model.compile_model` + ``save``) as ``.om``
-files. A dynamic-batch or dynamic-image-size model gains a hidden last input named
-``ascend_mbatch_shape_data``: find it with ``get_input_index_by_name``, allocate it
+files. A dynamic-batch, dynamic-image-size or dynamic-dims model gains a hidden last input
+named ``ascend_mbatch_shape_data``: find it with ``get_input_index_by_name``, allocate it
 (``get_input_size_by_index``), add it to the input dataset, and call ``set_dynamic_batch_size``
-(or ``set_dynamic_hw_size``) before ``execute``; without a set call the largest gear runs.
+(or ``set_dynamic_hw_size``, or ``set_input_dynamic_dims``) before ``execute``; without a set
+call the largest gear runs.
 Size queries report the largest gear; dims show -1 in the dynamic dimension.
 """
 
@@ -27,7 +28,9 @@ __all__ = [
     "get_cur_output_dims", "get_input_name_by_index", "get_output_name_by_index",
     "get_input_index_by_name", "get_output_index_by_name", "get_input_data_type",
     "get_output_data_type", "get_input_format", "get_output_format", "get_dynamic_batch",
-    "get_dynamic_hw", "set_dynamic_batch_size", "set_dynamic_hw_size", "create_dataset",
+    "get_dynamic_hw", "set_dynamic_batch_size", "set_dynamic_hw_size",
+    "get_input_dynamic_gear_count", "get_input_dynamic_dims", "set_input_dynamic_dims",
+    "create_dataset",
     "destroy_dataset", "add_dataset_buffer", "get_dataset_buffer", "get_dataset_num_buffers",
 ]
 
@@ -385,8 +388,7 @@ def get_cur_output_dims(model_desc, index):
     m = rt().models.get(d.model_id)
     gear = m.current_gear if m is not None else None
     c = d.compiled
-    batch, hw = (None, gear) if c.dynamic == "hw" else (gear, None)
-    dims = c.output_dims_at(batch, hw)[as_int(index, "index")]
+    dims = c.output_dims_at(**c.gear_kwargs(gear))[as_int(index, "index")]
     return _dims(t.name, dims)
 
 
@@ -484,7 +486,8 @@ def _set_gear(model_id, dataset, index, gear, kind: str):
     i = as_int(index, "index")
     c = m.compiled
     if c.dynamic != kind:
-        other = {"batch": "set_dynamic_batch_size", "hw": "set_dynamic_hw_size"}
+        other = {"batch": "set_dynamic_batch_size", "hw": "set_dynamic_hw_size",
+                 "dims": "set_input_dynamic_dims"}
         hint = f" (it is a dynamic-{c.dynamic} model: use {other[c.dynamic]})" \
             if c.dynamic in other else ""
         flag = "--dynamic_batch_size" if kind == "batch" else "--dynamic_image_size"
@@ -539,6 +542,131 @@ def set_dynamic_hw_size(model_id, dataset, index, height, width):
     _set_gear(model_id, dataset, index, (as_int(height, "height"), as_int(width, "width")), "hw")
 
 
+# --dynamic_dims (ND gears). The model's "all dims" are every dim of its inputs, input after
+# input in --input_shape's order, -1 where a gear fills in a value; a gear as the calls below
+# give and take it is those dims with the -1s filled in (hicann/ge,
+# api/acl/acl_model/model/model_om2.cpp, aclmdlGetInputDynamicDimsImplOm2).
+
+def _reserved_index(index) -> None:
+    i = as_int(index, "index")
+    if i not in (-1, 2**64 - 1):           # size_t -1, as C sees it
+        raise Fail(100000, f"index {i} is reserved: pass -1")
+
+
+@api("aclmdlGetInputDynamicGearCount", outs=(0,), needs_init=False)
+def get_input_dynamic_gear_count(model_desc, index):
+    """(gear_count, ret): how many --dynamic_dims gears the model has (0 for any other model).
+
+    ``index`` is reserved and must be -1, else 100000 (hicann/ge,
+    api/acl/acl_model/model/model_om2.cpp, aclmdlGetInputDynamicGearCountImplOm2)."""
+    c = _desc(model_desc).compiled
+    _reserved_index(index)
+    return len(c.gears) if c.dynamic == "dims" else 0
+
+
+@api("aclmdlGetInputDynamicDims", outs=([],), needs_init=False)
+def get_input_dynamic_dims(model_desc, index, gear_count):
+    """(gears, ret): each --dynamic_dims gear as {"name", "dimCount", "dims"}, the dims of
+    every input in --input_shape's order with the gear's values in the -1 places.
+
+    ``index`` is reserved (-1); a ``gear_count`` below the model's gear count gives 100000
+    (hicann/ge, api/acl/acl_model/model/model_om2.cpp, aclmdlGetInputDynamicDimsImplOm2).
+    The name is empty, as CANN leaves it unused."""
+    c = _desc(model_desc).compiled
+    _reserved_index(index)
+    n = as_int(gear_count, "gear_count")
+    gears = list(c.gears) if c.dynamic == "dims" else []
+    if n < len(gears):
+        raise Fail(100000, f"gear_count {n} is less than the model's {len(gears)} gears "
+                           "(get_input_dynamic_gear_count)")
+    return [_dims("", c.dims_at(g)) for g in gears]
+
+
+def _all_dims(c) -> list[int]:
+    """Every input dim in --input_shape's order (-1 where it varies), as the model describes
+    its inputs; empty when atc had no --input_shape (GE's user-designated shape order)."""
+    descs = {t.name: t for t in c.inputs}
+    return [int(d) for name in c.shape_order for d in descs[name].dims]
+
+
+@api("aclmdlSetInputDynamicDims")
+def set_input_dynamic_dims(model_id, dataset, index, dims):
+    """Choose the --dynamic_dims gear for the next execute with this input dataset.
+
+    ``dims`` is a dict {"name": "", "dimCount": n, "dims": [...]}: every dim of every input,
+    in --input_shape's order (see :func:`get_input_dynamic_dims`). CANN's checks, in CANN's
+    order (hicann/ge, api/acl/acl_model/model/model.cpp, aclmdlSetInputDynamicDimsImpl, then
+    runtime/v1/executor/ge_executor.cc, GeExecutor::SetDynamicDims and GetCurDynamicDims):
+    dimCount 0, no buffer at ``index`` or a null buffer address give 100000; a dim count other
+    than the model's, or a dim that is not -1 in the model and differs, give 145012
+    ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID; dims that are no gear give 145013
+    ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID (also on a static model, which has no gears); a
+    buffer smaller than 4 bytes a dynamic dim gives 145012. The values are written to the
+    buffer at ``index`` as int64 (int32 when it holds less than 8 bytes a value), as GE does.
+    GE asks the gears of any dynamic kind, so the call also sets a dynamic-batch or
+    image-size gear (the -1 dims are then N, or H and W).
+
+    Differs from hardware: a buffer that is host memory or runs past its allocation gives
+    145011 (the card's aclrtMemcpy would fail with a runtime code); GE, like acllab, writes
+    to whatever buffer ``index`` names, the hidden input or not.
+    """
+    r = rt()
+    m = _loaded(model_id)
+    ds = _dataset(dataset)
+    i = as_int(index, "index")
+    if not isinstance(dims, dict):
+        raise TypeError("dims must be a dict {'name': '', 'dimCount': n, 'dims': [...]}")
+    count = as_int(dims.get("dimCount", 0), "dimCount")
+    values = [as_int(v, "dims") for v in dims.get("dims", [])][:max(count, 0)]
+    if count <= 0:
+        raise Fail(100000, f"dimCount {count} is invalid: it cannot be zero")
+    if len(values) < count:
+        raise Fail(100000, f"dimCount {count} but only {len(values)} dims given")
+    if not 0 <= i < len(ds.buffers):
+        raise Fail(100000, f"the dataset has no buffer at index {i}: add the "
+                           "ascend_mbatch_shape_data buffer to the input dataset first")
+    buf = r.lookup(ds.buffers[i], DataBuffer, "data buffer")
+    if not buf.addr:
+        raise Fail(100000, f"the data buffer at index {i} has a null address")
+    c = m.compiled
+    model_dims = _all_dims(c)
+    if len(values) != len(model_dims):
+        raise Fail(145012, f"{len(values)} dims given; the model's inputs have "
+                           f"{len(model_dims)} dims in all ({model_dims}, in --input_shape's "
+                           "order)")
+    cur = []
+    for k, (want, got) in enumerate(zip(model_dims, values, strict=True)):
+        if want < 0:
+            cur.append(got)
+        elif want != got:
+            raise Fail(145012, f"dim {k} is {got}; the model's dim there is fixed at {want}")
+    if c.dynamic == "batch":
+        gear, gears = (cur[0] if len(cur) == 1 else tuple(cur)), list(c.gears)
+    else:
+        gear, gears = tuple(cur), [tuple(g) for g in c.gears]
+    if c.dynamic == "static" or gear not in gears:
+        shown = [c.dims_at(g) for g in c.gears] if c.dynamic == "dims" else gears
+        raise Fail(145013, f"dims {values} are not one of the model's gears {shown}")
+    n = len(cur)
+    if buf.size < 4 * n:
+        raise Fail(145012, f"the dynamic-shape input buffer holds {buf.size} B; it needs "
+                           f"{4 * n} B at least ({8 * n} B for int64 values)")
+    width = 8 if buf.size >= 8 * n else 4
+    try:
+        region, off = span(r, buf.addr, width * n, "dynamic-shape input", m.device)
+    except Fail as exc:
+        raise Fail(145011, exc.message) from None
+    if region.kind != "device":
+        raise Fail(145011, "the dynamic-shape input buffer is host memory: allocate it with "
+                           "acl.rt.malloc")
+    raw = np.array(cur, dtype="<i8" if width == 8 else "<i4").tobytes()
+    region.write(off, raw)
+    r.log("device_write", region.start, region.generation, buf.addr, len(raw))
+    r.spend(n * (r.profile.sync_copy_overhead_ns + r.profile.copy_latency_ns))
+    ds.gear = gear
+    m.current_gear = gear
+
+
 # ---------------------------------------------------------------------------------------
 # execution
 # ---------------------------------------------------------------------------------------
@@ -548,9 +676,12 @@ def _gear_size(desc_size: int, c, gear, i: int) -> int:
     t = c.inputs[i]
     if c.dynamic == "static" or i == len(c.inputs) - 1 or gear is None:
         return t.size
-    batch, hw = (None, gear) if c.dynamic == "hw" else (gear, None)
+    if c.dynamic == "dims":                # each input is sized at its own biggest gear
+        shape = c.input_shapes_at(**c.gear_kwargs(gear))[t.name]
+        return t.size * int(np.prod(shape)) // int(np.prod(t.max_dims))
     full = c.input_shapes_at().get(t.name, t.max_dims)       # the graph's, at the largest
-    shape = c.input_shapes_at(batch, hw).get(t.name, full)    # gear (AIPP: not the desc's)
+    shape = c.input_shapes_at(**c.gear_kwargs(gear)).get(t.name, full)   # gear (AIPP: not
+    #                                                                      the desc's)
     return t.size * int(np.prod(shape)) // int(np.prod(full))
 
 
@@ -597,8 +728,7 @@ def _output_size(c, gear, i: int) -> int:
     t = c.outputs[i]
     if c.dynamic == "static" or gear is None:
         return t.size
-    batch, hw = (None, gear) if c.dynamic == "hw" else (gear, None)
-    dims = c.output_dims_at(batch, hw)[i]
+    dims = c.output_dims_at(**c.gear_kwargs(gear))[i]
     return t.size * int(np.prod(dims)) // int(np.prod(t.max_dims))
 
 

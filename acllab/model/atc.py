@@ -10,10 +10,15 @@ Command-line form (``acllab atc``), with the real tool's flag names::
     atc --model=zoo:resnet50 --framework=5 --output=resnet50_b32 \\
         --input_shape="data:32,3,224,224" --soc_version=Ascend310 --log=info
 
-Flag rules, as atc enforces them: ``--dynamic_batch_size`` and ``--dynamic_image_size`` are
-mutually exclusive and need ``--input_shape``; each takes 2 to 100 gears; the dynamic dims
-must be -1 in ``--input_shape`` (N for batch, H and W for image size) and no other dim may be
--1. ``--framework=3`` (TensorFlow) makes NHWC the default ``--input_format``. Static AIPP
+Flag rules, as atc enforces them: ``--dynamic_batch_size``, ``--dynamic_image_size`` and
+``--dynamic_dims`` are mutually exclusive and need ``--input_shape``; each takes 2 to 100
+gears; the dynamic dims must be -1 in ``--input_shape`` (N for batch, H and W for image size,
+any dims for ``--dynamic_dims``) and no other dim may be -1. ``--dynamic_dims`` (ND gears)
+needs ``--input_format ND`` and does not combine with ``--insert_op_conf``; each of its gears
+gives one value per -1 of ``--input_shape``, input after input in that flag's order (CANN
+documentation, "ATC parameters: --dynamic_dims", in hicann/ge
+docs/zh/user_guides/atc_tools/CLI_options/--dynamic_dims.md). ``--framework=3``
+(TensorFlow) makes NHWC the default ``--input_format``. Static AIPP
 (``--insert_op_conf``) combines with ``--dynamic_image_size`` when its source size is 0 and
 crop is off (the source is then each gear's image). Errors are :class:`AtcError` whose text
 follows atc's layout (``E10001: Value [...] for parameter [--...] is invalid. Reason: ...``).
@@ -106,21 +111,25 @@ def parse_input_shape(text: str | dict, graph: Graph) -> dict[str, tuple[int, ..
 
 
 def parse_gears(text: str | list, kind: str) -> list:
-    """'1,2,4,8' -> [1, 2, 4, 8] (kind 'batch') or '224,224;448,448' -> [(224, 224), ...]."""
-    flag = "--dynamic_batch_size" if kind == "batch" else "--dynamic_image_size"
+    """'1,2,4,8' -> [1, 2, 4, 8] (kind 'batch'), '224,224;448,448' -> [(224, 224), ...]
+    (kind 'hw') or, kind 'dims', '1,16;4,32' -> [(1, 16), (4, 32)]."""
+    flag = _FLAGS[kind]
     try:
         if isinstance(text, (list, tuple)):
-            raw = [tuple(int(x) for x in g) if kind == "hw" else int(g) for g in text]
+            raw = [tuple(int(x) for x in g) if kind != "batch" else int(g) for g in text]
         elif kind == "batch":
             raw = [int(x) for x in str(text).strip().strip('"').split(",") if x.strip()]
         else:
             raw = []
             for part in str(text).strip().strip('"').split(";"):
                 if part.strip():
-                    h, w = part.split(",")
-                    raw.append((int(h), int(w)))
+                    values = tuple(int(x) for x in part.split(","))
+                    if kind == "hw" and len(values) != 2:
+                        raise ValueError(part)
+                    raw.append(values)
     except (ValueError, TypeError):
-        shape = "b1,b2,..." if kind == "batch" else "h1,w1;h2,w2;..."
+        shape = {"batch": "b1,b2,...", "hw": "h1,w1;h2,w2;...",
+                 "dims": "d1,d2,...;d1,d2,...;..."}[kind]
         raise _bad(flag, text, f'use "{shape}" with positive integers') from None
     if not MIN_GEARS <= len(raw) <= MAX_GEARS:
         raise _bad(flag, text, f"the number of profiles must be in [{MIN_GEARS}, {MAX_GEARS}], "
@@ -133,6 +142,10 @@ def parse_gears(text: str | list, kind: str) -> list:
     return raw
 
 
+_FLAGS = {"batch": "--dynamic_batch_size", "hw": "--dynamic_image_size",
+          "dims": "--dynamic_dims", "static": "--input_shape"}
+
+
 def _dynamic_dims(spec: TensorSpec, kind: str) -> tuple[int, ...]:
     if kind == "batch":
         return (0,)
@@ -141,8 +154,7 @@ def _dynamic_dims(spec: TensorSpec, kind: str) -> tuple[int, ...]:
 
 def _check_dynamic(shapes: dict, graph: Graph, kind: str, text) -> None:
     """-1 must sit exactly in the dims the dynamic flag varies, in at least one input."""
-    flag = {"batch": "--dynamic_batch_size", "hw": "--dynamic_image_size",
-            "static": "--input_shape"}[kind]
+    flag = _FLAGS[kind]
     dynamic_inputs = 0
     for spec in graph.inputs:
         dims = shapes[spec.name]
@@ -150,8 +162,12 @@ def _check_dynamic(shapes: dict, graph: Graph, kind: str, text) -> None:
         if not marked:
             continue
         if kind == "static":
-            raise _bad("--input_shape", text, "-1 needs --dynamic_batch_size or "
-                       "--dynamic_image_size (acllab does not build unknown-shape models)")
+            raise _bad("--input_shape", text, "-1 needs --dynamic_batch_size, "
+                       "--dynamic_image_size or --dynamic_dims (acllab does not build "
+                       "unknown-shape models)")
+        if kind == "dims":                  # any dim may vary
+            dynamic_inputs += 1
+            continue
         if kind == "hw" and len(dims) != 4:
             raise _bad(flag, text, f"input {spec.name!r} is not 4-D")
         if marked != _dynamic_dims(spec, kind):
@@ -160,11 +176,15 @@ def _check_dynamic(shapes: dict, graph: Graph, kind: str, text) -> None:
                        f"{spec.name!r} is {list(dims)}")
         dynamic_inputs += 1
     if kind != "static" and not dynamic_inputs:
-        where = "N" if kind == "batch" else "H and W"
+        where = {"batch": "N", "hw": "H and W", "dims": "at least one dim"}[kind]
         raise _bad("--input_shape", text, f"{flag} needs -1 in {where} of --input_shape")
 
 
 def _at(shapes: dict, graph: Graph, kind: str, gear) -> dict[str, tuple[int, ...]]:
+    if kind == "dims":                      # the gear's values fill the -1s in flag order
+        values = iter(gear)
+        return {name: tuple(next(values) if d == -1 else d for d in dims)
+                for name, dims in shapes.items()}
     out = {}
     for spec in graph.inputs:
         dims = list(shapes[spec.name])
@@ -177,7 +197,8 @@ def _at(shapes: dict, graph: Graph, kind: str, gear) -> dict[str, tuple[int, ...
 
 def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None = None,
                   dynamic_batch_size: str | list | None = None,
-                  dynamic_image_size: str | list | None = None, fusion: bool = True,
+                  dynamic_image_size: str | list | None = None,
+                  dynamic_dims: str | list | None = None, fusion: bool = True,
                   soc_version: str | None = None, profile: DeviceProfile | str | None = None,
                   input_format: str | None = None, input_fp16_nodes: str | None = None,
                   output_type: str | None = None, out_nodes: str | None = None,
@@ -219,25 +240,44 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
     if dynamic_batch_size is not None and dynamic_image_size is not None:
         raise _bad("--dynamic_batch_size", dynamic_batch_size, "--dynamic_batch_size and "
                    "--dynamic_image_size are mutually exclusive")
-    kind = "batch" if dynamic_batch_size is not None else (
-        "hw" if dynamic_image_size is not None else "static")
+    if dynamic_dims is not None and (dynamic_batch_size is not None
+                                     or dynamic_image_size is not None):
+        raise _bad("--dynamic_dims", dynamic_dims, "--dynamic_dims, --dynamic_batch_size and "
+                   "--dynamic_image_size are mutually exclusive")
+    given = {"batch": dynamic_batch_size, "hw": dynamic_image_size, "dims": dynamic_dims}
+    kind = next((k for k, v in given.items() if v is not None), "static")
     if kind != "static" and input_shape is None:
-        flag = "--dynamic_batch_size" if kind == "batch" else "--dynamic_image_size"
-        raise _bad(flag, dynamic_batch_size or dynamic_image_size,
-                   "it must be used together with --input_shape")
+        raise _bad(_FLAGS[kind], given[kind], "it must be used together with --input_shape")
+    if kind == "dims" and input_format != "ND":
+        raise _bad("--dynamic_dims", dynamic_dims, "it must be used together with "
+                   "--input_format ND")
+    if kind == "dims" and insert_op_conf is not None:
+        raise _bad("--dynamic_dims", dynamic_dims, "it cannot be used together with "
+                   "--insert_op_conf")
     shapes = {t.name: t.shape for t in graph.inputs}
+    order: list[str] = []
     if input_shape is not None:
-        shapes.update(parse_input_shape(input_shape, graph))
+        given_shapes = parse_input_shape(input_shape, graph)
+        order = list(given_shapes)
+        shapes.update(given_shapes)
     elif any(-1 in s for s in shapes.values()):
         name = next(n for n, s in shapes.items() if -1 in s)
         raise _bad(name, -1, "maybe you should set input_shape to specify its shape")
     _check_dynamic(shapes, graph, kind, input_shape)
-    gears = parse_gears(dynamic_batch_size if kind == "batch" else dynamic_image_size, kind) \
-        if kind != "static" else []
+    gears = parse_gears(given[kind], kind) if kind != "static" else []
+    if kind == "dims":
+        # every gear gives one value per -1, in --input_shape's order
+        shapes = {name: shapes[name] for name in order} | \
+            {n: s for n, s in shapes.items() if n not in order}
+        wanted = sum(d == -1 for s in shapes.values() for d in s)
+        for g in gears:
+            if len(g) != wanted:
+                raise _bad("--dynamic_dims", dynamic_dims, f"profile {list(g)} has {len(g)} "
+                           f"dims; --input_shape has {wanted} -1 dims")
     graph.inputs = [TensorSpec(t.name, tuple(shapes[t.name]), t.dtype, t.format)
                     for t in graph.inputs]
-    points = [(gear_key(batch=g) if kind == "batch" else gear_key(hw=g), _at(shapes, graph,
-               kind, g)) for g in gears] or [("static", dict(shapes))]
+    points = [(gear_key(**{"batch": {"batch": g}, "hw": {"hw": g}, "dims": {"dims": g}}[kind]),
+               _at(shapes, graph, kind, g)) for g in gears] or [("static", dict(shapes))]
     largest = max(points, key=lambda p: sum(prod(s) for s in p[1].values()))
     try:
         ann = graph.annotate(largest[1])
@@ -249,7 +289,14 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
     plans = {key: _plan(a, compiled_graph, prof, kind != "static") for key, a in anns.items()}
     big = anns[largest[0]]
     workspace, peak, blocks = plan_memory(compiled_graph, big)
-    inputs = _descs(compiled_graph.inputs, anns, big, "input")
+    if kind == "dims":          # another gear may need more: a bigger batch, smaller images
+        workspace, peak, blocks = max((plan_memory(compiled_graph, a) for a in anns.values()),
+                                      key=lambda p: p[0])
+    each = kind == "dims"
+    inputs = _descs(compiled_graph.inputs, anns, big, "input", each)
+    if kind == "dims":                      # -1 where --input_shape has it, as GE reports
+        inputs = [TensorDesc(t.name, tuple(shapes[t.name]), t.max_dims, t.dtype, t.format,
+                             t.size) for t in inputs]
     preprocess: dict[str, dict] = {}
     if insert_op_conf is not None:
         if input_format == "ND":
@@ -269,9 +316,10 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
                                        t.dtype, "NHWC", t.size)
     for key, a in anns.items():
         plans[key] = _pre_plans(preprocess, a, compiled_graph, kind != "static") + plans[key]
-    outputs = _descs(compiled_graph.outputs, anns, big, "output")
+    outputs = _descs(compiled_graph.outputs, anns, big, "output", each)
     if kind != "static":
-        n = 1 if kind == "batch" else 2
+        n = {"batch": 1, "hw": 2}.get(kind) or sum(d == -1 for s in shapes.values()
+                                                   for d in s)
         inputs.append(TensorDesc(DYNAMIC_INPUT_NAME, (n,), (n,), "int64", "ND", 8 * n))
     weight_bytes = sum(_align(prod(s) * DTYPES[d].itemsize) for s, d in big.params.values())
     memory = MemoryPlan(workspace, weight_bytes, peak, sum(b.size for b in blocks),
@@ -280,7 +328,8 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
     options = {"input_shape": input_shape if not isinstance(input_shape, dict) else
                ";".join(f"{k}:{','.join(map(str, v))}" for k, v in input_shape.items()),
                "dynamic_batch_size": dynamic_batch_size, "dynamic_image_size":
-               dynamic_image_size, "fusion": bool(fusion), "soc_version": soc,
+               dynamic_image_size, "dynamic_dims": dynamic_dims, "fusion": bool(fusion),
+               "soc_version": soc,
                "input_format": input_format, "input_fp16_nodes": input_fp16_nodes,
                "output_type": output_type, "out_nodes": out_nodes,
                "insert_op_conf": insert_op_conf, "framework": framework}
@@ -288,8 +337,11 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
         options["dynamic_batch_size"] = ",".join(map(str, gears))
     if isinstance(dynamic_image_size, (list, tuple)):
         options["dynamic_image_size"] = ";".join(f"{h},{w}" for h, w in gears)
+    if isinstance(dynamic_dims, (list, tuple)):
+        options["dynamic_dims"] = ";".join(",".join(map(str, g)) for g in gears)
     return CompiledModel(graph.name, compiled_graph, soc, prof.name, kind, gears, inputs,
-                         outputs, memory, plans, records, options, source_ops, preprocess)
+                         outputs, memory, plans, records, options, source_ops, preprocess,
+                         order)
 
 
 # ---- input layout, input and output types, output selection, AIPP -------------------------
@@ -492,15 +544,19 @@ def _plan(ann, graph: Graph, prof: DeviceProfile, generic: bool) -> list[OpPlan]
     return plans
 
 
-def _descs(specs: list[TensorSpec], anns: dict, big, kind: str) -> list[TensorDesc]:
+def _descs(specs: list[TensorSpec], anns: dict, big, kind: str, each: bool = False
+           ) -> list[TensorDesc]:
+    """Descriptions sized at the largest gear (``big``), or, ``each`` (--dynamic_dims, where
+    the gears need not grow together), each tensor at the gear where it is biggest."""
     out = []
     for spec in specs:
         seen = [a.shapes[spec.name] for a in anns.values()]
+        at = max(anns.values(), key=lambda a: a.tensor_bytes(spec.name)) if each else big
         dims = tuple(d if all(s[i] == d for s in seen) else -1
-                     for i, d in enumerate(big.shapes[spec.name]))
+                     for i, d in enumerate(at.shapes[spec.name]))
         fmt = spec.format if kind == "input" else "ND"
-        out.append(TensorDesc(spec.name, dims, big.shapes[spec.name], big.dtypes[spec.name],
-                              fmt, big.tensor_bytes(spec.name)))
+        out.append(TensorDesc(spec.name, dims, at.shapes[spec.name], at.dtypes[spec.name],
+                              fmt, at.tensor_bytes(spec.name)))
     return out
 
 
@@ -540,6 +596,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--input_format", choices=("NCHW", "NHWC", "ND"))
     p.add_argument("--dynamic_batch_size", help='batch gears, e.g. "1,2,4,8"')
     p.add_argument("--dynamic_image_size", help='image-size gears, e.g. "224,224;448,448"')
+    p.add_argument("--dynamic_dims", help='ND gears, one value per -1 of --input_shape, e.g. '
+                   '"1,16,16;4,32,24" (needs --input_format ND)')
     p.add_argument("--input_fp16_nodes", help='inputs that take fp16 data, e.g. "data"')
     p.add_argument("--output_type", help='FP32, FP16 or UINT8 for every output, or per output '
                    '"node:0:FP16;node2:0:UINT8"')
@@ -626,7 +684,8 @@ def atc_main(argv: list[str] | None = None, out=None, err=None) -> int:
         fusion = _fusion_switch(args.fusion_switch_file) if args.fusion_switch_file else True
         model = compile_model(args.model, input_shape=args.input_shape,
                               dynamic_batch_size=args.dynamic_batch_size,
-                              dynamic_image_size=args.dynamic_image_size, fusion=fusion,
+                              dynamic_image_size=args.dynamic_image_size,
+                              dynamic_dims=args.dynamic_dims, fusion=fusion,
                               soc_version=args.soc_version, input_format=args.input_format,
                               input_fp16_nodes=args.input_fp16_nodes,
                               output_type=args.output_type, out_nodes=args.out_nodes,

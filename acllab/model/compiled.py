@@ -82,8 +82,11 @@ class MemoryPlan:
                    blocks)
 
 
-def gear_key(batch: int | None = None, hw: tuple[int, int] | None = None) -> str:
-    """The key of a gear's plan: 'static', 'b8' or 'h224w224'."""
+def gear_key(batch: int | None = None, hw: tuple[int, int] | None = None,
+             dims: tuple[int, ...] | None = None) -> str:
+    """The key of a gear's plan: 'static', 'b8', 'h224w224' or 'd1_16_16' (--dynamic_dims)."""
+    if dims is not None:
+        return "d" + "_".join(str(int(d)) for d in dims)
     if hw is not None:
         return f"h{int(hw[0])}w{int(hw[1])}"
     return "static" if batch is None else f"b{int(batch)}"
@@ -97,8 +100,9 @@ class CompiledModel:
     graph: Graph
     soc_version: str
     profile_name: str
-    dynamic: str                                   # "static", "batch" or "hw"
-    gears: list                                    # [1, 2, 4] or [(224, 224), (448, 448)]
+    dynamic: str                                   # "static", "batch", "hw" or "dims"
+    gears: list                                    # [1, 2, 4], [(224, 224), ...] or, for
+    #                                                --dynamic_dims, [(1, 16, 16), ...]
     inputs: list[TensorDesc]
     outputs: list[TensorDesc]
     memory: MemoryPlan
@@ -109,6 +113,9 @@ class CompiledModel:
     #: what the model does to an input before its first layer, by input name:
     #: {"aipp": AippConfig.to_dict()} (--insert_op_conf) or {"layout": "NHWC"} (--input_format)
     preprocess: dict = field(default_factory=dict)
+    #: the input names in --input_shape's order: a --dynamic_dims gear gives the -1 dims of
+    #: these inputs, one after another (GE's "user designate shape order")
+    shape_order: list = field(default_factory=list)
     #: what one gear always gives (output dims, per-op times), computed once: see :meth:`memo`
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -139,21 +146,56 @@ class CompiledModel:
 
     @property
     def largest_gear(self):
-        """The gear memory is sized for (None for a static model)."""
+        """The gear memory is sized for and that runs without a set call (None for a static
+        model); for --dynamic_dims the gear whose inputs hold the most elements (there atc
+        sizes each tensor and the workspace at the gear that needs most for it, as gears need
+        not grow together)."""
         if not self.gears:
             return None
+        if self.dynamic == "dims":
+            return max(self.gears, key=lambda g: sum(prod(s) for s in
+                                                     self._fill_dims(g).values()))
         return max(self.gears, key=lambda g: prod(g) if isinstance(g, tuple) else g)
 
-    def _resolve(self, batch, hw) -> str:
+    def gear_kwargs(self, gear) -> dict:
+        """The keyword arguments that name ``gear`` (a value of :attr:`gears`, or None) to
+        :meth:`plan_for`, :meth:`input_shapes_at`, :meth:`execute_ns` and the others."""
+        if gear is None:
+            return {}
+        return {{"hw": "hw", "dims": "dims"}.get(self.dynamic, "batch"):
+                tuple(gear) if isinstance(gear, (tuple, list)) else gear}
+
+    def dims_at(self, gear: tuple[int, ...]) -> list[int]:
+        """A --dynamic_dims gear as aclmdlSetInputDynamicDims takes it: every dim of the
+        inputs in --input_shape's order, the -1 dims filled in from the gear."""
+        shapes = self._fill_dims(gear)
+        return [int(d) for name in self.shape_order for d in shapes[name]]
+
+    def _fill_dims(self, gear) -> dict[str, tuple[int, ...]]:
+        values = iter(gear)
+        shapes = {spec.name: tuple(spec.shape) for spec in self.graph.inputs}
+        for name in self.shape_order:
+            shapes[name] = tuple(next(values) if d == -1 else d for d in shapes[name])
+        return shapes
+
+    def _resolve(self, batch, hw, dims=None) -> str:
         if self.dynamic == "static":
             fixed = self.inputs[0].dims[0]
-            if hw is not None or batch not in (None, fixed):
+            if hw is not None or dims is not None or batch not in (None, fixed):
                 raise ValueError(f"{self.name} is a static model (batch {fixed}); "
-                                 f"it has no gear {hw or batch}")
+                                 f"it has no gear {hw or dims or batch}")
             return "static"
-        if batch is None and hw is None:
-            g = self.largest_gear
-            return gear_key(hw=g) if self.dynamic == "hw" else gear_key(batch=g)
+        if batch is None and hw is None and dims is None:
+            return gear_key(**self.gear_kwargs(self.largest_gear))
+        if self.dynamic == "dims":
+            if batch is not None or hw is not None or dims is None \
+                    or tuple(dims) not in self.gears:
+                raise ValueError(f"{dims or batch or hw} is not a --dynamic_dims gear of "
+                                 f"{self.name}: {self.gears}")
+            return gear_key(dims=dims)
+        if dims is not None:
+            raise ValueError(f"{self.name} has no --dynamic_dims gears (it is a dynamic-"
+                             f"{self.dynamic} model)")
         if self.dynamic == "batch":
             if hw is not None or batch not in self.gears:
                 raise ValueError(f"{batch or hw} is not a batch gear of {self.name}: "
@@ -164,47 +206,53 @@ class CompiledModel:
                              f"{self.gears}")
         return gear_key(hw=hw)
 
-    def plan_for(self, batch: int | None = None, hw: tuple[int, int] | None = None
-                 ) -> list[OpPlan]:
-        """The tiling plan of one gear (default: the largest); ValueError if not a gear."""
-        return self.plans[self._resolve(batch, None if hw is None else tuple(hw))]
+    @staticmethod
+    def _t(x):
+        return None if x is None else tuple(x)
 
-    def input_shapes_at(self, batch: int | None = None, hw: tuple[int, int] | None = None
-                        ) -> dict[str, tuple[int, ...]]:
+    def plan_for(self, batch: int | None = None, hw: tuple[int, int] | None = None,
+                 dims: tuple[int, ...] | None = None) -> list[OpPlan]:
+        """The tiling plan of one gear (default: the largest); ValueError if not a gear."""
+        return self.plans[self._resolve(batch, self._t(hw), self._t(dims))]
+
+    def input_shapes_at(self, batch: int | None = None, hw: tuple[int, int] | None = None,
+                        dims: tuple[int, ...] | None = None) -> dict[str, tuple[int, ...]]:
         """Concrete shapes of the graph inputs at a gear (default: the largest)."""
-        key = self._resolve(batch, None if hw is None else tuple(hw))
+        key = self._resolve(batch, self._t(hw), self._t(dims))
+        if key.startswith("d"):
+            return self._fill_dims([int(x) for x in key[1:].split("_")])
         shapes = {}
         for spec in self.graph.inputs:
-            dims = list(spec.shape)
+            dims_ = list(spec.shape)
             if key.startswith("b"):
-                dims[0] = int(key[1:])
+                dims_[0] = int(key[1:])
             elif key.startswith("h"):
                 h, w = key[1:].split("w")
                 hi, wi = (1, 2) if spec.format == "NHWC" else (2, 3)
-                dims[hi], dims[wi] = int(h), int(w)
-            shapes[spec.name] = tuple(dims)
+                dims_[hi], dims_[wi] = int(h), int(w)
+            shapes[spec.name] = tuple(dims_)
         return shapes
 
-    def output_dims_at(self, batch: int | None = None, hw: tuple[int, int] | None = None
-                       ) -> list[tuple[int, ...]]:
+    def output_dims_at(self, batch: int | None = None, hw: tuple[int, int] | None = None,
+                       dims: tuple[int, ...] | None = None) -> list[tuple[int, ...]]:
         """Real output dims at a gear (what get_cur_output_dims reports)."""
-        key = self._resolve(batch, None if hw is None else tuple(hw))
+        key = self._resolve(batch, self._t(hw), self._t(dims))
         graph = self.graph
 
-        def dims() -> tuple[tuple[int, ...], ...]:
-            ann = graph.annotate(self.input_shapes_at(batch, hw))
+        def make() -> tuple[tuple[int, ...], ...]:
+            ann = graph.annotate(self.input_shapes_at(batch, hw, dims))
             return tuple(ann.shapes[t.name] for t in graph.outputs)
 
-        return list(self.memo(("output_dims", key), dims, graph, graph.ops, *graph.inputs,
+        return list(self.memo(("output_dims", key), make, graph, graph.ops, *graph.inputs,
                               *graph.outputs))
 
-    def execute_ns(self, batch: int | None = None, profile=None, *, hw=None,
+    def execute_ns(self, batch: int | None = None, profile=None, *, hw=None, dims=None,
                    huge_pages: bool = True) -> int:
         """Nanoseconds of one execute at a gear (see :func:`acllab.model.cost.execute_ns`)."""
-        return execute_ns(self, batch, profile, hw=hw, huge_pages=huge_pages)
+        return execute_ns(self, batch, profile, hw=hw, dims=dims, huge_pages=huge_pages)
 
-    def forward(self, inputs, batch: int | None = None, hw: tuple[int, int] | None = None
-                ) -> list[np.ndarray]:
+    def forward(self, inputs, batch: int | None = None, hw: tuple[int, int] | None = None,
+                dims: tuple[int, ...] | None = None) -> list[np.ndarray]:
         """Run the model in numpy: a list (or name -> array dict) of inputs -> output arrays.
 
         The hidden dynamic input is not needed here. Raises ValueError for a cost-only model or
@@ -214,7 +262,7 @@ class CompiledModel:
             raise ValueError(f"{self.name} is a cost-only model: it has no weights to run")
         if not isinstance(inputs, dict):
             inputs = {spec.name: x for spec, x in zip(self.graph.inputs, inputs, strict=False)}
-        want = self.input_shapes_at(batch, hw)
+        want = self.input_shapes_at(batch, hw, dims)
         for name, shape in want.items():
             got = tuple(np.shape(inputs.get(name, ())))
             if got != shape:
@@ -248,6 +296,7 @@ class CompiledModel:
             "fusions": [f.to_dict() for f in self.fusions],
             "options": dict(self.options), "source_ops": self.source_ops,
             "graph": self.graph.to_dict(), "preprocess": dict(self.preprocess),
+            "shape_order": list(self.shape_order),
         }
 
     @classmethod
@@ -256,9 +305,10 @@ class CompiledModel:
         graph = Graph.from_dict(d["graph"])
         graph.weights = dict(weights or {})
         dynamic = str(d["dynamic"])
-        if dynamic not in ("static", "batch", "hw"):
+        if dynamic not in ("static", "batch", "hw", "dims"):
             raise ValueError(f"unknown dynamic kind {dynamic!r}")
-        gears = [tuple(int(x) for x in g) if dynamic == "hw" else int(g) for g in d["gears"]]
+        gears = [tuple(int(x) for x in g) if dynamic in ("hw", "dims") else int(g)
+                 for g in d["gears"]]
         fusions = [FusionRecord(str(f["into"]), tuple(str(x) for x in f["ops"]),
                                 str(f["pattern"]), str(f["reason"]), int(f["saved_bytes"]),
                                 int(f["saved_flops"])) for f in d["fusions"]]
@@ -268,4 +318,5 @@ class CompiledModel:
                    MemoryPlan.from_dict(d["memory"]),
                    {str(k): [OpPlan.from_dict(p) for p in v] for k, v in d["plans"].items()},
                    fusions, dict(d["options"]), int(d["source_ops"]),
-                   {str(k): dict(v) for k, v in d.get("preprocess", {}).items()})
+                   {str(k): dict(v) for k, v in d.get("preprocess", {}).items()},
+                   [str(n) for n in d.get("shape_order", [])])

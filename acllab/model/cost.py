@@ -167,9 +167,10 @@ def op_time(plan: OpPlan, profile: DeviceProfile, huge_pages: bool = True) -> Op
 
 
 def breakdown(compiled, batch: int | None = None, profile: DeviceProfile | str | None = None,
-              *, hw: tuple[int, int] | None = None, huge_pages: bool = True) -> list[OpTime]:
+              *, hw: tuple[int, int] | None = None, dims: tuple[int, ...] | None = None,
+              huge_pages: bool = True) -> list[OpTime]:
     """Per-op times of one execute of ``compiled`` at a gear (batch, or (h, w))."""
-    return list(op_times(compiled, batch, profile, hw=hw, huge_pages=huge_pages))
+    return list(op_times(compiled, batch, profile, hw=hw, dims=dims, huge_pages=huge_pages))
 
 
 def _timing_key(prof: DeviceProfile) -> tuple:
@@ -181,11 +182,12 @@ def _timing_key(prof: DeviceProfile) -> tuple:
 
 
 def op_times(compiled, batch: int | None = None, profile: DeviceProfile | str | None = None,
-             *, hw: tuple[int, int] | None = None, huge_pages: bool = True
+             *, hw: tuple[int, int] | None = None, dims: tuple[int, ...] | None = None,
+              huge_pages: bool = True
              ) -> tuple[OpTime, ...]:
     """:func:`breakdown` as a tuple, computed once per gear, timing figures and page size
     (kept by the compiled model, see ``CompiledModel.memo``; a replaced plan is noticed)."""
-    plans = compiled.plan_for(batch=batch, hw=hw)
+    plans = compiled.plan_for(batch=batch, hw=hw, dims=dims)
     prof = get_profile(profile if profile is not None else compiled.profile_name)
     def make() -> tuple[OpTime, ...]:
         return tuple(op_time(p, prof, huge_pages) for p in plans)
@@ -198,7 +200,8 @@ def op_times(compiled, batch: int | None = None, profile: DeviceProfile | str | 
 
 
 def execute_ns(compiled, batch: int | None = None, profile: DeviceProfile | str | None = None,
-               *, hw: tuple[int, int] | None = None, huge_pages: bool = True) -> int:
+               *, hw: tuple[int, int] | None = None, dims: tuple[int, ...] | None = None,
+              huge_pages: bool = True) -> int:
     """Nanoseconds one execute of ``compiled`` takes at a gear (default: the largest)."""
-    return sum(t.total_ns for t in op_times(compiled, batch, profile, hw=hw,
+    return sum(t.total_ns for t in op_times(compiled, batch, profile, hw=hw, dims=dims,
                                             huge_pages=huge_pages))

@@ -132,8 +132,9 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
     buffer, in the model's order (the hidden dynamic input included)."""
     c = model.compiled
     dev = model.device
-    batch, hw = (None, gear) if c.dynamic == "hw" else (gear, None)
-    steps = execution_steps(c, batch, hw, dev.profile, model.huge_pages)
+    at = c.gear_kwargs(gear)
+    steps = execution_steps(c, at.get("batch"), at.get("hw"), dev.profile, model.huge_pages,
+                            at.get("dims"))
     ws = model.workspace
     lo = ws.start + model.ws_off
     ws_access = (ws.start, ws.generation, lo, lo + model.ws_size, "w")
@@ -141,8 +142,8 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
                   for r, off, n in inputs)
     writes = tuple((r.start, r.generation, r.start + off, r.start + off + n, "w")
                    for r, off, n in outputs)
-    gear_shapes = c.input_shapes_at(batch, hw)
-    out_dims = c.output_dims_at(batch, hw)
+    gear_shapes = c.input_shapes_at(**at)
+    out_dims = c.output_dims_at(**at)
     box: dict = {}
 
     def read_inputs(task: Task) -> None:
@@ -170,7 +171,7 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
     def write_outputs(task: Task) -> None:
         if c.has_weights and "inputs" in box:
             with np.errstate(all="ignore"):
-                results = c.forward(box.pop("inputs"), batch, hw)
+                results = c.forward(box.pop("inputs"), **at)
             for (region, off, n), desc, arr in zip(outputs, c.outputs, results, strict=False):
                 if not region.dangling:
                     region.write(off, _output_bytes(arr, desc.dtype, n))
@@ -220,13 +221,13 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
     return tasks
 
 
-def execution_steps(compiled: CompiledModel, batch, hw, profile, huge_pages: bool
-                    ) -> tuple[tuple[str, str, str, int, int], ...]:
+def execution_steps(compiled: CompiledModel, batch, hw, profile, huge_pages: bool,
+                    dims=None) -> tuple[tuple[str, str, str, int, int], ...]:
     """One execution's ops at a gear, as (name, op type, bound, duration ns, flops): the
     tasks' fixed part, computed once per gear, profile figures and page size (the shape
     inference and roofline behind it are the same every time)."""
-    times = op_times(compiled, batch, profile, hw=hw, huge_pages=huge_pages)
-    plans = compiled.plan_for(batch, hw)
+    times = op_times(compiled, batch, profile, hw=hw, dims=dims, huge_pages=huge_pages)
+    plans = compiled.plan_for(batch, hw, dims)
 
     def make():
         return tuple((t.name, t.type, t.bound, t.total_ns, int(p.flops))

@@ -37,9 +37,12 @@ def render(model, verbose: bool = False) -> str:
     if model.dynamic == "static":
         lines.append("shape: static (shape-specific tiling for every op)")
     else:
-        what = "batch sizes" if model.dynamic == "batch" else "image sizes (h, w)"
+        what = {"batch": "batch sizes", "hw": "image sizes (h, w)"}.get(
+            model.dynamic, "the -1 dims of --input_shape")
+        sized = "each tensor's biggest gear" if model.dynamic == "dims" else \
+            model.largest_gear
         lines.append(f"gears ({what}): {model.gears}; generic tiling; memory sized for "
-                     f"{model.largest_gear}")
+                     f"{sized}")
     kernels = sum(1 for op in g.ops if op.type != "Flatten")
     lines.append(f"fusion: {model.source_ops} ops -> {len(g.ops)} ops ({kernels} kernels)"
                  + ("" if model.options.get("fusion", True) else " [fusion switched off]"))
@@ -86,16 +89,14 @@ def render(model, verbose: bool = False) -> str:
 
 
 def gear_label(model, gear) -> str:
-    """'batch 8', 'hw 224x224' or 'static'."""
+    """'batch 8', 'hw 224x224', 'dims 1,16,16' or 'static'."""
     if gear is None:
         return "static"
+    if model.dynamic == "dims":
+        return "dims " + ",".join(map(str, gear))
     return f"hw {gear[0]}x{gear[1]}" if isinstance(gear, tuple) else f"batch {gear}"
 
 
 def model_time(model, gear) -> int:
     """Execute time of one gear in ns (huge pages, compile profile)."""
-    if gear is None:
-        return model.execute_ns()
-    if isinstance(gear, tuple):
-        return model.execute_ns(hw=gear)
-    return model.execute_ns(gear)
+    return model.execute_ns(**model.gear_kwargs(gear))
