@@ -826,3 +826,97 @@ def test_the_second_call_serves_a_count_of_the_other_parity():
 
     assert check("06.pipeline", pipeline, seeds=(0, 1), edges=False).passed
     assert [c % 2 for c in counts] == [0, 1, 1, 0]      # seed 0: even then odd; seed 1: odd, even
+
+
+# -- when the consumed[k] wait matters (lesson 06, section 5) ----------------------------------
+
+def _pipeline_syncing_every_other_batch(wait_consumed: bool):
+    """Two slots, outputs per slot, and a host that synchronises only after every second batch:
+    the copy of batch i+1 is queued before the host has waited for batch i-1, the slot's last
+    reader, so only ``consumed[k]`` keeps the copy behind that run."""
+
+    def pipeline(acl, kit, batches, prepare, postprocess):
+        copy_s, _ = acl.rt.create_stream()
+        exec_s, _ = acl.rt.create_stream()
+        copied = [acl.rt.create_event()[0] for _ in range(2)]
+        consumed = [acl.rt.create_event()[0] for _ in range(2)]
+
+        def load(i):
+            k = i % 2
+            if i >= 2:
+                acl.rt.synchronize_event(copied[k])      # batch i-2's copy has read host_in[k]
+            prepare(i, kit.host_in[k])
+            if i >= 2 and wait_consumed:
+                acl.rt.stream_wait_event(copy_s, consumed[k])
+            acl.rt.memcpy_async(kit.dev_in[k], kit.in_size, kit.host_in[k], kit.in_size, H2D,
+                                copy_s)
+            acl.rt.record_event(copied[k], copy_s)
+
+        load(0)
+        waiting = []
+        for i in range(batches):
+            k = i % 2
+            acl.rt.stream_wait_event(exec_s, copied[k])
+            acl.mdl.execute_async(kit.model_id, kit.inputs[k], kit.outputs[k], exec_s)
+            acl.rt.memcpy_async(kit.host_out[k], kit.out_size, kit.dev_out[k], kit.out_size,
+                                D2H, exec_s)
+            acl.rt.record_event(consumed[k], exec_s)
+            waiting.append(i)
+            if i + 1 < batches:
+                load(i + 1)
+            if i % 2 == 1 or i + 1 == batches:
+                acl.rt.synchronize_stream(exec_s)
+                for j in waiting:
+                    postprocess(j, kit.host_out[j % 2])
+                waiting = []
+        for ev in copied + consumed:
+            acl.rt.destroy_event(ev)
+        acl.rt.destroy_stream(copy_s)
+        acl.rt.destroy_stream(exec_s)
+
+    return pipeline
+
+
+def pipeline_without_consumed_wait(acl, kit, batches, prepare, postprocess):
+    """Section 3's loop without its ``consumed[k]`` wait."""
+    copy_s, _ = acl.rt.create_stream()
+    exec_s, _ = acl.rt.create_stream()
+    copied = [acl.rt.create_event()[0] for _ in range(2)]
+
+    def load(i):
+        k = i % 2
+        prepare(i, kit.host_in[k])
+        acl.rt.memcpy_async(kit.dev_in[k], kit.in_size, kit.host_in[k], kit.in_size, H2D, copy_s)
+        acl.rt.record_event(copied[k], copy_s)
+
+    load(0)
+    for i in range(batches):
+        k = i % 2
+        acl.rt.stream_wait_event(exec_s, copied[k])
+        acl.mdl.execute_async(kit.model_id, kit.inputs[k], kit.outputs[0], exec_s)
+        if i + 1 < batches:
+            load(i + 1)
+        acl.rt.synchronize_stream(exec_s)
+        acl.rt.memcpy(kit.host_out[0], kit.out_size, kit.dev_out[0], kit.out_size, D2H)
+        postprocess(i, kit.host_out[0])
+    for ev in copied:
+        acl.rt.destroy_event(ev)
+    acl.rt.destroy_stream(copy_s)
+    acl.rt.destroy_stream(exec_s)
+
+
+def test_the_consumed_wait_is_redundant_in_the_lessons_loop():
+    """Section 3's loop synchronises every batch, so the host already orders the copy into a
+    slot after the run that last read it: without the event the pipeline is still race-free,
+    as the lesson says."""
+    result = check("06.pipeline", pipeline_without_consumed_wait)
+    assert result.status == "passed", str(result)
+
+
+def test_the_consumed_wait_matters_once_the_host_stops_waiting_for_every_batch():
+    without = check("06.pipeline", _pipeline_syncing_every_other_batch(False))
+    assert "race-free" in failed(without) and without.score == 0
+    assert "[race]" in item(without, "race-free").message
+    assert "kit.dev_in" in item(without, "race-free").message
+    with_wait = check("06.pipeline", _pipeline_syncing_every_other_batch(True))
+    assert "race-free" not in failed(with_wait), str(with_wait)
