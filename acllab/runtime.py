@@ -80,6 +80,7 @@ _HANDLE_BASE = {
     "tensor_desc": 0x0DF0_0000_1000,
     "op_attr": 0x0A70_0000_1000,
     "op_handle": 0x0A80_0000_1000,
+    "aipp": 0x0A10_0000_1000,
 }
 _HANDLE_STEP = 0x40
 # device addresses lie below every host address (acllab.memory's layout)

@@ -21,6 +21,7 @@ returns and says so in a comment ("ref silent").
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
 from collections.abc import Callable
 
@@ -31,7 +32,7 @@ from conftest import accounting, defaults, expect_code, no_acl_warnings, sanity_
 import acllab
 from acllab import AclError, AclWarning, acl
 from acllab.acl import constants as C
-from acllab.acl.mdl import Dataset, ModelDesc
+from acllab.acl.mdl import Aipp, Dataset, ModelDesc
 from acllab.model import compile_model, save, tiny_dataset, tiny_forward
 
 pytestmark = pytest.mark.usefixtures("fresh")
@@ -49,6 +50,16 @@ SPECS = {
     "hw": ("zoo:tiny", dict(input_shape="data:1,1,-1,-1", dynamic_image_size="16,16;32,32")),
 }
 _PATHS: dict[str, str] = {}
+# a model whose 3 x 8 x 8 input is fed by dynamic AIPP from a 12 x 12 RGB source (432 B)
+AIPP_GRAPH = {
+    "format": "acllab-graph", "version": 1, "name": "dyn_aipp", "dtype": "fp16",
+    "inputs": [{"name": "data", "shape": [1, 3, 8, 8], "dtype": "fp32", "format": "NCHW"}],
+    "outputs": [{"name": "logits", "dtype": "fp32"}],
+    "ops": [{"type": "GlobalAvgPool", "name": "gap", "inputs": ["data"], "outputs": ["g"]},
+            {"type": "Flatten", "name": "feat", "inputs": ["g"], "outputs": ["f"]},
+            {"type": "FullyConnected", "name": "fc", "inputs": ["f"], "outputs": ["logits"],
+             "attrs": {"out_features": 2}}],
+    "weights": {"init": "seeded", "seed": 5}}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -58,6 +69,13 @@ def model_files(tmp_path_factory):
         path = folder / f"{key}.om"
         save(compile_model(source, **kwargs), path)
         _PATHS[key] = str(path)
+    graph, conf = folder / "aipp.json", folder / "aipp.cfg"
+    graph.write_text(json.dumps(AIPP_GRAPH))
+    conf.write_text("aipp_op {\n  aipp_mode : dynamic\n  related_input_rank : 0\n"
+                    "  max_src_image_size : 432\n}\n")
+    path = folder / "aipp.om"
+    save(compile_model(str(graph), insert_op_conf=str(conf)), path)
+    _PATHS["aipp"] = str(path)
     good = open(_PATHS["static"], "rb").read()
     (folder / "text.om").write_bytes(b"not a model at all" * 8)
     (folder / "truncated.om").write_bytes(good[: len(good) // 2])
@@ -129,6 +147,16 @@ class World:
     junk_bytes: bytes = b""        # ... and junk
     junk_ptr: int = 0
     dangling: int = 0
+    aipp_model: int = 0            # the dynamic-AIPP model, its description, and datasets:
+    d_aipp: int = 0
+    aipp_in: int = 0               # images + a parameter buffer of the right size
+    aipp_short: int = 0            # a 16 B parameter buffer
+    aipp_host: int = 0             # the parameter buffer in pinned host memory
+    aipp_one: int = 0              # the image buffer alone
+    aipp: int = 0                  # parameters the model takes (RGB 12 x 12, an 8 x 8 crop)
+    aipp_unset: int = 0            # created, nothing set
+    aipp_big: int = 0              # a 20 x 20 source: more than max_src_image_size
+    destroyed_aipp: int = 0
     keep: list = dataclasses.field(default_factory=list)
 
 
@@ -150,6 +178,14 @@ def _load(key: str) -> tuple[int, int]:
     desc = acl.mdl.create_desc()
     ok(acl.mdl.get_desc(desc, mid))
     return mid, desc
+
+
+def _aipp_params(src_w: int, src_h: int) -> int:
+    a = acl.mdl.create_aipp(1)
+    ok(acl.mdl.set_aipp_input_format(a, C.ACL_RGB888_U8))
+    ok(acl.mdl.set_aipp_src_image_size(a, src_w, src_h))
+    ok(acl.mdl.set_aipp_crop_params(a, 1, 2, 2, 8, 8, 0))
+    return a
 
 
 def build_world(strict: bool = False) -> World:
@@ -224,6 +260,18 @@ def build_world(strict: bool = False) -> World:
         gone = bytes(256)
         w.dangling = acl.util.bytes_to_ptr(gone)
         del gone
+        # dynamic AIPP
+        w.aipp_model, w.d_aipp = _load("aipp")
+        image, params = (acl.mdl.get_input_size_by_index(w.d_aipp, i) for i in (0, 1))
+        w.aipp_in = _dataset([_dev_buf(image), _dev_buf(params)])
+        w.aipp_short = _dataset([_dev_buf(image), _dev_buf(16)])
+        w.aipp_host = _dataset([_dev_buf(image), acl.create_data_buffer(w.host, params)])
+        w.aipp_one = _dataset([_dev_buf(image)])
+        w.aipp = _aipp_params(12, 12)
+        w.aipp_big = _aipp_params(20, 20)
+        w.aipp_unset = acl.mdl.create_aipp(1)
+        w.destroyed_aipp = acl.mdl.create_aipp(1)
+        ok(acl.mdl.destroy_aipp(w.destroyed_aipp))
     assert rt().strict is strict
     return w
 
@@ -247,6 +295,9 @@ def mdl_state() -> dict:
                     off = buf.addr - region.start
                     contents.append(bytes(region.data[off:off + 16]))
             out["datasets"].append((h, tuple(obj.buffers), str(obj.gear), tuple(contents)))
+        elif isinstance(obj, Aipp):
+            out.setdefault("aipps", []).append((h, obj.alive, repr(obj.head),
+                                                repr(obj.batches)))
     return out
 
 
@@ -651,6 +702,69 @@ CASES = [
     status("execute_async: current context on another device",
            lambda w: M.execute_async(w.static, w.s_in, w.s_out, 0), 107004,
            prepare=_current_on_device_1, after=_go_back),
+    # ---- dynamic AIPP: the setters' ranges are hicann/ge's model_common.h, the checks of
+    # set_input_aipp acl_aipp.cpp / aipp_param_check.cpp (tests/test_atc_dynamic_aipp.py) ----
+    bare("create_aipp: batch_size 0", lambda w: M.create_aipp(0), 100000, 0),
+    bare("create_aipp: negative batch_size", lambda w: M.create_aipp(-2), 100000, 0),
+    status("destroy_aipp: destroyed", lambda w: M.destroy_aipp(w.destroyed_aipp), 107017),
+    status("destroy_aipp: null", lambda w: M.destroy_aipp(0), 100000),
+    status("destroy_aipp: a dataset handle", lambda w: M.destroy_aipp(w.s_in), 107017),
+    status("set_aipp_input_format: no aclAippInputFormat",
+           lambda w: M.set_aipp_input_format(w.aipp, 15), 100000),
+    status("set_aipp_input_format: destroyed parameter set",
+           lambda w: M.set_aipp_input_format(w.destroyed_aipp, 1), 107017),
+    status("set_aipp_csc_params: switch 2",
+           lambda w: M.set_aipp_csc_params(w.aipp, 2, *[0] * 15), 100000),
+    status("set_aipp_csc_params: a matrix entry past 32676",
+           lambda w: M.set_aipp_csc_params(w.aipp, 1, 40000, *[0] * 14), 100000),
+    status("set_aipp_rbuv_swap_switch: -1",
+           lambda w: M.set_aipp_rbuv_swap_switch(w.aipp, -1), 100000),
+    status("set_aipp_ax_swap_switch: 3", lambda w: M.set_aipp_ax_swap_switch(w.aipp, 3), 100000),
+    status("set_aipp_src_image_size: width 1",
+           lambda w: M.set_aipp_src_image_size(w.aipp, 1, 12), 100000),
+    status("set_aipp_src_image_size: height 4097",
+           lambda w: M.set_aipp_src_image_size(w.aipp, 12, 4097), 100000),
+    status("set_aipp_scf_params: output width 1921",
+           lambda w: M.set_aipp_scf_params(w.aipp, 1, 16, 16, 1921, 16, 0), 100000),
+    status("set_aipp_crop_params: batch_index past the batch",
+           lambda w: M.set_aipp_crop_params(w.aipp, 1, 0, 0, 8, 8, 1), 100000),
+    status("set_aipp_crop_params: size 0 (the switch stays off)",
+           lambda w: M.set_aipp_crop_params(w.aipp_unset, 1, 0, 0, 0, 8, 0), 100000),
+    status("set_aipp_padding_params: 33 pixels",
+           lambda w: M.set_aipp_padding_params(w.aipp, 1, 0, 0, 0, 33, 0), 100000),
+    status("set_aipp_dtc_pixel_mean: 256",
+           lambda w: M.set_aipp_dtc_pixel_mean(w.aipp, 0, 256, 0, 0, 0), 100000),
+    status("set_aipp_dtc_pixel_min: negative",
+           lambda w: M.set_aipp_dtc_pixel_min(w.aipp, 0.0, 0.0, -1.0, 0.0, 0), 100000),
+    status("set_aipp_pixel_var_reci: past fp16",
+           lambda w: M.set_aipp_pixel_var_reci(w.aipp, 1.0, 1.0, 1.0, 70000.0, 0), 100000),
+    status("set_aipp_pixel_var_reci: batch_index -1",
+           lambda w: M.set_aipp_pixel_var_reci(w.aipp, 1.0, 1.0, 1.0, 1.0, -1), 100000),
+    out("get_aipp_type: index past the inputs",
+        lambda w: M.get_aipp_type(w.aipp_model, 2), 100000, 0, 0xFFFFFFFF),
+    out("get_aipp_type: unknown model id",
+        lambda w: M.get_aipp_type(UNKNOWN_MODEL, 0), 145003, 0, 0xFFFFFFFF),
+    status("set_input_aipp: the image input's index",
+           lambda w: M.set_input_aipp(w.aipp_model, w.aipp_in, 0, w.aipp), 100000),
+    status("set_input_aipp: a model without dynamic AIPP",
+           lambda w: M.set_input_aipp(w.static, w.s_in, 0, w.aipp), 100000),
+    status("set_input_aipp: nothing set", lambda w: M.set_input_aipp(
+        w.aipp_model, w.aipp_in, 1, w.aipp_unset), 100000),
+    status("set_input_aipp: a source past max_src_image_size", lambda w: M.set_input_aipp(
+        w.aipp_model, w.aipp_in, 1, w.aipp_big), 100000),
+    status("set_input_aipp: no buffer at the index", lambda w: M.set_input_aipp(
+        w.aipp_model, w.aipp_one, 1, w.aipp), 100000),
+    status("set_input_aipp: parameter buffer too short", lambda w: M.set_input_aipp(
+        w.aipp_model, w.aipp_short, 1, w.aipp), 145012),
+    # Differs from hardware (set_input_aipp's docstring): host memory is refused with 145011
+    status("set_input_aipp: parameter buffer in host memory", lambda w: M.set_input_aipp(
+        w.aipp_model, w.aipp_host, 1, w.aipp), 145011),
+    status("set_input_aipp: destroyed parameter set", lambda w: M.set_input_aipp(
+        w.aipp_model, w.aipp_in, 1, w.destroyed_aipp), 107017),
+    status("set_aipp_by_input_index: an input without dynamic AIPP",
+           lambda w: M.set_aipp_by_input_index(w.static, w.s_in, 0, w.aipp), 500001),
+    status("set_aipp_by_input_index: index past the dataset", lambda w: M.set_aipp_by_input_index(
+        w.aipp_model, w.aipp_in, 2, w.aipp), 100000),
 ]
 
 
@@ -738,6 +852,11 @@ NEEDS_INIT = {
         lambda: acl.mdl.set_dynamic_hw_size(1, UNKNOWN_HANDLE, 1, 16, 16), ()),
     "set_input_dynamic_dims": (
         lambda: acl.mdl.set_input_dynamic_dims(1, UNKNOWN_HANDLE, 1, _dims([1])), ()),
+    "get_aipp_type": (lambda: acl.mdl.get_aipp_type(1, 0), (0, 0xFFFFFFFF)),
+    "set_input_aipp": (
+        lambda: acl.mdl.set_input_aipp(1, UNKNOWN_HANDLE, 1, UNKNOWN_HANDLE), ()),
+    "set_aipp_by_input_index": (
+        lambda: acl.mdl.set_aipp_by_input_index(1, UNKNOWN_HANDLE, 0, UNKNOWN_HANDLE), ()),
 }
 
 
@@ -851,6 +970,30 @@ TYPE_ERRORS = {
         lambda w: M.set_input_dynamic_dims(w.dyn, w.dyn_in, 1,
                                            {"name": "", "dimCount": 4,
                                             "dims": ["4", "1", "16", "16"]}),
+    "create_aipp(str)": lambda w: M.create_aipp("1"),
+    "destroy_aipp(str)": lambda w: M.destroy_aipp(str(w.aipp)),
+    "set_aipp_input_format(str)": lambda w: M.set_aipp_input_format(w.aipp, "1"),
+    "set_aipp_csc_params(matrix str)": lambda w: M.set_aipp_csc_params(
+        w.aipp, 1, "256", *[0] * 14),
+    "set_aipp_rbuv_swap_switch(float)": lambda w: M.set_aipp_rbuv_swap_switch(w.aipp, 1.0),
+    "set_aipp_ax_swap_switch(str)": lambda w: M.set_aipp_ax_swap_switch(w.aipp, "0"),
+    "set_aipp_src_image_size(str)": lambda w: M.set_aipp_src_image_size(w.aipp, "12", 12),
+    "set_aipp_scf_params(str)": lambda w: M.set_aipp_scf_params(w.aipp, "0", 16, 16, 16, 16, 0),
+    "set_aipp_crop_params(batch str)": lambda w: M.set_aipp_crop_params(
+        w.aipp, 1, 2, 2, 8, 8, "0"),
+    "set_aipp_padding_params(str)": lambda w: M.set_aipp_padding_params(
+        w.aipp, 1, "0", 0, 0, 0, 0),
+    "set_aipp_dtc_pixel_mean(float)": lambda w: M.set_aipp_dtc_pixel_mean(
+        w.aipp, 1.5, 0, 0, 0, 0),
+    "set_aipp_dtc_pixel_min(str)": lambda w: M.set_aipp_dtc_pixel_min(
+        w.aipp, "0", 0.0, 0.0, 0.0, 0),
+    "set_aipp_pixel_var_reci(str)": lambda w: M.set_aipp_pixel_var_reci(
+        w.aipp, 1.0, "1", 1.0, 1.0, 0),
+    "get_aipp_type(str)": lambda w: M.get_aipp_type(w.aipp_model, "0"),
+    "set_input_aipp(index str)": lambda w: M.set_input_aipp(w.aipp_model, w.aipp_in, "1",
+                                                            w.aipp),
+    "set_aipp_by_input_index(str)": lambda w: M.set_aipp_by_input_index(
+        w.aipp_model, w.aipp_in, 0, str(w.aipp)),
     "destroy_dataset(str)": lambda w: M.destroy_dataset(str(w.empty_ds)),
     "add_dataset_buffer(buffer str)": lambda w: M.add_dataset_buffer(w.empty_ds, str(w.buffer)),
     "add_dataset_buffer(dataset str)":

@@ -263,7 +263,7 @@ def test_aipp_with_dynamic_batch(tmp_path):
 
 BAD = [
     ("aipp_op { aipp_mode: static input_format: NV12 }", "input_format must be one of"),
-    ("aipp_op { aipp_mode: dynamic input_format: RGB888_U8 }", "static"),
+    ("aipp_op { aipp_mode: dynamic input_format: RGB888_U8 }", "max_src_image_size must be set"),
     ("aipp_op { input_format: RGB888_U8 }", "aipp_mode is required"),
     ("aipp_op { aipp_mode: static input_format: RGB888_U8 src_image_size_w: 8 "
      "src_image_size_h: 8 crop_sise_w: 4 }", "line 1: unknown field 'crop_sise_w'"),

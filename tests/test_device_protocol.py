@@ -734,3 +734,80 @@ def test_the_new_calls_behave_the_same_through_the_client(device, tmp_path):
     assert remote == local
     assert remote[0] == 0 and remote[1][:100] == bytes(range(100))
     assert remote[2] == 0 and remote[4] == 0 and remote[5] == 107000 and remote[6:] == [0, 0]
+
+
+def _dynamic_aipp_program(acl, om: bytes, image: bytes):
+    """A dynamic-AIPP run as a learner's program makes it; returns what it saw."""
+    out = []
+    acl.init()
+    acl.rt.set_device(0)
+    mid, _ = acl.mdl.load_from_mem(acl.util.bytes_to_ptr(om), len(om))
+    desc = acl.mdl.create_desc()
+    acl.mdl.get_desc(desc, mid)
+    ins, bufs = acl.mdl.create_dataset(), []
+    for i in range(acl.mdl.get_num_inputs(desc)):
+        size = acl.mdl.get_input_size_by_index(desc, i)
+        dev, _ = acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
+        bufs.append(dev)
+        acl.mdl.add_dataset_buffer(ins, acl.create_data_buffer(dev, size))
+    out.append(acl.rt.memcpy(bufs[0], len(image), acl.util.bytes_to_ptr(image), len(image),
+                             ACL_MEMCPY_HOST_TO_DEVICE))
+    out.append(acl.mdl.get_aipp_type(mid, 0))
+    a = acl.mdl.create_aipp(1)
+    out.append(acl.mdl.set_aipp_input_format(a, 3))                     # ACL_RGB888_U8
+    out.append(acl.mdl.set_aipp_src_image_size(a, 6, 6))
+    out.append(acl.mdl.set_aipp_crop_params(a, 1, 1, 2, 4, 4, 0))
+    out.append(acl.mdl.set_aipp_dtc_pixel_mean(a, 5, 6, 7, 0, 0))
+    out.append(acl.mdl.set_aipp_pixel_var_reci(a, 0.5, 0.25, 0.125, 1.0, 0))
+    out.append(acl.mdl.set_aipp_crop_params(a, 1, 0, 0, 0, 4, 0))      # 100000
+    out.append(acl.mdl.set_aipp_by_input_index(mid, ins, 0, a))
+    osize = acl.mdl.get_output_size_by_index(desc, 0)
+    odev, _ = acl.rt.malloc(osize, ACL_MEM_MALLOC_HUGE_FIRST)
+    outs = acl.mdl.create_dataset()
+    acl.mdl.add_dataset_buffer(outs, acl.create_data_buffer(odev, osize))
+    out.append(acl.mdl.execute(mid, ins, outs))
+    back = bytearray(osize)
+    acl.rt.memcpy(acl.util.bytes_to_ptr(back), osize, odev, osize, ACL_MEMCPY_DEVICE_TO_HOST)
+    out.append(bytes(back))
+    out.append(acl.mdl.destroy_aipp(a))
+    out.append(acl.mdl.unload(mid))
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return out
+
+
+def test_dynamic_aipp_behaves_the_same_through_the_client(device, tmp_path):
+    """The aclmdlAIPP parameter set lives with the device: the setters, set_aipp_by_input_index
+    and an execution give the same codes and output bytes remotely as in process."""
+    import json as _json
+
+    import numpy as np
+
+    from acllab.model import compile_model, dumps
+
+    graph = {"format": "acllab-graph", "version": 1, "name": "aipp", "dtype": "fp16",
+             "inputs": [{"name": "data", "shape": [1, 3, 4, 4], "dtype": "fp32",
+                         "format": "NCHW"}],
+             "outputs": [{"name": "y", "dtype": "fp32"}],
+             "ops": [{"type": "GlobalAvgPool", "name": "gap", "inputs": ["data"],
+                      "outputs": ["g"]},
+                     {"type": "Flatten", "name": "f", "inputs": ["g"], "outputs": ["v"]},
+                     {"type": "FullyConnected", "name": "fc", "inputs": ["v"],
+                      "outputs": ["y"], "attrs": {"out_features": 2}}],
+             "weights": {"init": "seeded", "seed": 3}}
+    (tmp_path / "g.json").write_text(_json.dumps(graph))
+    (tmp_path / "a.cfg").write_text("aipp_op {\n aipp_mode : dynamic\n related_input_rank : 0\n"
+                                    " max_src_image_size : 108\n}\n")
+    om = dumps(compile_model(str(tmp_path / "g.json"),
+                             insert_op_conf=str(tmp_path / "a.cfg")))
+    image = np.random.default_rng(4).integers(0, 256, 6 * 6 * 3, dtype=np.uint8).tobytes()
+    _, client = device
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        remote = _dynamic_aipp_program(client.acl, om, image)
+        acllab.reset()
+        local = _dynamic_aipp_program(acllab.acl, om, image)
+    assert remote == local
+    assert remote[1] == (2, 1, 0) and remote[7] == 100000
+    assert remote[:7] == [0, (2, 1, 0), 0, 0, 0, 0, 0] and remote[8:10] == [0, 0]
+    assert np.frombuffer(remote[10], np.float32).any() and remote[11:] == [0, 0]

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import model as _model
 from ..errors import Fail
+from ..model import aipp as _aipp_mod
 from ..model.loaded import LoadedModel, execution_tasks, load_on
 from ..streams import DataBuffer
 from . import util as _util
@@ -30,6 +31,11 @@ __all__ = [
     "get_output_data_type", "get_input_format", "get_output_format", "get_dynamic_batch",
     "get_dynamic_hw", "set_dynamic_batch_size", "set_dynamic_hw_size",
     "get_input_dynamic_gear_count", "get_input_dynamic_dims", "set_input_dynamic_dims",
+    "create_aipp", "destroy_aipp", "set_aipp_input_format", "set_aipp_csc_params",
+    "set_aipp_rbuv_swap_switch", "set_aipp_ax_swap_switch", "set_aipp_src_image_size",
+    "set_aipp_scf_params", "set_aipp_crop_params", "set_aipp_padding_params",
+    "set_aipp_dtc_pixel_mean", "set_aipp_dtc_pixel_min", "set_aipp_pixel_var_reci",
+    "set_input_aipp", "set_aipp_by_input_index", "get_aipp_type",
     "create_dataset",
     "destroy_dataset", "add_dataset_buffer", "get_dataset_buffer", "get_dataset_num_buffers",
 ]
@@ -665,6 +671,416 @@ def set_input_dynamic_dims(model_id, dataset, index, dims):
     r.spend(n * (r.profile.sync_copy_overhead_ns + r.profile.copy_latency_ns))
     ds.gear = gear
     m.current_gear = gear
+
+
+# ---------------------------------------------------------------------------------------
+# dynamic AIPP
+# ---------------------------------------------------------------------------------------
+# An aclmdlAIPP is host memory: GE's kAippDynamicPara header and one kAippDynamicBatchPara per
+# image, which set_input_aipp copies into the model's ascend_dynamic_aipp_data input. The
+# setters' checks and ranges are CANN's (hicann/ge, api/acl/acl_model/model/acl_aipp_om2.cpp
+# and model_common.h: a switch is 0 or 1; CSC matrix entries -32677..32676; source width
+# 2..4096 and height 1..4096; crop start 0..4095 and size 1..4096; resize sizes 16..4096 and
+# output width 16..1920; padding 0..32; mean 0..255; min 0..255; var_reci -65504..65504; a
+# batch index past the batch size): each failure is 100000 ACL_ERROR_INVALID_PARAM.
+
+class Aipp:
+    """aclmdlAIPP: dynamic AIPP parameters for ``batch`` images."""
+
+    def __init__(self, handle: int, batch: int):
+        self.handle = handle
+        self.alive = True
+        self.batch = batch
+        self.head = {"fmt": 0, "csc": 0, "rbuv": 0, "ax": 0, "w": 0, "h": 0,
+                     "matrix": [0] * 9, "out_bias": [0] * 3, "in_bias": [0] * 3}
+        self.batches = [{"crop": 0, "scf": 0, "pad": 0, "crop_w0": 0, "crop_h0": 0,
+                         "crop_w": 0, "crop_h": 0, "scf_in_w": 0, "scf_in_h": 0,
+                         "scf_out_w": 0, "scf_out_h": 0, "pad_top": 0, "pad_bottom": 0,
+                         "pad_left": 0, "pad_right": 0, "mean": [0] * 4,
+                         "min": [0.0] * 4, "var": [1.0] * 4}   # var_reci 1.0: as created
+                        for _ in range(batch)]
+
+
+_AIPP_BATCH_LIMIT = 4096
+
+
+def _aipp(handle) -> Aipp:
+    return rt().lookup(as_int(handle, "aipp_parms_set"), Aipp, "dynamic AIPP (aclmdlAIPP)")
+
+
+def _in_range(name: str, value, lo, hi, number=int):
+    if number is int:
+        v = as_int(value, name)
+    else:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+        v = float(value)
+    if not lo <= v <= hi:
+        raise Fail(100000, f"{name} is {value}; it must be in [{lo}, {hi}]")
+    return v
+
+
+def _switched(b: dict, key: str, switch_name: str, switch, fields: list) -> None:
+    """One image's step: its switch (0 or 1), and when on its values (store key, argument
+    name, value, lo, hi), all checked before anything is stored."""
+    if not _in_range(switch_name, switch, 0, 1):
+        b[key] = 0
+        return
+    b.update({k: _in_range(name, v, lo, hi) for k, name, v, lo, hi in fields})
+    b[key] = 1
+
+
+def _batch_entry(a: Aipp, batch_index) -> dict:
+    i = as_int(batch_index, "batch_index")
+    if not 0 <= i < a.batch:
+        raise Fail(100000, f"batch_index {i} is out of range: this aclmdlAIPP has "
+                           f"{a.batch} image(s) (create_aipp's batch_size)")
+    return a.batches[i]
+
+
+@api("aclmdlCreateAIPP", bare=True, outs=(0,), needs_init=False)
+def create_aipp(batch_size):
+    """A new dynamic-AIPP parameter set for ``batch_size`` images (0 on failure).
+
+    Each image starts with every switch off, mean and min 0 and var_reci 1.0, as CANN's
+    aclmdlCreateAIPPImplOm2 sets them. batch_size 0 fails (CANN returns a null pointer).
+    Differs from hardware: more than 4096 images is refused (the card would try to allocate).
+    """
+    n = as_int(batch_size, "batch_size")
+    if n <= 0:
+        raise Fail(100000, f"batch_size is {n}; it cannot be zero")
+    if n > _AIPP_BATCH_LIMIT:
+        raise Fail(100000, f"batch_size {n} is more than acllab's {_AIPP_BATCH_LIMIT}")
+    r = rt()
+    a = Aipp(0, n)
+    a.handle = r.new_handle("aipp", a)
+    return a.handle
+
+
+@api("aclmdlDestroyAIPP", needs_init=False)
+def destroy_aipp(aipp_parms_set):
+    a = _aipp(aipp_parms_set)
+    a.alive = False
+    rt().drop_handle(a.handle, "dynamic AIPP")
+
+
+@api("aclmdlSetAIPPInputFormat", needs_init=False)
+def set_aipp_input_format(aipp_parms_set, input_format):
+    """The source format, an aclAippInputFormat (ACL_YUV420SP_U8 = 1, ACL_XRGB8888_U8,
+    ACL_RGB888_U8, ACL_YUV400_U8 = 4 ... ACL_RAW24 = 14); another value gives 100000.
+    set_input_aipp then accepts the first four only, as CANN does on these chips."""
+    a = _aipp(aipp_parms_set)
+    f = as_int(input_format, "input_format")
+    if f not in _aipp_mod.ACL_TO_CCE:
+        raise Fail(100000, f"input_format {f} is no aclAippInputFormat (ACL_YUV420SP_U8 = 1, "
+                           "ACL_XRGB8888_U8 = 2, ACL_RGB888_U8 = 3, ACL_YUV400_U8 = 4 ...)")
+    a.head["fmt"] = _aipp_mod.ACL_TO_CCE[f]
+
+
+@api("aclmdlSetAIPPCscParams", needs_init=False)
+def set_aipp_csc_params(aipp_parms_set, csc_switch, csc_matrix_r0_c0, csc_matrix_r0_c1,
+                        csc_matrix_r0_c2, csc_matrix_r1_c0, csc_matrix_r1_c1,
+                        csc_matrix_r1_c2, csc_matrix_r2_c0, csc_matrix_r2_c1,
+                        csc_matrix_r2_c2, csc_output_bias_r0, csc_output_bias_r1,
+                        csc_output_bias_r2, csc_input_bias_r0, csc_input_bias_r1,
+                        csc_input_bias_r2):
+    """Colour-space conversion, for every image: the switch, the 3 x 3 fixed-point matrix
+    (coefficients x 256) and the output and input biases (uint8)."""
+    a = _aipp(aipp_parms_set)
+    on = _in_range("csc_switch", csc_switch, 0, 1)
+    if not on:
+        a.head["csc"] = 0
+        return
+    m = [csc_matrix_r0_c0, csc_matrix_r0_c1, csc_matrix_r0_c2, csc_matrix_r1_c0,
+         csc_matrix_r1_c1, csc_matrix_r1_c2, csc_matrix_r2_c0, csc_matrix_r2_c1,
+         csc_matrix_r2_c2]
+    names = [f"csc_matrix_r{i}_c{j}" for i in range(3) for j in range(3)]
+    matrix = [_in_range(n, v, -32677, 32676) for n, v in zip(names, m, strict=True)]
+    biases = [as_int(v, n) & 0xFF for n, v in (
+        ("csc_output_bias_r0", csc_output_bias_r0), ("csc_output_bias_r1", csc_output_bias_r1),
+        ("csc_output_bias_r2", csc_output_bias_r2), ("csc_input_bias_r0", csc_input_bias_r0),
+        ("csc_input_bias_r1", csc_input_bias_r1), ("csc_input_bias_r2", csc_input_bias_r2))]
+    a.head["csc"] = 1
+    a.head["matrix"], a.head["out_bias"], a.head["in_bias"] = matrix, biases[:3], biases[3:]
+
+
+@api("aclmdlSetAIPPRbuvSwapSwitch", needs_init=False)
+def set_aipp_rbuv_swap_switch(aipp_parms_set, rbuv_swap_switch):
+    """Swap R and B (RGB sources) or U and V (YUV420SP: NV21) for every image."""
+    a = _aipp(aipp_parms_set)
+    a.head["rbuv"] = _in_range("rbuv_swap_switch", rbuv_swap_switch, 0, 1)
+
+
+@api("aclmdlSetAIPPAxSwapSwitch", needs_init=False)
+def set_aipp_ax_swap_switch(aipp_parms_set, ax_swap_switch):
+    """XRGB8888 only: the pixel's unused byte is the last (RGBX), not the first."""
+    a = _aipp(aipp_parms_set)
+    a.head["ax"] = _in_range("ax_swap_switch", ax_swap_switch, 0, 1)
+
+
+@api("aclmdlSetAIPPSrcImageSize", needs_init=False)
+def set_aipp_src_image_size(aipp_parms_set, src_image_size_w, src_image_size_h):
+    """The source image's width (2..4096) and height (1..4096), required."""
+    a = _aipp(aipp_parms_set)
+    w = _in_range("src_image_size_w", src_image_size_w, 2, 4096)
+    h = _in_range("src_image_size_h", src_image_size_h, 1, 4096)
+    a.head["w"], a.head["h"] = w, h
+
+
+@api("aclmdlSetAIPPScfParams", needs_init=False)
+def set_aipp_scf_params(aipp_parms_set, scf_switch, scf_input_size_w, scf_input_size_h,
+                        scf_output_size_w, scf_output_size_h, batch_index):
+    """Resize one image. The setter checks its ranges, but set_input_aipp refuses any image
+    with the switch on: CANN's dynamic AIPP does not resize ("Not support scf!",
+    aipp_param_check.cpp, AippDynamicBatchParaCheck)."""
+    a = _aipp(aipp_parms_set)
+    b = _batch_entry(a, batch_index)
+    _switched(b, "scf", "scf_switch", scf_switch, [
+        ("scf_in_w", "scf_input_size_w", scf_input_size_w, 16, 4096),
+        ("scf_in_h", "scf_input_size_h", scf_input_size_h, 16, 4096),
+        ("scf_out_w", "scf_output_size_w", scf_output_size_w, 16, 1920),
+        ("scf_out_h", "scf_output_size_h", scf_output_size_h, 16, 4096)])
+
+
+@api("aclmdlSetAIPPCropParams", needs_init=False)
+def set_aipp_crop_params(aipp_parms_set, crop_switch, crop_start_pos_w, crop_start_pos_h,
+                         crop_size_w, crop_size_h, batch_index):
+    """Crop one image: the window's start (0..4095) and size (1..4096)."""
+    a = _aipp(aipp_parms_set)
+    b = _batch_entry(a, batch_index)
+    _switched(b, "crop", "crop_switch", crop_switch, [
+        ("crop_w0", "crop_start_pos_w", crop_start_pos_w, 0, 4095),
+        ("crop_h0", "crop_start_pos_h", crop_start_pos_h, 0, 4095),
+        ("crop_w", "crop_size_w", crop_size_w, 1, 4096),
+        ("crop_h", "crop_size_h", crop_size_h, 1, 4096)])
+
+
+@api("aclmdlSetAIPPPaddingParams", needs_init=False)
+def set_aipp_padding_params(aipp_parms_set, padding_switch, padding_size_top,
+                            padding_size_bottom, padding_size_left, padding_size_right,
+                            batch_index):
+    """Pad one image after normalisation (0..32 pixels a side, with 0)."""
+    a = _aipp(aipp_parms_set)
+    b = _batch_entry(a, batch_index)
+    _switched(b, "pad", "padding_switch", padding_switch, [
+        ("pad_top", "padding_size_top", padding_size_top, 0, 32),
+        ("pad_bottom", "padding_size_bottom", padding_size_bottom, 0, 32),
+        ("pad_left", "padding_size_left", padding_size_left, 0, 32),
+        ("pad_right", "padding_size_right", padding_size_right, 0, 32)])
+
+
+def _four(prefix: str, values, lo, hi, number=int) -> list:
+    return [_in_range(f"{prefix}{k}", v, lo, hi, number) for k, v in enumerate(values)]
+
+
+@api("aclmdlSetAIPPDtcPixelMean", needs_init=False)
+def set_aipp_dtc_pixel_mean(aipp_parms_set, dtc_pixel_mean_chn0, dtc_pixel_mean_chn1,
+                            dtc_pixel_mean_chn2, dtc_pixel_mean_chn3, batch_index):
+    """One image's per-channel mean (0..255), subtracted before min and var_reci."""
+    a = _aipp(aipp_parms_set)
+    b = _batch_entry(a, batch_index)
+    b["mean"] = _four("dtc_pixel_mean_chn", (dtc_pixel_mean_chn0, dtc_pixel_mean_chn1,
+                                             dtc_pixel_mean_chn2, dtc_pixel_mean_chn3), 0, 255)
+
+
+@api("aclmdlSetAIPPDtcPixelMin", needs_init=False)
+def set_aipp_dtc_pixel_min(aipp_parms_set, dtc_pixel_min_chn0, dtc_pixel_min_chn1,
+                           dtc_pixel_min_chn2, dtc_pixel_min_chn3, batch_index):
+    """One image's per-channel min (0..255), stored as fp16."""
+    a = _aipp(aipp_parms_set)
+    b = _batch_entry(a, batch_index)
+    b["min"] = _four("dtc_pixel_min_chn", (dtc_pixel_min_chn0, dtc_pixel_min_chn1,
+                                           dtc_pixel_min_chn2, dtc_pixel_min_chn3),
+                     0.0, 255.0, float)
+
+
+@api("aclmdlSetAIPPPixelVarReci", needs_init=False)
+def set_aipp_pixel_var_reci(aipp_parms_set, dtc_pixel_var_reci_chn0, dtc_pixel_var_reci_chn1,
+                            dtc_pixel_var_reci_chn2, dtc_pixel_var_reci_chn3, batch_index):
+    """One image's per-channel scale (-65504..65504), stored as fp16."""
+    a = _aipp(aipp_parms_set)
+    b = _batch_entry(a, batch_index)
+    b["var"] = _four("dtc_pixel_var_reci_chn", (dtc_pixel_var_reci_chn0,
+                                                dtc_pixel_var_reci_chn1,
+                                                dtc_pixel_var_reci_chn2,
+                                                dtc_pixel_var_reci_chn3),
+                     -65504.0, 65504.0, float)
+
+
+def _aipp_kind(c, i: int) -> tuple[int, int]:
+    """(aclmdlInputAippType, the attached parameter input's index or 0xFFFFFFFF) of input i."""
+    t = c.inputs[i]
+    for name, pre in c.preprocess.items():
+        d = pre.get("dynamic_aipp")
+        if d is None:
+            continue
+        k = next(j for j, x in enumerate(c.inputs) if x.name == d["data_input"])
+        if name == t.name:
+            return 2, k
+        if k == i:
+            return 3, 0xFFFFFFFF
+    if "aipp" in c.preprocess.get(t.name, {}):
+        return 1, 0xFFFFFFFF
+    return 0, 0xFFFFFFFF
+
+
+def _model_input(model_id, index):
+    m = _loaded(model_id)
+    i = as_int(index, "index")
+    if not 0 <= i < len(m.compiled.inputs):
+        raise Fail(100000, f"index {i} is out of range: the model has "
+                           f"{len(m.compiled.inputs)} inputs")
+    return m, i
+
+
+@api("aclmdlGetAippType", outs=(0, 0xFFFFFFFF))
+def get_aipp_type(model_id, index):
+    """(type, dynamic_attached_data_index, ret): what AIPP input ``index`` has.
+
+    type is an aclmdlInputAippType: ACL_DATA_WITHOUT_AIPP 0, ACL_DATA_WITH_STATIC_AIPP 1,
+    ACL_DATA_WITH_DYNAMIC_AIPP 2 (the index is then its parameter input's) or
+    ACL_DYNAMIC_AIPP_NODE 3 (it is a parameter input); the index is 0xFFFFFFFF otherwise.
+    """
+    m, i = _model_input(model_id, index)
+    return _aipp_kind(m.compiled, i)
+
+
+def _source_size(a: Aipp) -> int:
+    """CANN's GetSrcImageSize (aipp_param_check.cpp): batch x the bytes of one source."""
+    fmt = _aipp_mod.CCE_FORMATS.get(a.head["fmt"])
+    per = {"YUV420SP_U8": 1.5, "XRGB8888_U8": 4, "RGB888_U8": 3, "YUV400_U8": 1,
+           "ARGB8888_U8": 4, "YUYV_U8": 2, "YUV422SP_U8": 2, "AYUV444_U8": 4, "RAW10": 2,
+           "RAW12": 2, "RAW16": 2, "RAW24": 4}.get(fmt, 0)
+    return int(a.batch * a.head["w"] * a.head["h"] * per)
+
+
+def _output_hw(a: Aipp, b: dict) -> tuple[int, int]:
+    """(w, h) one image leaves AIPP with (GetAippOutputHW)."""
+    if b["scf"]:
+        w, h = b["scf_out_w"], b["scf_out_h"]
+    elif b["crop"]:
+        w, h = b["crop_w"], b["crop_h"]
+    else:
+        w, h = a.head["w"], a.head["h"]
+    if b["pad"]:
+        w, h = w + b["pad_left"] + b["pad_right"], h + b["pad_top"] + b["pad_bottom"]
+    return w, h
+
+
+def _check_aipp(a: Aipp, spec) -> None:
+    """set_input_aipp's checks, in CANN's order (acl_aipp.cpp, GetAndCheckAippParams, then
+    aipp_param_check.cpp, AippParamsCheck)."""
+    size = _source_size(a)
+    if size > spec.max_src_image_size:
+        raise Fail(100000, f"the source images need {size} B ({a.batch} x "
+                           f"{a.head['w']}x{a.head['h']}), more than the model's "
+                           f"max_src_image_size, {spec.max_src_image_size} B")
+    w, h = _output_hw(a, a.batches[0])
+    if (a.batch, w, h) != (spec.batch, spec.out_w, spec.out_h):
+        raise Fail(100000, f"the AIPP output must be the model's input: these parameters give "
+                           f"batch {a.batch} of {w}x{h} (w x h), the model takes batch "
+                           f"{spec.batch} of {spec.out_w}x{spec.out_h}")
+    fmt = _aipp_mod.CCE_FORMATS.get(a.head["fmt"])
+    if fmt is None:
+        raise Fail(100000, "the input format is not set: call set_aipp_input_format")
+    if fmt not in _aipp_mod.SRC_CHANNELS:
+        raise Fail(100000, f"input format {fmt} is not supported here: use YUV420SP_U8, "
+                           "XRGB8888_U8, RGB888_U8 or YUV400_U8")
+    if fmt == "YUV400_U8" and a.head["csc"]:
+        raise Fail(100000, "YUV400_U8 has one channel: it cannot have csc_switch on")
+    sw, sh = a.head["w"], a.head["h"]
+    if not sw or not sh:
+        raise Fail(100000, "the source image size is not set: call set_aipp_src_image_size")
+    if fmt == "YUV420SP_U8" and (sw % 2 or sh % 2):
+        raise Fail(100000, f"YUV420SP_U8 needs an even source size, got {sw}x{sh}")
+    for k, b in enumerate(a.batches):
+        if b["scf"]:
+            raise Fail(100000, f"image {k} has resize (scf) on: dynamic AIPP does not resize")
+        if b["crop"]:
+            if b["crop_w0"] + b["crop_w"] > sw or b["crop_h0"] + b["crop_h"] > sh:
+                raise Fail(100000, f"image {k}: the crop window (start {b['crop_w0']}, "
+                                   f"{b['crop_h0']}, size {b['crop_w']}x{b['crop_h']}) does "
+                                   f"not fit the {sw}x{sh} source")
+            if fmt == "YUV420SP_U8" and (b["crop_w0"] % 2 or b["crop_h0"] % 2):
+                raise Fail(100000, f"image {k}: with YUV420SP_U8 the crop start must be even")
+        if _output_hw(a, b) != (w, h):
+            ow, oh = _output_hw(a, b)
+            raise Fail(100000, f"image {k} leaves AIPP as {ow}x{oh}; image 0 as {w}x{h}: "
+                               "every image must give the same size")
+
+
+@api("aclmdlSetInputAIPP")
+def set_input_aipp(model_id, dataset, index, aipp_parms_set):
+    """Write dynamic-AIPP parameters into the dataset's parameter input ``index`` (the input
+    named ascend_dynamic_aipp_data, or the one get_aipp_type names); synchronous.
+
+    CANN's checks in its order (hicann/ge, acl_aipp.cpp, aclmdlSetInputAIPPImpl): a null
+    dataset or parameter set, an index past the model's inputs or not a parameter input, and
+    parameters the model cannot take (see the setters; the output must be the model input's
+    batch, width and height) give 100000; no buffer at ``index`` or a null address, 100000; a
+    buffer shorter than 64 + 96 x N bytes, 145012 ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID
+    (runtime/om2/om2_model_executor.cc, SetDynamicAippData).
+    Differs from hardware: a buffer in host memory or past its allocation gives 145011 (the
+    card's aclrtMemcpy would fail with a runtime code).
+    """
+    r = rt()
+    ds = _dataset(dataset)
+    a = _aipp(aipp_parms_set)
+    m, i = _model_input(model_id, index)
+    c = m.compiled
+    kind, _k = _aipp_kind(c, i)
+    if kind != 3:
+        has = [t.name for j, t in enumerate(c.inputs) if _aipp_kind(c, j)[0] == 3]
+        hint = (f": its parameter input is {has[0]!r}, index "
+                f"{[t.name for t in c.inputs].index(has[0])}" if has else
+                ": the model has no dynamic AIPP (atc --insert_op_conf with aipp_mode: dynamic)")
+        raise Fail(100000, f"input {i} ({c.inputs[i].name}) is not a dynamic-AIPP parameter "
+                           f"input{hint}")
+    name = next(n for n, pre in c.preprocess.items()
+                if pre.get("dynamic_aipp", {}).get("data_input") == c.inputs[i].name)
+    spec = _aipp_mod.DynamicAipp.from_dict(c.preprocess[name]["dynamic_aipp"])
+    _check_aipp(a, spec)
+    if i >= len(ds.buffers):
+        raise Fail(100000, f"the dataset has no buffer at index {i}: add the "
+                           f"{c.inputs[i].name} buffer to the input dataset first")
+    buf = r.lookup(ds.buffers[i], DataBuffer, "data buffer")
+    if not buf.addr:
+        raise Fail(100000, f"the data buffer at index {i} has a null address")
+    raw = _aipp_mod.pack_dynamic(a.head, a.batches)
+    if len(raw) > buf.size:
+        raise Fail(145012, f"the parameters of {a.batch} image(s) are {len(raw)} B; the buffer "
+                           f"at index {i} holds {buf.size} B (get_input_size_by_index)")
+    try:
+        region, off = span(r, buf.addr, len(raw), "dynamic AIPP input", m.device)
+    except Fail as exc:
+        raise Fail(145011, exc.message) from None
+    if region.kind != "device":
+        raise Fail(145011, "the dynamic AIPP input buffer is host memory: allocate it with "
+                           "acl.rt.malloc")
+    region.write(off, raw)
+    r.log("device_write", region.start, region.generation, buf.addr, len(raw))
+    r.spend((1 + a.batch) * (r.profile.sync_copy_overhead_ns + r.profile.copy_latency_ns))
+
+
+@api("aclmdlSetAIPPByInputIndex")
+def set_aipp_by_input_index(model_id, dataset, index, aipp_parms_set):
+    """set_input_aipp, naming the image input ``index`` instead of its parameter input.
+
+    A null parameter set, a null dataset or an index past the dataset's buffers give 100000;
+    an input with no dynamic AIPP gives 500001 ACL_ERROR_FAILURE (hicann/ge, acl_aipp.cpp,
+    aclmdlSetAIPPByInputIndexImpl)."""
+    _aipp(aipp_parms_set)
+    ds = _dataset(dataset)
+    i = as_int(index, "index")
+    if not 0 <= i < len(ds.buffers):
+        raise Fail(100000, f"index {i} is out of range: the dataset has {len(ds.buffers)} "
+                           "buffers")
+    m, i = _model_input(model_id, i)
+    kind, k = _aipp_kind(m.compiled, i)
+    if kind != 2:
+        raise Fail(500001, f"input {i} ({m.compiled.inputs[i].name}) has no dynamic AIPP "
+                           "linked (get_aipp_type reports its type)")
+    set_input_aipp.__wrapped__(model_id, dataset, k, aipp_parms_set)
 
 
 # ---------------------------------------------------------------------------------------

@@ -49,9 +49,22 @@ With ``--dynamic_image_size`` the config must leave ``src_image_size_w`` and ``_
 turn crop and padding off, as atc requires; the source is then each gear's image, and the
 input reports -1 in H and W (see :func:`build_config`).
 
+Dynamic AIPP (``aipp_mode : dynamic``, with ``max_src_image_size``, the largest source in
+bytes, and ``related_input_rank``) leaves the steps to the program: the model gains a uint8
+input ``ascend_dynamic_aipp_data`` of 64 + 96 x N bytes (hicann/ge,
+compiler/graph/preprocess/insert_op/aipp_op.cc, CalcMaxSize and AddNodeToGraph), which
+``acl.mdl.set_input_aipp`` fills from an ``aclmdlAIPP`` before execute; the image input becomes
+``max_src_image_size`` bytes of uint8 with dims [N, -1, -1, -1] (CreateAippData). The bytes are
+GE's ``kAippDynamicPara`` header (format, CSC, swaps, source size) and one
+``kAippDynamicBatchPara`` per image (crop, resize, padding, mean, min, var_reci as fp16), at the
+offsets of CANN's AIPP operator; :func:`pack_dynamic` writes them and
+:func:`dynamic_configs` reads them back into one :class:`AippConfig` per image, which the model
+applies as it does a static one, then pads. Its other fields are ignored, as atc does.
+
 Differs from hardware: the resize interpolation and the rounding of the fixed-point CSC are
-acllab's choices (CANN does not document them bit for bit); padding, rotation, dynamic AIPP
-and formats other than the four above are refused with a readable error.
+acllab's choices (CANN does not document them bit for bit); static padding, rotation and
+formats other than the four above are refused with a readable error; dynamic AIPP is built for
+static shapes only (not with --dynamic_batch_size, --dynamic_image_size or --dynamic_dims).
 """
 
 from __future__ import annotations
@@ -62,7 +75,8 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 __all__ = ["AippError", "AippConfig", "parse_aipp", "apply_aipp", "SRC_CHANNELS",
-           "source_bytes", "aipp_flops"]
+           "source_bytes", "aipp_flops", "DynamicAipp", "build_dynamic", "dynamic_data_size",
+           "pack_dynamic", "dynamic_configs", "apply_dynamic", "DYNAMIC_AIPP_NAME"]
 
 #: Channels a pixel of each source format has after decoding (what the model's C must be).
 SRC_CHANNELS = {"YUV420SP_U8": 3, "RGB888_U8": 3, "XRGB8888_U8": 3, "YUV400_U8": 1}
@@ -82,10 +96,10 @@ _INT_FIELDS = (["related_input_rank", "src_image_size_w", "src_image_size_h",
                 "bottom_padding_size", "padding_value"]
                + [f"matrix_r{i}c{j}" for i in range(3) for j in range(3)]
                + [f"{k}_bias_{i}" for k in ("input", "output") for i in range(3)]
-               + [f"mean_chn_{i}" for i in range(4)])
+               + [f"mean_chn_{i}" for i in range(4)] + ["max_src_image_size"])
 _FLOAT_FIELDS = [f"{k}_chn_{i}" for k in ("min", "var_reci") for i in range(4)]
 _BOOL_FIELDS = ["crop", "resize", "padding", "csc_switch", "rbuv_swap_switch", "ax_swap_switch",
-                "single_line_mode", "rotation"]
+                "single_line_mode", "rotation", "support_rotation"]
 _ENUM_FIELDS = {"aipp_mode": ("static", "dynamic"), "input_format": _KNOWN_FORMATS}
 
 
@@ -252,8 +266,9 @@ def build_config(block: dict, model_shape: tuple[int, ...], follows_gear: bool =
         return block[name]
 
     if block.get("aipp_mode", "static") != "static" or "aipp_mode" not in block:
-        raise AippError("aipp_mode must be static (acllab does not build dynamic AIPP)"
-                        if "aipp_mode" in block else "aipp_mode is required (static)")
+        raise AippError("this block is not static AIPP (see build_dynamic)"
+                        if "aipp_mode" in block else "aipp_mode is required (static or "
+                        "dynamic)")
     fmt = need("input_format")
     if fmt not in SRC_CHANNELS:
         raise AippError(f"input_format {fmt} is not supported by acllab; use one of "
@@ -423,4 +438,176 @@ def apply_aipp(cfg: AippConfig, raw: bytes | np.ndarray, batch: int) -> np.ndarr
         var = np.array(cfg.var_reci[:c], np.float64)
         val = (img.astype(np.float64) - mean - mn) * var
         out.append(val.astype(np.float16).astype(np.float32).transpose(2, 0, 1))
+    return np.ascontiguousarray(np.stack(out))
+
+
+# ---- dynamic AIPP -------------------------------------------------------------------------
+#: the name of the first dynamic-AIPP parameter input (acl_mdl.h, ACL_DYNAMIC_AIPP_NAME)
+DYNAMIC_AIPP_NAME = "ascend_dynamic_aipp_data"
+_HEAD, _BATCH = 64, 96          # sizeof(kAippDynamicPara) - sizeof(kAippDynamicBatchPara), and it
+#: CANN's operator codes of the source formats (hicann/ge, model_desc_internal.h,
+#: CceAippInputFormat; aclmdlSetAIPPInputFormat maps acl_mdl.h's aclAippInputFormat to them)
+CCE_FORMATS = {1: "YUV420SP_U8", 2: "XRGB8888_U8", 3: "NC1HWC0DI_FP16", 4: "NC1HWC0DI_S8",
+               5: "RGB888_U8", 6: "ARGB8888_U8", 7: "YUYV_U8", 8: "YUV422SP_U8", 9: "AYUV444_U8",
+               10: "YUV400_U8", 11: "RAW10", 12: "RAW12", 13: "RAW16", 16: "RAW24"}
+#: aclAippInputFormat (acl_mdl.h) -> CceAippInputFormat
+ACL_TO_CCE = {1: 1, 2: 2, 3: 5, 4: 10, 5: 3, 6: 4, 7: 6, 8: 7, 9: 8, 10: 9, 11: 11, 12: 12,
+              13: 13, 14: 16}
+# the header and per-image records, at the offsets CANN's AIPP operator reads them
+# (Ascend opp, impl/aipp_comm.py, HEAD_OFFSET_* and BATCH_OFFSET_*): little-endian, packed
+_HEAD_DT = np.dtype({"names": ["fmt", "csc", "rbuv", "ax", "batch", "w", "h", "matrix",
+                               "out_bias", "in_bias"],
+                     "formats": ["u1", "i1", "i1", "i1", "i1", "<i4", "<i4", ("<i2", 9),
+                                 ("u1", 3), ("u1", 3)],
+                     "offsets": [0, 1, 2, 3, 4, 8, 12, 16, 40, 43], "itemsize": _HEAD})
+_BATCH_DT = np.dtype({"names": ["crop", "scf", "pad", "rot", "crop_w0", "crop_h0", "crop_w",
+                                "crop_h", "scf_in_w", "scf_in_h", "scf_out_w", "scf_out_h",
+                                "pad_top", "pad_bottom", "pad_left", "pad_right", "mean",
+                                "min", "var"],
+                      "formats": ["i1", "i1", "i1", "i1"] + ["<i4"] * 12
+                      + [("<i2", 4), ("<u2", 4), ("<u2", 4)],
+                      "offsets": [0, 1, 2, 3, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56,
+                                  64, 72], "itemsize": _BATCH})
+
+
+def dynamic_data_size(batch: int) -> int:
+    """Bytes of the dynamic-AIPP parameter input for ``batch`` images: 64 + 96 x batch
+    (hicann/ge, aipp_op.cc, CalcMaxSize; acl_aipp_om2.cpp, aclmdlGetAippDataSize)."""
+    return _HEAD + _BATCH * batch
+
+
+@dataclass(frozen=True)
+class DynamicAipp:
+    """An ``aipp_mode : dynamic`` block checked against the model input it feeds."""
+
+    related_input_rank: int
+    max_src_image_size: int
+    batch: int                     # N of the model input
+    channels: int                  # C
+    out_h: int                     # what every image must be after crop and padding
+    out_w: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DynamicAipp:
+        return cls(*(int(d[k]) for k in ("related_input_rank", "max_src_image_size", "batch",
+                                          "channels", "out_h", "out_w")))
+
+
+def build_dynamic(block: dict, model_shape: tuple[int, ...]) -> DynamicAipp:
+    """Check one ``aipp_mode : dynamic`` block against its (NCHW) model input.
+
+    atc requires ``max_src_image_size`` > 0 (hicann/ge, aipp_op.cc, ValidateParams: "For
+    dynamic AIPP params, max_src_image_size must be set which number should be greater than
+    0") and a 4-D NCHW/NHWC input (CreateAippData); the static fields are ignored, as GE
+    ignores them in this mode. ``support_rotation : true`` is refused: CANN's template calls it
+    reserved and unsupported.
+    """
+    size = int(block.get("max_src_image_size", 0))
+    if size <= 0:
+        raise AippError("for dynamic AIPP, max_src_image_size must be set to a number greater "
+                        "than 0 (the largest source in bytes, e.g. N x w x h x 3 for RGB888_U8)")
+    if block.get("support_rotation"):
+        raise AippError("support_rotation : true is reserved: CANN does not support it")
+    if len(model_shape) != 4:
+        raise AippError(f"AIPP feeds a 4-D image input; this input is {list(model_shape)}")
+    n, c, h, w = (int(d) for d in model_shape)
+    if c not in (1, 3):
+        raise AippError(f"dynamic AIPP gives 1 or 3 channels; the model input has {c}")
+    return DynamicAipp(int(block.get("related_input_rank", 0)), size, n, c, h, w)
+
+
+def _fp16_bits(x: float) -> int:
+    return int(np.array(x, np.float16).view(np.uint16))
+
+
+def pack_dynamic(head: dict, batches: list[dict]) -> bytes:
+    """The parameter bytes for one ``aclmdlAIPP``: its header, then one record per image.
+
+    ``head``: fmt (a CceAippInputFormat code), csc, rbuv, ax, w, h, matrix (9), out_bias (3),
+    in_bias (3); each batch: crop, scf, pad (switches), crop_w0, crop_h0, crop_w, crop_h,
+    scf_in_w, scf_in_h, scf_out_w, scf_out_h, pad_top, pad_bottom, pad_left, pad_right, mean
+    (4 ints), min (4 floats), var (4 floats; both stored as fp16, as aclmdlSetAIPPDtcPixelMin
+    and aclmdlSetAIPPPixelVarReci store them)."""
+    h = np.zeros(1, _HEAD_DT)
+    for k in ("fmt", "csc", "rbuv", "ax", "w", "h", "matrix", "out_bias", "in_bias"):
+        h[k] = head[k]
+    h["batch"] = len(batches)
+    b = np.zeros(len(batches), _BATCH_DT)
+    for i, item in enumerate(batches):
+        for k, v in item.items():
+            if k in ("min", "var"):
+                b[i][k] = [_fp16_bits(x) for x in v]
+            else:
+                b[i][k] = v
+    return h.tobytes() + b.tobytes()
+
+
+def dynamic_configs(raw: bytes, spec: DynamicAipp) -> list[tuple[AippConfig, tuple]]:
+    """The per-image steps written in a parameter input: (config, padding (top, bottom, left,
+    right)) for each of the model's N images. Raises AippError when the bytes are no valid
+    parameters (never set: input format 0; another batch count; a source or output size the
+    model cannot take), as the AIPP operator would fail on the card."""
+    if len(raw) < dynamic_data_size(1):
+        raise AippError("the dynamic AIPP input is shorter than one image's parameters")
+    head = np.frombuffer(raw[:_HEAD], _HEAD_DT)[0]
+    fmt = CCE_FORMATS.get(int(head["fmt"]))
+    if fmt is None:
+        raise AippError(f"the dynamic AIPP input holds no parameters (input format code "
+                        f"{int(head['fmt'])}): call acl.mdl.set_input_aipp on this dataset "
+                        "before execute")
+    if fmt not in SRC_CHANNELS:
+        raise AippError(f"dynamic AIPP input format {fmt} is not supported")
+    n = int(head["batch"])
+    if n != spec.batch or len(raw) < dynamic_data_size(n):
+        raise AippError(f"the dynamic AIPP parameters are for {n} image(s); the model takes "
+                        f"{spec.batch}")
+    w, h = int(head["w"]), int(head["h"])
+    cfg = AippConfig(fmt, w, h, spec.related_input_rank)
+    if source_bytes(cfg) * n > spec.max_src_image_size:
+        raise AippError(f"{n} source image(s) of {w}x{h} {fmt} need "
+                        f"{source_bytes(cfg) * n} B, more than max_src_image_size "
+                        f"({spec.max_src_image_size} B)")
+    recs = np.frombuffer(raw[_HEAD:_HEAD + _BATCH * n], _BATCH_DT)
+    csc = tuple(int(v) for v in head["matrix"]) if int(head["csc"]) == 1 else None
+    out = []
+    for i, b in enumerate(recs):
+        if int(b["scf"]) == 1:
+            raise AippError(f"image {i}: dynamic AIPP does not resize (scf switch on)")
+        crop = ((int(b["crop_h0"]), int(b["crop_w0"]), int(b["crop_h"]), int(b["crop_w"]))
+                if int(b["crop"]) == 1 else None)
+        pad = ((int(b["pad_top"]), int(b["pad_bottom"]), int(b["pad_left"]),
+                int(b["pad_right"])) if int(b["pad"]) == 1 else (0, 0, 0, 0))
+        one = replace(cfg, crop=crop, csc=csc,
+                      input_bias=tuple(int(v) for v in head["in_bias"]),
+                      output_bias=tuple(int(v) for v in head["out_bias"]),
+                      rbuv_swap=int(head["rbuv"]) == 1, ax_swap=int(head["ax"]) == 1,
+                      mean=tuple(int(v) for v in b["mean"]),
+                      min=tuple(float(v) for v in b["min"].view(np.float16)),
+                      var_reci=tuple(float(v) for v in b["var"].view(np.float16)))
+        oh, ow = one.out_hw
+        oh, ow = oh + pad[0] + pad[1], ow + pad[2] + pad[3]
+        if (oh, ow) != (spec.out_h, spec.out_w) or one.channels != spec.channels:
+            raise AippError(f"image {i}: dynamic AIPP gives {ow}x{oh} (w x h) with "
+                            f"{one.channels} channel(s); the model input is "
+                            f"{spec.out_w}x{spec.out_h} with {spec.channels}")
+        if crop is not None and (crop[0] + crop[2] > h or crop[1] + crop[3] > w):
+            raise AippError(f"image {i}: the crop window does not fit the {w}x{h} source")
+        out.append((one, pad))
+    return out
+
+
+def apply_dynamic(steps: list[tuple[AippConfig, tuple]], raw: bytes | np.ndarray
+                  ) -> np.ndarray:
+    """The images (back to back, each of the source size) through their own steps, then
+    padded with 0 (CANN's order: crop, CSC, normalisation, padding) -> (N, C, H, W) float32."""
+    data = np.frombuffer(bytes(raw), dtype=np.uint8) if not isinstance(raw, np.ndarray) \
+        else raw.reshape(-1)
+    out = []
+    for b, (cfg, (top, bottom, left, right)) in enumerate(steps):
+        per = source_bytes(cfg)
+        img = apply_aipp(cfg, data[b * per:(b + 1) * per], 1)[0]
+        out.append(np.pad(img, ((0, 0), (top, bottom), (left, right))))
     return np.ascontiguousarray(np.stack(out))

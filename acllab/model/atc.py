@@ -33,7 +33,17 @@ from math import prod
 from pathlib import Path
 
 from ..hardware import PROFILES, DeviceProfile, get_profile
-from .aipp import AippError, aipp_flops, build_config, parse_aipp, source_bytes
+from .aipp import (
+    DYNAMIC_AIPP_NAME,
+    AippError,
+    DynamicAipp,
+    aipp_flops,
+    build_config,
+    build_dynamic,
+    dynamic_data_size,
+    parse_aipp,
+    source_bytes,
+)
 from .compiled import DYNAMIC_INPUT_NAME, CompiledModel, MemoryPlan, TensorDesc, gear_key
 from .cost import OpPlan, plan_tile, tiling_efficiency
 from .graph import DTYPES, Graph, GraphError, TensorSpec
@@ -305,9 +315,21 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
         follow = {n for n, s in shapes.items() if -1 in s} if kind == "hw" else set()
         aipps = _read_aipp(insert_op_conf, compiled_graph, big, follow,
                            gears if kind == "hw" else [])
+        dynamic = {n: c for n, c in aipps.items() if isinstance(c, DynamicAipp)}
+        if dynamic and kind != "static":
+            raise _bad("--insert_op_conf", insert_op_conf, "acllab builds dynamic AIPP for "
+                       f"static shapes only, not with {_FLAGS[kind]}")
         for name, cfg in aipps.items():
-            preprocess[name] = {"aipp": cfg.to_dict()}
+            preprocess[name] = ({"dynamic_aipp": cfg.to_dict()} if name in dynamic
+                                else {"aipp": cfg.to_dict()})
         inputs = [_aipp_desc(t, aipps[t.name]) if t.name in aipps else t for t in inputs]
+        # one parameter input per dynamic AIPP, after the model's own (GE adds an AippData
+        # node, named ascend_dynamic_aipp_data, then ascend_dynamic_aipp_data_<aipp node>)
+        for k, (name, cfg) in enumerate(dynamic.items()):
+            size = dynamic_data_size(cfg.batch)
+            pname = DYNAMIC_AIPP_NAME if k == 0 else f"{DYNAMIC_AIPP_NAME}_aipp_{name}"
+            preprocess[name]["dynamic_aipp"]["data_input"] = pname
+            inputs.append(TensorDesc(pname, (size,), (size,), "uint8", "ND", size))
     if nhwc:
         for i, t in enumerate(inputs):
             if len(t.dims) == 4 and t.name not in preprocess:
@@ -480,6 +502,13 @@ def _read_aipp(path: str, graph: Graph, big, follow: set = frozenset(), gears=()
             if spec.dtype != "fp32":
                 raise AippError(f"input {spec.name!r} is {spec.dtype}: AIPP feeds a float "
                                 "input (do not list it in --input_fp16_nodes)")
+            if b.get("aipp_mode") == "dynamic":
+                try:
+                    out[spec.name] = build_dynamic(b, big.shapes[spec.name])
+                except AippError as exc:
+                    raise AippError(f"aipp_op for input {rank} ({spec.name!r}): {exc}") \
+                        from None
+                continue
             try:
                 cfg = build_config(b, big.shapes[spec.name], spec.name in follow)
                 if cfg.follows_gear and cfg.input_format == "YUV420SP_U8":
@@ -497,7 +526,13 @@ def _read_aipp(path: str, graph: Graph, big, follow: set = frozenset(), gears=()
 
 def _aipp_desc(t: TensorDesc, cfg) -> TensorDesc:
     """An AIPP input: uint8 NHWC images of the source size (-1 in H and W when the source
-    follows --dynamic_image_size's gears; the size is the largest gear's)."""
+    follows --dynamic_image_size's gears; the size is the largest gear's). A dynamic AIPP's
+    input is max_src_image_size bytes with dims [N, -1, -1, -1] (hicann/ge, aipp_op.cc,
+    CreateAippData: "dynamic aipp shape HWC is not fixed, need to be set -1")."""
+    if isinstance(cfg, DynamicAipp):
+        return TensorDesc(t.name, (t.dims[0], -1, -1, -1),
+                          (t.max_dims[0], t.max_dims[2], t.max_dims[3], cfg.channels),
+                          "uint8", "NHWC", cfg.max_src_image_size)
     hw = (-1, -1) if cfg.follows_gear else (cfg.src_h, cfg.src_w)
     dims = (t.dims[0], *hw, cfg.channels)
     max_dims = (t.max_dims[0], cfg.src_h, cfg.src_w, cfg.channels)
@@ -513,7 +548,13 @@ def _pre_plans(preprocess: dict, ann, graph: Graph, generic: bool) -> list[OpPla
         if pre is None:
             continue
         shape = ann.shapes[spec.name]
-        if "aipp" in pre:
+        if "dynamic_aipp" in pre:       # the largest source the parameters may name
+            d = DynamicAipp.from_dict(pre["dynamic_aipp"])
+            per = 3 + 18 + 2                  # as a static AIPP with CSC, plus padding
+            moved = d.max_src_image_size + prod(shape) * 2 + dynamic_data_size(d.batch)
+            plans.append(OpPlan(f"aipp_{spec.name}", "Aipp", "vector", graph.dtype,
+                                prod(shape) * per, moved, 0, None, None, 1.0, generic))
+        elif "aipp" in pre:
             from .aipp import AippConfig
 
             cfg = AippConfig.from_dict(pre["aipp"]).at(shape[2], shape[3])

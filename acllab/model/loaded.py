@@ -21,7 +21,15 @@ from ..constants import ACL_MEM_MALLOC_HUGE_FIRST
 from ..engine import Task
 from ..errors import Fail
 from ..memory import Region
-from .aipp import AippConfig, apply_aipp, source_bytes
+from .aipp import (
+    AippConfig,
+    DynamicAipp,
+    apply_aipp,
+    apply_dynamic,
+    dynamic_configs,
+    dynamic_data_size,
+    source_bytes,
+)
 from .compiled import CompiledModel
 from .cost import op_times
 from .graph import DTYPES
@@ -153,6 +161,16 @@ def execution_tasks(model: LoadedModel, inputs: list[tuple[Region, int, int]],
         for spec, (region, off, _n) in zip(c.graph.inputs, inputs, strict=False):
             shape = gear_shapes[spec.name]
             pre = c.preprocess.get(spec.name, {})
+            if "dynamic_aipp" in pre:         # the steps are in the parameter input's bytes
+                d = DynamicAipp.from_dict(pre["dynamic_aipp"])
+                k = next(i for i, t in enumerate(c.inputs)
+                         if t.name == pre["dynamic_aipp"]["data_input"])
+                p_region, p_off, _ = inputs[k]
+                steps = dynamic_configs(
+                    p_region.read_bytes(p_off, dynamic_data_size(d.batch)), d)
+                need = sum(source_bytes(cfg) for cfg, _pad in steps)
+                arrays[spec.name] = apply_dynamic(steps, region.read_bytes(off, need))
+                continue
             if "aipp" in pre:                 # uint8 images in, the float input out
                 cfg = AippConfig.from_dict(pre["aipp"]).at(shape[2], shape[3])
                 raw = region.read_bytes(off, shape[0] * source_bytes(cfg))
