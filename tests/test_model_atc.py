@@ -39,7 +39,8 @@ def dynamic():
     (dict(input_shape="data:8,3,-1,-1", dynamic_image_size="224;448"), "h1,w1;h2,w2"),
     (dict(input_shape="data:-1,3,-1,-1", dynamic_image_size="224,224;448,448"),
      "only the H and W"),
-    (dict(input_shape="image:1,3,224,224"), "no input 'image'"),
+    # (one unknown name alone renames a one-input zoo model: see the tests at the end)
+    (dict(input_shape="image:1,3,224,224;data:1,3,224,224"), "no input 'image'"),
     (dict(input_shape="data:1,3,224"), "has 4 dims, got 3"),
     (dict(input_shape="data:1,3,x,224"), "must be integers"),
     (dict(input_shape="data1,3,224,224"), "name:n,c,h,w"),
@@ -200,3 +201,33 @@ def test_fusion_switch_file_turns_fusion_off(tmp_path):
     assert atc_main(["--model=zoo:tiny", f"--output={out}", "--soc_version=Ascend310",
                      f"--fusion_switch_file={switch}"]) == 0
     assert load(str(out) + ".om").fusions == []
+
+
+# ---- a zoo model stands in for any framework's export ---------------------------------------
+@pytest.mark.parametrize("flags, name, dims", [
+    # a TensorFlow export's input (the resnet50_imagenet_dynamic_hw sample's command)
+    (dict(framework=3, input_shape="Placeholder:1,-1,-1,3",
+          dynamic_image_size="112,112;224,224"), "Placeholder", (1, -1, -1, 3)),
+    (dict(framework=5, input_shape="actual_input_1:4,3,224,224"), "actual_input_1",
+     (4, 3, 224, 224)),
+    (dict(framework=0, input_fp16_nodes="images"), "images", (1, 3, 224, 224)),
+])
+def test_a_one_input_zoo_model_takes_the_input_name_the_command_gives(flags, name, dims):
+    m = compile_model("zoo:resnet50", **flags)
+    assert m.inputs[0].name == name and m.inputs[0].dims == dims
+    assert name in m.graph.ops[0].inputs or any(name in op.inputs for op in m.graph.ops)
+
+
+def test_input_names_are_still_checked_where_no_rename_applies(tmp_path):
+    # two names for a one-input model
+    with pytest.raises(AtcError, match="has no input"):
+        compile_model("zoo:resnet50", input_shape="a:1,3,224,224;b:1,3,224,224")
+    # a graph from a file keeps its own names, as a real model file does
+    g = zoo.build("tiny").to_dict()
+    (tmp_path / "g.json").write_text(json.dumps(g))
+    with pytest.raises(AtcError, match="the model has no input 'Placeholder'"):
+        compile_model(str(tmp_path / "g.json"), input_shape="Placeholder:1,1,16,16")
+    # a name the graph already uses for an op's output is not taken over
+    out = zoo.build("tiny").ops[0].outputs[0]
+    with pytest.raises(AtcError, match="has no input"):
+        compile_model("zoo:tiny", input_shape=f"{out}:1,1,16,16")

@@ -89,6 +89,34 @@ def soc_to_profile(soc_version: str | None, profile: DeviceProfile | str | None
     raise _bad("--soc_version", soc, f"unsupported SoC; supported: {known}")
 
 
+def _name_zoo_input(graph: Graph, input_shape, input_fp16_nodes) -> None:
+    """A zoo model stands in for a model file exported by some framework, and exporters name
+    the input differently (Caffe's ResNet-50 'data', a TensorFlow export 'Placeholder', ONNX
+    ones 'input' or 'actual_input_1'): so a one-input zoo model takes the one name that
+    --input_shape (or else --input_fp16_nodes) gives it, and a sample's own atc command works
+    with only --model changed. Other names, and graphs from files, are checked as atc does.
+    Differs from hardware: a real model file has one fixed input name."""
+    if len(graph.inputs) != 1:
+        return
+    names: list[str] = []
+    if isinstance(input_shape, str):
+        names = [part.strip().rpartition(":")[0]
+                 for part in input_shape.strip().strip('"').split(";") if part.strip()]
+    elif isinstance(input_fp16_nodes, str):
+        names = [n.strip() for n in input_fp16_nodes.split(";") if n.strip()]
+    old = graph.inputs[0].name
+    if len(names) != 1 or not names[0] or names[0] == old:
+        return
+    new = names[0]
+    if any(new in op.outputs or new == op.name for op in graph.ops) or \
+            any(new == t.name for t in graph.outputs):
+        return
+    graph.inputs = [TensorSpec(new, t.shape, t.dtype, t.format) for t in graph.inputs]
+    for op in graph.ops:
+        op.inputs = [new if x == old else x for x in op.inputs]
+    graph.validate()
+
+
 def parse_input_shape(text: str | dict, graph: Graph) -> dict[str, tuple[int, ...]]:
     """'data:32,3,224,224;other:1,4' -> {'data': (32, 3, 224, 224), ...}, checked."""
     if isinstance(text, dict):
@@ -230,6 +258,8 @@ def compile_model(model: str | Graph | dict, *, input_shape: str | dict | None =
         graph = load_graph(model)
     except GraphError as exc:
         raise _bad("--model", model if isinstance(model, str) else "<graph>", str(exc)) from None
+    if isinstance(model, str) and model.startswith("zoo:"):
+        _name_zoo_input(graph, input_shape, input_fp16_nodes)
     if input_format is None and framework == 3:
         input_format = "NHWC"
     nhwc = False
