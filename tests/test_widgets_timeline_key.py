@@ -281,6 +281,13 @@ def test_two_tasks_back_to_back_show_as_two_bars(fresh):
         assert len(rects) >= 2
         for _, fill, stroke in rects:
             assert delta_e(fill, stroke) >= 15
+    # a bar too thin to show a fill inside an outline keeps the key's colour, outline and all
+    # (at 1 px a darker outline would make an H2D copy look like another kind)
+    tl = Timeline(rt, window_ns=(ups[0].start_ns, ups[0].start_ns + 1000 * (
+        ups[0].end_ns - ups[0].start_ns)))
+    lane = next(t for t in tl.to_figure().data if t.type == "bar" and t.name == "H2D DMA")
+    assert list(lane.marker.line.color) == list(lane.marker.color)
+    assert all(c == COLOURS["h2d"] for c in lane.marker.color)
 
 
 def test_the_old_look_would_fail_these_checks():

@@ -87,6 +87,10 @@ _ACCESS = ("ptr_to_bytes", "bytes_to_ptr", "ptr_to_numpy", "numpy_to_ptr",
            "numpy_contiguous_to_ptr")
 
 
+PLOT_PX = 800      # the plot area's width in a notebook, about (the figure fills the column)
+OUTLINED_PX = 3    # a bar at least this wide shows its fill inside a darker outline
+
+
 def edge(colour: str) -> str:
     """The outline of a bar of ``colour``: a darker shade (a lighter one for a dark colour),
     so that two tasks side by side on a lane show as two bars, not one."""
@@ -361,7 +365,8 @@ class Timeline(LiveRedraw):
         traces: list = []
         for y, (lane, bars) in enumerate(zip(lane_list, shown, strict=True)):
             traces.append(_binned_trace(lane, bars, y, lo, hi, to_x) if binned
-                          else _bar_trace(lane.name, bars, y, to_x, full[0], self._div))
+                          else _bar_trace(lane.name, bars, y, to_x, full[0], self._div,
+                                          (hi - lo) / PLOT_PX))
         instants = [] if binned else [(b, y) for y, (lane, bars) in enumerate(
             zip(lane_list, shown, strict=True)) if lane.kind != "engine"
             for b in bars if b.end_ns == b.start_ns]
@@ -410,7 +415,10 @@ class Timeline(LiveRedraw):
         cursor = min(max(rt.host_ns if self.cursor_ns is None else self.cursor_ns, lo), hi)
         n = len(self._lanes)
         title = _wrap(self._title(binned))
-        top = 78 + 16 * title.count("<br>")          # the title, then the colour key
+        # the title, then the colour key: about three entries a row, 20 px each (two rows
+        # at least, so that a zoom that shows more kinds finds room for them)
+        rows = max(2, -(-sum(t.get("meta") == "key" for t in traces) // 3))
+        top = 38 + 16 * title.count("<br>") + 20 * rows
         fig = trusted_figure(traces)
         fig.update_layout(
             title={"text": title, "font": {"size": 13}, "x": 0, "xanchor": "left",
@@ -606,16 +614,25 @@ def _trace(kind: str, **props) -> dict:
     return {"type": kind, **{k: v for k, v in props.items() if v is not None}}
 
 
-def _bar_trace(name: str, bars: list[Bar], y: int, to_x, lo: int, div: int) -> dict:
-    """Single tasks, each outlined in a darker shade of its colour (:func:`edge`): two tasks
-    back to back show as two bars with a line between them, and a thin bar stays at least
-    1 px wide."""
+def outline(bar: Bar, ns_per_px: float) -> str:
+    """A bar's outline colour: a darker shade of its colour (:func:`edge`) where the bar is
+    wide enough to show its fill inside it (two tasks back to back then show as two bars with
+    a line between them); the colour itself for a thinner bar, which it keeps at least 1 px
+    wide in the key's colour. Zoomed in far enough, every task is outlined."""
+    wide = bar.end_ns - bar.start_ns >= OUTLINED_PX * ns_per_px
+    return edge(bar.colour) if wide else bar.colour
+
+
+def _bar_trace(name: str, bars: list[Bar], y: int, to_x, lo: int, div: int,
+               ns_per_px: float) -> dict:
+    """Single tasks, outlined (:func:`outline`) so that tasks back to back show apart."""
     colours = [b.colour for b in bars]
     return _trace(
         "bar", name=name, orientation="h", y=[y] * len(bars), width=0.6, showlegend=False,
         base=[to_x(max(b.start_ns, lo)) for b in bars],
         x=[(b.end_ns - max(b.start_ns, lo)) / div for b in bars],
-        marker={"color": colours, "line": {"width": 1, "color": [edge(c) for c in colours]}},
+        marker={"color": colours,
+                "line": {"width": 1, "color": [outline(b, ns_per_px) for b in bars]}},
         hovertext=[b.hover for b in bars], hoverinfo="text")
 
 
@@ -709,7 +726,8 @@ def _svg(lane_list: list[Lane], width: int, title: str, max_rects: int = 3000, *
             w = max(x1 - x0, 2.0 if b.end_ns == b.start_ns else 1.0)
             drawn[b.colour] = None
             parts.append(f'<rect x="{x0:.1f}" y="{y + 4}" width="{w:.1f}" height="{row - 8}" '
-                         f'fill="{b.colour}" stroke="{edge(b.colour)}" stroke-width="1"><title>'
+                         f'fill="{b.colour}" stroke="{outline(b, (hi - lo) / plot)}" '
+                         'stroke-width="1"><title>'
                          f'{esc(f"{b.label} {_us(b.start_ns)}-{_us(b.end_ns)} us")}'
                          "</title></rect>")
     base = top + row * max(1, len(lane_list)) + 4
