@@ -17,6 +17,7 @@ import threading
 
 import numpy as np
 import pytest
+from timeline_support import assert_key_is_one_to_one, delta_e
 
 import acllab
 from acllab import acl
@@ -42,21 +43,6 @@ NAMED = {"h2d": "H2D", "d2h": "D2H", "d2d": "D2D", "h2h": "H2H", "staging": "sta
          "jpege": "JPEGE", "vdec": "VDEC", "venc": "VENC", "other": "other",
          "host_work": "host work", "api": "API call", "api_wait": "waits",
          "api_error": "failed", "api_access": "acl.util"}
-
-
-def _lab(colour: str) -> np.ndarray:
-    """CIELAB (D65) of a #rrggbb colour."""
-    rgb = np.array([int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
-    rgb = np.where(rgb > 0.04045, ((rgb + 0.055) / 1.055) ** 2.4, rgb / 12.92)
-    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
-                    [0.0193, 0.1192, 0.9505]]) @ rgb / np.array([0.95047, 1.0, 1.08883])
-    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
-    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
-
-
-def delta_e(a: str, b: str) -> float:
-    """CIE76 colour difference (about 2.3: just noticeable; 20 and more: plainly different)."""
-    return float(np.linalg.norm(_lab(a) - _lab(b)))
 
 
 def test_every_kind_has_a_colour_and_every_colour_one_key_entry():
@@ -183,48 +169,6 @@ def _double(ctx, x, y, n):
     hi = min(lo + per, n)
     if hi > lo:
         ctx.store(y + 4 * lo, 2 * ctx.load(x + 4 * lo, np.float32, hi - lo))
-
-
-def drawn_colours(fig) -> set[str]:
-    out: set[str] = set()
-    for t in fig.data:
-        if t.type == "bar" or t.name == "instants":
-            colour = t.marker.color
-            out |= {colour} if isinstance(colour, str) else set(colour or ())
-    return out
-
-
-def key_of(fig) -> dict[str, str]:
-    entries = [(t.name, t.marker.color) for t in fig.data if t.meta == "key"]
-    assert len({n for n, _ in entries}) == len(entries)
-    key = dict(entries)
-    assert len(set(key.values())) == len(key)
-    return key
-
-
-def svg_key(svg: str) -> tuple[set[str], dict[str, str]]:
-    """(colours of the drawn tasks, {label: colour} of the key) of a static drawing."""
-    tasks = set(re.findall(r'<rect x="[^"]+" y="[^"]+" width="[^"]+" height="[^"]+" '
-                           r'fill="(#[0-9a-f]{6})"[^>]*><title>', svg))
-    tasks |= set(re.findall(r'width="1" height="[^"]+" fill="(#[0-9a-f]{6})" fill-opacity', svg))
-    key = re.findall(r'width="10" height="10" fill="(#[0-9a-f]{6})"[^>]*/><text [^>]*>([^<]*)'
-                     r"</text>", svg)
-    labels = {label: colour for colour, label in key}
-    assert len(labels) == len(key) and len(set(labels.values())) == len(key)
-    return tasks, labels
-
-
-def assert_key_is_one_to_one(tl: Timeline) -> dict[str, str]:
-    """The figure's and the static drawing's keys list exactly the colours they draw, each
-    once, under its KEY label; returns the figure's key."""
-    fig = tl.to_figure()
-    key = key_of(fig)
-    assert set(key.values()) == drawn_colours(fig)
-    assert all(KEY[colour] == label for label, colour in key.items())
-    drawn, labels = svg_key(tl.to_svg())
-    assert set(labels.values()) == drawn
-    assert all(KEY[colour] == label for label, colour in labels.items())
-    return key
 
 
 def test_a_program_of_every_kind_draws_a_one_to_one_key(fresh):
