@@ -69,7 +69,7 @@ KEY = {   # the colour key: what each colour means, in every lane and every less
     "#637939": "JPEGD (JPEG decode)", "#aaffc3": "VPC (resize, crop, convert)",
     "#f032e6": "JPEGE (JPEG encode)", "#9a6324": "VDEC (video decode)",
     "#ffbb78": "VENC (video encode)", "#000000": "other task",
-    "#ffe119": "host work (host_work)", "#bcbd22": "host API call",
+    "#ffe119": "host work", "#bcbd22": "host API call",
     "#c7c7c7": "host call that waits", "#e377c2": "failed call (error code)",
     "#2c3e50": "acl.util pointer call (host memory)",
 }
@@ -742,7 +742,7 @@ def _svg(lane_list: list[Lane], width: int, title: str, max_rects: int = 3000, *
                  f"{esc(axis_title(origin_ns, unit, div))}</text>")
     kx, ky = left, base + 32
     for colour in [c for c in KEY if c in drawn]:       # every colour drawn, and no other
-        room = 22 + 6 * len(KEY[colour])
+        room = 24 + round(5.5 * len(KEY[colour]))     # 10 px sans-serif: about 5.5 px a letter
         if kx > left and kx + room > width:
             kx, ky = left, ky + 15
         parts.append(f'<rect x="{kx}" y="{ky}" width="10" height="10" fill="{colour}" '
