@@ -223,8 +223,8 @@ def lanes(runtime, *, host: bool = True) -> list[Lane]:
                         if t.api in _STAGED and (t.info or {}).get("pageable_async"))
         for call in runtime.api_log:
             name, start, end, ret = call
-            waited = name in _STAGED and bisect.bisect_left(staged, start) < len(staged) \
-                and staged[bisect.bisect_left(staged, start)] <= end
+            i = bisect.bisect_left(staged, start) if name in _STAGED else len(staged)
+            waited = i < len(staged) and staged[i] <= end    # it submitted a staged copy
             lane.bars.append(Bar(start, end, _qualified(name), host_colour(name, ret, waited),
                                  None, call))
         out.append(lane)
