@@ -105,8 +105,10 @@ def check_timeline(nb, plot) -> None:
     modebar(plot, "Autoscale")
     nb.page.wait_for_timeout(1500)
     assert bar_count(plot) >= before * 0.9, "autoscale did not redraw the whole trace"
-    key = " ".join(svg_texts(plot, ".legend .legendtext"))
+    entries = svg_texts(plot, ".legend .legendtext")
+    key = " ".join(entries)
     assert "copy" in key or "kernel" in key, f"no colour key: {key!r}"
+    assert len(set(entries)) == len(entries), f"a key entry twice: {entries}"
     ticks = " ".join(svg_texts(plot, ".xaxislayer-above .xtick text"))
     assert not re.search(r"\d[kM]\b", ticks), f"ticks need readable units: {ticks}"
     assert "Share" not in " ".join(plot.locator(".modebar-btn").evaluate_all(
@@ -123,17 +125,20 @@ def check_timelines(nb) -> None:
 
 
 def check_stepper(nb) -> None:
-    """Step forward until the last moment: the clock reads 'moment n of n' and stays in range."""
+    """Step forward until the last moment: the clock reads 'moment n of n' and stays in range;
+    n is the count the stepper showed when drawn, though later cells ran since (issue 23)."""
     forward = nb.panel.locator(".acllab-stream-stepper-forward").first
     forward.scroll_into_view_if_needed()
     clock = nb.panel.locator(".acllab-stream-stepper-clock").first
-    assert re.search(r"moment (\d+) of (\d+)", clock.inner_text()), clock.inner_text()
+    drawn = re.search(r"moment (\d+) of (\d+)", clock.inner_text())
+    assert drawn, clock.inner_text()
     text = ""
-    for _ in range(60):                 # the first Step may redraw for a trace that grew
+    for _ in range(60):
         forward.click()
         nb.page.wait_for_timeout(150)
         text = clock.inner_text()
         now, total = map(int, re.search(r"moment (\d+) of (\d+)", text).groups())
+        assert total == int(drawn.group(2)), f"drawn with {drawn.group(0)!r}, now {text!r}"
         if now == total:
             break
     assert now == total, f"the last moment cannot be reached: {text}"

@@ -175,3 +175,46 @@ def test_an_empty_runtime_has_no_moments(fresh):
     snap = stepper.snapshot(rt, 0)
     assert snap.events == () and all(s.idle for s in snap.streams)
     assert all(e.idle for e in snap.engines)
+
+
+def test_a_horizon_shows_the_trace_as_it_stood_whatever_ran_since(fresh):
+    """``until=horizon(rt)``: later tasks, streams and events are left out, and a task that was
+    running or queued then is still running or queued, though it has ended since; every
+    moment, snapshot and queue depth is what it was at the horizon."""
+    acl.init()
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    ev, _ = acl.rt.create_event()
+    dev, _ = acl.rt.malloc(N, ACL_MEM_MALLOC_HUGE_FIRST)
+    src, _ = acl.rt.malloc_host(N)
+    acl.rt.memcpy_async(dev, N, src, N, ACL_MEMCPY_HOST_TO_DEVICE, stream)
+    acl.rt.memcpy_async(src, N, dev, N, ACL_MEMCPY_DEVICE_TO_HOST, stream)
+    acl.rt.record_event(ev, stream)
+    rt = acllab.current_runtime()
+    h2d, d2h, record = rt.tasks
+    assert h2d.end_ns < 0 and d2h.start_ns < 0          # still running, still queued
+    then = stepper.horizon(rt)
+    before = (stepper.moments(rt, submits=True), stepper.queue_depths(rt),
+              [stepper.snapshot(rt, t) for t in stepper.moments(rt, submits=True)])
+
+    other, _ = acl.rt.create_stream()                   # later cells
+    late, _ = acl.rt.create_event()
+    acl.rt.memcpy_async(dev, N, src, N, ACL_MEMCPY_HOST_TO_DEVICE, other)
+    acl.rt.record_event(late, other)
+    acl.rt.synchronize_device()
+    assert h2d.end_ns > then.now_ns and d2h.end_ns > 0
+
+    moments = stepper.moments(rt, submits=True, until=then)
+    assert moments == before[0] and max(moments) <= then.now_ns
+    assert stepper.queue_depths(rt, until=then) == before[1]
+    assert [stepper.snapshot(rt, t, until=then) for t in moments] == before[2]
+    last = stepper.snapshot(rt, moments[-1], until=then)
+    assert names(last.stream("Stream 1").running) == ["MemcpyHostToDevice"]
+    assert names(last.stream("Stream 1").queued) == ["MemcpyDeviceToHost", "EventRecord"]
+    assert [s.name for s in last.streams] == ["Stream 0 (default)", "Stream 1"]
+    assert [e.handle for e in last.events] == [ev] and last.event(ev).state != "complete"
+    # without the horizon: the trace as it is now
+    now = stepper.snapshot(rt, rt.engine.now_ns)
+    assert {s.name for s in now.streams} >= {"Stream 1", "Stream 2"}
+    assert now.event(ev).state == "complete" and now.event(late).state == "complete"
+    assert len(stepper.moments(rt, submits=True)) > len(moments)

@@ -29,6 +29,7 @@ from widgets.timeline import (
     Bar,
     Timeline,
     busy_bins,
+    edge,
     event_arrows,
     lanes,
     time_unit,
@@ -73,8 +74,9 @@ def test_one_bar_trace_per_lane_with_bars_in_microseconds(fresh):
     tl = Timeline(runtime)
     fig = tl.to_figure()
     assert isinstance(fig, go.Figure)
-    first = min(t.start_ns for t in runtime.tasks)       # the time axis starts here
-    assert tl.x(first) == 0 and "since the first task (us)" in fig.layout.xaxis.title.text
+    first = min(t.start_ns for t in runtime.tasks)       # the view starts here
+    # the axis is the runtime's own clock (task.start_ns, the stepper's), in us
+    assert tl.x(first) == first / 1000 and fig.layout.xaxis.title.text == "virtual time (us)"
     bar_traces = [t for t in fig.data if t.type == "bar"]
     assert [t.name for t in bar_traces] == [
         "host (API calls)", "Stream 1", "Stream 2", "H2D DMA", "D2H DMA"]
@@ -86,13 +88,13 @@ def test_one_bar_trace_per_lane_with_bars_in_microseconds(fresh):
     for name, expected in by_stream.items():
         lane = bars_of(fig, name)
         assert len(lane.x) == len(expected)
-        assert list(lane.base) == [(r["start_ns"] - first) / 1000 for r in expected]
+        assert list(lane.base) == [r["start_ns"] / 1000 for r in expected]
         assert list(lane.x) == pytest.approx([(r["end_ns"] - r["start_ns"]) / 1000
                                               for r in expected])
         assert set(lane.y) == {bar_traces.index(lane)}
     copies = [r for r in recs if r["info"].get("direction") == "h2d"]
     h2d = bars_of(fig, "H2D DMA")
-    assert list(h2d.base) == [(r["start_ns"] - first) / 1000 for r in copies]
+    assert list(h2d.base) == [r["start_ns"] / 1000 for r in copies]
     assert list(h2d.x) == pytest.approx([(r["end_ns"] - r["start_ns"]) / 1000 for r in copies])
     assert "MemcpyHostToDevice" in h2d.hovertext[0] and "bytes" in h2d.hovertext[0]
     host = bars_of(fig, "host (API calls)")
@@ -102,7 +104,7 @@ def test_one_bar_trace_per_lane_with_bars_in_microseconds(fresh):
     assert list(fig.layout.yaxis.ticktext) == [t.name for t in bar_traces]
     cursor = fig.layout.shapes[0]              # the host's "now", kept inside the window
     last_end = max(t.end_ns for t in runtime.tasks)
-    assert cursor.x0 == cursor.x1 == (min(runtime.host_ns, last_end) - first) / 1000
+    assert cursor.x0 == cursor.x1 == min(runtime.host_ns, last_end) / 1000
 
 
 def test_event_waits_are_arrows_from_record_to_wait(fresh):
@@ -200,7 +202,7 @@ def test_static_fallbacks(fresh):
     runtime = acllab.current_runtime()
     assert device_only.count("<title>") == sum(len(lane.bars)
                                                for lane in lanes(runtime, host=False))
-    assert "H2D copy" in device_only and "since the first task" in device_only
+    assert "H2D copy" in device_only and "virtual time (us)" in device_only
     bundle = tl._repr_mimebundle_()
     assert bundle["image/svg+xml"].startswith("<svg")
     assert "application/vnd.jupyter.widget-view+json" in bundle
@@ -264,7 +266,8 @@ def test_zoom_keeps_every_lane_and_autoscale_shows_the_whole_trace_again(fresh):
     assert h2d.customdata is not None and sum(h2d.customdata) == pytest.approx(full)
     assert "busy time per bin" in fw.layout.title.text
     extent = [t for t in fw.data if t.name == "extent"][0]   # autorange covers it all
-    assert list(extent.x) == [0, tl.x(max(t.end_ns for t in runtime.tasks))]
+    assert list(extent.x) == [tl.x(min(t.start_ns for t in runtime.tasks)),
+                              tl.x(max(t.end_ns for t in runtime.tasks))]
 
 
 def test_colour_key_and_colours_mean_one_kind_everywhere(fresh):
@@ -285,21 +288,35 @@ def test_colour_key_and_colours_mean_one_kind_everywhere(fresh):
     assert min(bars_of(fig, "H2D DMA").marker.opacity) >= 0.35     # never washed out
     single = Timeline(host=False).to_figure()
     bar = bars_of(single, "H2D DMA")
-    assert list(bar.marker.line.color) == list(bar.marker.color)   # no white outlines
+    # outlined in a darker shade of the bar's own colour: never white (a thin bar would
+    # vanish), never the fill itself (tasks back to back would merge into one bar)
+    assert list(bar.marker.line.color) == [edge(c) for c in bar.marker.color]
+    assert all(line != fill and line != "#ffffff"
+               for line, fill in zip(bar.marker.line.color, bar.marker.color, strict=True))
     assert "sendChartToCloud" in tl.widget()._config["modeBarButtonsToRemove"]
 
 
-def test_time_axis_starts_at_the_first_task_in_readable_units(fresh):
+def test_time_axis_is_the_runtime_clock_in_one_readable_unit(fresh):
+    """The axis reads the runtime's clock (0 = the runtime's start), in the unit the span
+    shown needs, and its title names that one unit; an origin is given in the same unit."""
     small_program(rounds=1)
     runtime = acllab.current_runtime()
+    first = min(t.start_ns for t in runtime.tasks)
+    last = max(t.end_ns for t in runtime.tasks)
     tl = Timeline(runtime)
     fig = tl.to_figure()
     lo, hi = fig.layout.xaxis.range
-    assert lo < 0 < hi < 1000 and fig.layout.xaxis.exponentformat == "none"
+    assert lo < first / 1000 < last / 1000 < hi and fig.layout.xaxis.exponentformat == "none"
+    assert hi - lo < 1000 and fig.layout.xaxis.title.text == "virtual time (us)"
     assert time_unit(3_000_000)[0] == "us" and time_unit(30_000_000)[0] == "ms"
     assert time_unit(30 * 10**9)[0] == "s"
-    origin = Timeline(runtime, origin_ns=0).to_figure()
-    assert "since 0.000 us (ms)" in origin.layout.xaxis.title.text
+    late = Timeline(runtime, window_ns=(first, first + 20_000_000)).to_figure()    # 20 ms
+    assert late.layout.xaxis.title.text == "virtual time (ms)"
+    assert late.layout.xaxis.range[0] < first / 1e6 < late.layout.xaxis.range[1]
+    moved = Timeline(runtime, origin_ns=first, window_ns=(first, first + 20_000_000))
+    title = moved.to_figure().layout.xaxis.title.text
+    assert title == f"virtual time (ms), counted from {first / 1e6:,.3f} ms"
+    assert " us" not in title and moved.x(first) == 0
     long = Timeline(runtime, title="a very long title " * 8).to_figure()
     assert "<br>" in long.layout.title.text and long.layout.margin.t > fig.layout.margin.t
 
@@ -355,12 +372,13 @@ def test_a_window_shows_one_span_and_autoscale_returns_to_it(fresh):
     window = (copies[2].start_ns, copies[2].end_ns)
     tl = Timeline(runtime, window_ns=window)
     fig = tl.to_figure()
-    assert list(bars_of(fig, "H2D DMA").base) == [0]           # the window starts at 0
+    assert list(bars_of(fig, "H2D DMA").base) == [window[0] / 1000]   # the runtime's clock
     fw = tl.widget()
     fw.layout.xaxis.range = [tl.x(window[0]), tl.x(window[0] + 10)]
     fw.layout.xaxis.autorange = True
     assert len(bars_of(fw, "H2D DMA").x) == 1
-    assert fw.layout.xaxis.range[1] == pytest.approx(tl.x(window[1]) * 1.02, rel=0.05)
+    pad = (window[1] - window[0]) * 0.02
+    assert fw.layout.xaxis.range == pytest.approx((tl.x(window[0] - pad), tl.x(window[1] + pad)))
 
 
 def test_a_single_op_is_coloured_as_work_on_the_ai_core():

@@ -148,22 +148,66 @@ def test_widgets_package_exposes_it_lazily():
     assert out.strip() == "widgets.stream_stepper"
 
 
-def test_after_more_cells_ran_slider_figure_and_table_show_the_same_trace(fresh):
-    """Run All: the stepper was drawn with 1 round, later cells add more; the next Step
-    redraws the slider range and the figure too, so every moment can be reached."""
+def test_after_more_cells_ran_the_stepper_keeps_its_moments_until_refresh(fresh):
+    """Run All: the stepper was drawn with 1 round, later cells add a stream, an event and
+    more rounds. Stepping still shows the trace as it was drawn, 'moment i of n' keeps its n
+    (issue 23: it said 'of 12' when drawn and 'of 24' after the first click); refresh() takes
+    in the new trace, and then slider, figure and table all show it."""
     h = program(rounds=1)
     st = StreamStepper()
     st.widget()
-    before = len(st.moments())
+    drawn = list(st.moments())
+    n = len(drawn)
+    assert f"(moment 1 of {n})" in st._clock.value and f"of {n})" in st._table.value
+    running = acllab.current_runtime().engine.now_ns
     stream2, _ = acl.rt.create_stream()
+    late_event, _ = acl.rt.create_event()
     acl.rt.memcpy_async(h["dev"], N, h["src"], N, ACL_MEMCPY_HOST_TO_DEVICE, stream2)
     more(h, rounds=2)
-    st._forward.click()
-    n = len(st.moments())
-    assert n > before and st._slider.max == st._play.max == n - 1
-    assert f"of {n})" in st._clock.value
-    assert {t.name for t in st._fig.data} == {"Stream 1", "Stream 2"}
     for _ in range(n + 2):
         st._forward.click()
-    assert st.index == n - 1 and f"moment {n} of {n}" in st._clock.value
+        assert st.moments() == drawn and f" of {n})" in st._clock.value
+        assert f"of {n})" in st._table.value
+    assert st.index == n - 1 and st._slider.max == st._play.max == n - 1
+    page = st._table.value                     # the last moment, as it stood when drawn
+    assert "Stream 2" not in page and f"0x{late_event:x}" not in page
+    assert max(st.moments()) <= running
+    assert [t.name for t in st._fig.data] == ["Stream 1"]
+
+    st.refresh()
+    m = len(st.moments())
+    assert m > n and st._slider.max == st._play.max == m - 1
+    assert f" of {m})" in st._clock.value
+    assert {t.name for t in st._fig.data} == {"Stream 1", "Stream 2"}
+    for _ in range(m + 2):
+        st._forward.click()
+    assert st.index == m - 1 and f"moment {m} of {m}" in st._clock.value
+    assert "Stream 2" in st._table.value and f"0x{late_event:x}" in st._table.value
     assert "acllab-stream-stepper-clock" in st._clock._dom_classes
+
+
+def test_a_task_running_when_the_stepper_was_drawn_stays_running_in_it(fresh):
+    """The horizon hides what happened after it: a copy still running when the stepper was
+    drawn (the host did not wait for it) is running at the last moment, though it has ended
+    in the runtime since."""
+    acl.init()
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(N, ACL_MEM_MALLOC_HUGE_FIRST)
+    src, _ = acl.rt.malloc_host(N)
+    acl.rt.memcpy_async(dev, N, src, N, ACL_MEMCPY_HOST_TO_DEVICE, stream)
+    rt = acllab.current_runtime()
+    copy = rt.tasks[-1]
+    assert copy.end_ns < 0                    # still running: the host did not wait
+    st = StreamStepper(rt)
+    st.widget()
+    acl.rt.synchronize_stream(stream)         # a later cell: the copy ends
+    assert copy.end_ns > 0
+    st.show(10**6)
+    assert copy.end_ns not in st.moments()
+    assert "MemcpyHostToDevice" in row(st._table.value, "engine", "H2D DMA")
+    assert "MemcpyHostToDevice" in row(st.at(st.t_ns), "stream", "Stream 1")
+    st.refresh()
+    assert copy.end_ns in st.moments()
+    st.go_to(copy.end_ns)
+    assert "idle" in row(st._table.value, "engine", "H2D DMA")

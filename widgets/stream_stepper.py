@@ -12,9 +12,15 @@ event its latest record and whether that is complete, and device memory (its cur
 trace cannot rebuild it at earlier instants). A small figure shows each stream's queue depth over
 time with a cursor at the instant shown.
 
-The widget holds view state only (the moment shown); the figure is built once and the cursor
-moves in one small update message (``widgets._update.update_in_place``: its two x values);
-:meth:`StreamStepper.refresh` re-reads the runtime's trace. Where no
+Times are the runtime's own clock in microseconds (``task.start_ns / 1000``): the numbers
+the Timeline's axis, its hover text and the trace show for the same task.
+
+The stepper shows the trace as it stood when it was drawn (``acllab.analysis.stepper.Horizon``):
+cells run after it do not change its moments, nor their count, until
+:meth:`StreamStepper.refresh` re-reads the runtime's trace, as the Timeline keeps its figure
+until its own ``refresh()``. The widget holds view state only (the moment shown); the figure is
+built once and the cursor moves in one small update message (``widgets._update.update_in_place``:
+its two x values). Where no
 widget front end runs (nbconvert, GitHub), the output carries the table at the instant shown
 as static HTML.
 """
@@ -22,6 +28,7 @@ as static HTML.
 from __future__ import annotations
 
 import html
+import weakref
 
 import plotly.graph_objects as go
 
@@ -109,7 +116,8 @@ class StreamStepper:
     """Play / Step / a slider over a runtime's virtual time (the live runtime by default).
 
     ``runtime=None`` follows ``acllab.current_runtime()`` at every refresh. The slider stops
-    at every moment of the trace (submissions too, unless ``submits=False``); ``max_tasks``
+    at every moment of the trace as it stood when the stepper was first drawn (submissions
+    too, unless ``submits=False``); :meth:`refresh` takes in what ran since. ``max_tasks``
     caps the task names listed per cell; ``interval_ms`` is Play's pace.
     """
 
@@ -122,6 +130,8 @@ class StreamStepper:
         self.index = 0                          # view state: the moment shown
         self._moments: list[int] = []
         self._key: tuple | None = None
+        self._until: stepper.Horizon | None = None     # the trace as it stood when drawn
+        self._of = None                                 # (a weak reference to) its runtime
         self._fig: go.FigureWidget | None = None
         self._view = self._play = self._slider = self._back = self._forward = None
         self._table = self._clock = None
@@ -133,12 +143,15 @@ class StreamStepper:
         return self._runtime if self._runtime is not None else acllab.current_runtime()
 
     def moments(self) -> list[int]:
-        """The instants the slider stops at (cached while the trace does not change)."""
+        """The instants the slider stops at: those of the trace as it stood when the stepper
+        first needed them (drawn, or asked), until :meth:`refresh`."""
         rt = self.runtime
-        key = (id(rt), len(rt.engine.tasks), rt.engine.now_ns, self.submits)
+        if self._until is None or self._of is None or self._of() is not rt:
+            self._until, self._of = stepper.horizon(rt), weakref.ref(rt)
+        key = (id(rt), self._until, self.submits)
         if key != self._key:
             self._key = key
-            self._moments = stepper.moments(rt, submits=self.submits)
+            self._moments = stepper.moments(rt, submits=self.submits, until=self._until)
         return self._moments
 
     @property
@@ -153,8 +166,8 @@ class StreamStepper:
         heading = ""
         if int(t_ns) in moments:
             heading = f"(moment {moments.index(int(t_ns)) + 1} of {len(moments)})"
-        return snapshot_html(stepper.snapshot(self.runtime, t_ns), max_tasks=self.max_tasks,
-                             heading=heading)
+        return snapshot_html(stepper.snapshot(self.runtime, t_ns, until=self._until),
+                             max_tasks=self.max_tasks, heading=heading)
 
     # -- moving --------------------------------------------------------------------------
     def show(self, index: int) -> None:
@@ -196,7 +209,8 @@ class StreamStepper:
 
     def _traces(self) -> tuple[list[dict], int | None]:
         """Per stream the queue-depth trace's varying properties, and the y axis' tick step."""
-        depths = stepper.queue_depths(self.runtime)
+        self.moments()                          # the horizon shown
+        depths = stepper.queue_depths(self.runtime, until=self._until)
         traces = [{"x": [t / 1000 for t, _ in steps], "y": [d for _, d in steps], "name": name,
                    "hovertemplate": f"{html.escape(name)}: %{{y}} task(s) at %{{x:,.3f}} us"
                                     "<extra></extra>"}
@@ -244,6 +258,7 @@ class StreamStepper:
 
     def refresh(self) -> None:
         """Re-read the runtime's trace (the live one if none was given) and redraw."""
+        self._until = None                      # take in what ran since
         if self._view is None:
             return
         self._drawn_key = None
@@ -320,7 +335,8 @@ class StreamStepper:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {"text/html": self.to_html(),
-                "text/plain": stepper.snapshot(self.runtime, self.t_ns).to_text()}
+                "text/plain": stepper.snapshot(self.runtime, self.t_ns,
+                                               until=self._until).to_text()}
         shown_before = self._view is not None
 
         def make():

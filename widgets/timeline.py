@@ -5,7 +5,13 @@
     Timeline(rt).to_figure()   # a plain plotly go.Figure, always available
 
 Each lane is one plotly trace: a horizontal ``go.Bar`` with ``base`` = start and ``x`` =
-duration, in microseconds of virtual time. Event waits are arrows from the event's record to
+duration. The time axis is the runtime's own clock (``task.start_ns``, ``runtime.host_ns``:
+0 is the runtime's start), the clock StreamStepper, the hover text and the trace use, in the
+one unit (us, ms or s) that the span shown needs. Each colour means one kind of thing
+(:data:`KEY`: host work, host API calls, calls that wait, failed calls, acl.util pointer calls,
+each copy direction, each media engine ...), and the key above the lanes lists every colour
+drawn; each task is outlined in a darker shade of its colour, so tasks back to back show
+apart. Event waits are arrows from the event's record to
 the wait; a dashed line marks a virtual-time cursor (the host's "now" unless set). Past
 ``max_bars`` bars in view, each lane shows its busy time per time bin instead of single tasks
 (darker = busier), and the widget re-bins when you zoom, down to single tasks again. The widget
@@ -17,6 +23,7 @@ drawing of the lanes, so an executed notebook still shows its timelines.
 
 from __future__ import annotations
 
+import bisect
 import html
 from dataclasses import dataclass, field
 
@@ -30,30 +37,82 @@ from acllab.analysis import trace
 from ._display import figure_widget, trusted_figure, widget_bundle
 from ._live import LiveRedraw
 
-__all__ = ["Timeline", "Bar", "Lane", "lanes", "event_arrows", "busy_bins", "COLOURS"]
+__all__ = ["Timeline", "Bar", "Lane", "lanes", "event_arrows", "busy_bins", "COLOURS", "KEY",
+           "edge", "host_colour", "axis_title"]
 
+# The colour key is one-to-one: each colour means one thing, in every lane and every lesson,
+# and has one entry in the key. Kinds that share a colour are one thing drawn from several
+# calls (a host memcpy: an H2H copy or a pageable copy's staging; work on the AI Core: a kernel,
+# a model's op or a single op), and the key's entry names them all. Any two colours differ by
+# at least 20 in CIELAB (CIE76 delta E: tests/test_widgets_timeline_key.py checks it).
 COLOURS = {
+    # device tasks (stream and engine lanes)
     "h2d": "#1f77b4", "d2h": "#ff7f0e", "d2d": "#2ca02c", "h2h": "#9467bd",
     "staging": "#9467bd", "kernel": "#d62728", "model_op": "#d62728",
     "single_op": "#d62728", "memset": "#17becf",
-    "event_record": "#7f7f7f", "event_wait": "#b0b0b0", "event_reset": "#7f7f7f",
-    "callback": "#8c564b", "api": "#bcbd22", "api_wait": "#c8c8c8", "api_error": "#e377c2",
+    "event_record": "#7f7f7f", "event_wait": "#000075", "event_reset": "#dcbeff",
+    "callback": "#8c564b",
+    # the media engines, one colour each (acllab.dvpp; VDEC and VENC are the video engines)
+    "jpegd": "#637939", "vpc": "#aaffc3", "jpege": "#f032e6", "vdec": "#9a6324",
+    "venc": "#ffbb78",
+    "other": "#000000",       # a task of a kind this key does not know yet
+    # the host lane
+    "host_work": "#ffe119", "api": "#bcbd22", "api_wait": "#c7c7c7", "api_error": "#e377c2",
     "api_access": "#2c3e50",
 }
 KEY = {   # the colour key: what each colour means, in every lane and every lesson
     "#1f77b4": "H2D copy", "#ff7f0e": "D2H copy", "#2ca02c": "D2D copy",
-    "#9467bd": "staging / H2H copy", "#d62728": "kernel / model op / single op",
-    "#17becf": "memset",
-    "#7f7f7f": "event record", "#b0b0b0": "event wait", "#8c564b": "host callback",
-    "#bcbd22": "host API call", "#c8c8c8": "host call that waits", "#e377c2": "failed call",
-    "#2c3e50": "host access to device memory",
+    "#9467bd": "host memcpy (H2H copy, staging)",
+    "#d62728": "AI Core work (kernel, model op, single op)", "#17becf": "memset",
+    "#7f7f7f": "event record", "#000075": "event wait", "#dcbeff": "event reset",
+    "#8c564b": "host callback",
+    "#637939": "JPEGD (JPEG decode)", "#aaffc3": "VPC (resize, crop, convert)",
+    "#f032e6": "JPEGE (JPEG encode)", "#9a6324": "VDEC (video decode)",
+    "#ffbb78": "VENC (video encode)", "#000000": "other task",
+    "#ffe119": "host work", "#bcbd22": "host API call",
+    "#c7c7c7": "host call that waits", "#e377c2": "failed call (error code)",
+    "#2c3e50": "acl.util pointer call (host memory)",
 }
 UNITS = (("us", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000))
 BINS = 1200
-_ENGINE_ORDER = ("AI Core", "H2D DMA", "D2H DMA", "D2D DMA", "Host staging", "Host callbacks")
-_BLOCKING = ("synchronize", "memcpy", "memset", "execute", "process_report", "host:")
+_MEDIA = ("JPEGD", "VPC", "JPEGE", "VDEC", "VENC")       # the media engines, as tasks.py names them
+_ENGINE_ORDER = ("AI Core", "H2D DMA", "D2H DMA", "D2D DMA", *_MEDIA, "Host staging",
+                 "Host callbacks")
+# calls that make the host wait for device work (acllab.acl: each calls Runtime.wait_for)
+_BLOCKING = {"synchronize_device", "synchronize_stream", "synchronize_stream_with_timeout",
+             "synchronize_event", "synchronize_event_with_timeout", "memcpy", "memcpy2d",
+             "memset", "execute", "destroy_stream", "destroy_stream_force", "process_report"}
+_STAGED = ("memcpy_async", "memcpy2d_async")     # wait too when they copy pageable memory
 _ACCESS = ("ptr_to_bytes", "bytes_to_ptr", "ptr_to_numpy", "numpy_to_ptr",
            "numpy_contiguous_to_ptr")
+
+
+PLOT_PX = 800      # the plot area's width in a notebook, about (the figure fills the column)
+OUTLINED_PX = 3    # a bar at least this wide shows its fill inside a darker outline
+
+
+def edge(colour: str) -> str:
+    """The outline of a bar of ``colour``: a darker shade (a lighter one for a dark colour),
+    so that two tasks side by side on a lane show as two bars, not one."""
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    if 0.299 * r + 0.587 * g + 0.114 * b < 80:                    # dark: lighten
+        r, g, b = (round(c + (255 - c) * 0.55) for c in (r, g, b))
+    else:
+        r, g, b = (round(c * 0.55) for c in (r, g, b))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def host_colour(name: str, ret: int, waited: bool = False) -> str:
+    """The colour of a host-lane call (a ``runtime.api_log`` entry); ``waited``: the call
+    waited for device work although its name alone does not say so (a pageable
+    ``memcpy_async``, which returns only once its staged copy has run)."""
+    if name.startswith("host:"):
+        return COLOURS["host_work"]
+    if ret:
+        return COLOURS["api_error"]
+    if name in _ACCESS:
+        return COLOURS["api_access"]
+    return COLOURS["api_wait"] if waited or name in _BLOCKING else COLOURS["api"]
 
 
 def _us(ns: float) -> str:
@@ -121,10 +180,16 @@ def _task_hover(rec: dict, end_ns: int) -> str:
 
 
 def _colour(rec: dict) -> str:
-    direction = rec["info"].get("direction")
-    if rec["kind"] == "memcpy" and direction in COLOURS:
-        return COLOURS[direction]
-    return COLOURS.get(rec["kind"], "#7f7f7f")
+    """The colour of a trace record's task: by copy direction, by kind, or by media engine."""
+    kind, info = rec["kind"], rec.get("info") or {}
+    if kind == "memcpy":
+        return COLOURS.get(info.get("direction"), COLOURS["other"])
+    if kind in COLOURS and kind not in ("other", "dvpp"):
+        return COLOURS[kind]
+    engine = str(info.get("engine") or rec.get("engine") or "").split(" (device")[0]
+    if engine.upper() in _MEDIA:
+        return COLOURS[engine.lower()]
+    return COLOURS["other"]
 
 
 def lanes(runtime, *, host: bool = True) -> list[Lane]:
@@ -154,11 +219,14 @@ def lanes(runtime, *, host: bool = True) -> list[Lane]:
     out: list[Lane] = []
     if host and runtime.api_log:
         lane = Lane("host (API calls)", "host")
+        staged = sorted(t.submit_ns for t in runtime.engine.tasks
+                        if t.api in _STAGED and (t.info or {}).get("pageable_async"))
         for call in runtime.api_log:
             name, start, end, ret = call
-            colour = (COLOURS["api_error"] if ret else COLOURS["api_access"] if name in _ACCESS
-                      else COLOURS["api_wait"] if name.startswith(_BLOCKING) else COLOURS["api"])
-            lane.bars.append(Bar(start, end, _qualified(name), colour, None, call))
+            i = bisect.bisect_left(staged, start) if name in _STAGED else len(staged)
+            waited = i < len(staged) and staged[i] <= end    # it submitted a staged copy
+            lane.bars.append(Bar(start, end, _qualified(name), host_colour(name, ret, waited),
+                                 None, call))
         out.append(lane)
     return out + [streams[k] for k in sorted(streams)] + [engines[k] for k in sorted(engines)]
 
@@ -206,6 +274,13 @@ def _extent(lane_list: list[Lane]) -> tuple[int, int]:
     return lo, max(hi, lo + 1000)
 
 
+def axis_title(origin_ns: int, unit: str, div: int) -> str:
+    """The time axis' title: one unit, and the origin (0: the runtime's clock) in it."""
+    if not origin_ns:
+        return f"virtual time ({unit})"
+    return f"virtual time ({unit}), counted from {origin_ns / div:,.3f} {unit}"
+
+
 def time_unit(span_ns: float) -> tuple[str, int]:
     """('us', 1000), ('ms', 10**6) or ('s', 10**9): the unit that keeps ticks short."""
     for name, div in UNITS:
@@ -232,8 +307,8 @@ class Timeline(LiveRedraw):
     ``runtime=None`` follows ``acllab.current_runtime()`` at every redraw. ``host`` adds a
     lane with the host's API calls. ``cursor_ns`` places the time cursor (default: the host's
     current time). Past ``max_bars`` bars in view, lanes show busy time per bin. The time axis
-    counts from ``origin_ns`` (default: the first task's start), in us, ms or s as the span
-    needs; host calls before the first task (init, set-up) are left out of the view.
+    is the runtime's clock (or counts from ``origin_ns``, if given), in us, ms or s as the span
+    shown needs; host calls before the first task (init, set-up) are left out of the view.
     ``window_ns=(start, end)`` shows only that span of virtual time (one run of a longer
     program, say), and autoscale returns to it.
     ``live=True`` redraws the widget after every notebook cell.
@@ -290,7 +365,8 @@ class Timeline(LiveRedraw):
         traces: list = []
         for y, (lane, bars) in enumerate(zip(lane_list, shown, strict=True)):
             traces.append(_binned_trace(lane, bars, y, lo, hi, to_x) if binned
-                          else _bar_trace(lane.name, bars, y, to_x, full[0], self._div))
+                          else _bar_trace(lane.name, bars, y, to_x, full[0], self._div,
+                                          (hi - lo) / PLOT_PX))
         instants = [] if binned else [(b, y) for y, (lane, bars) in enumerate(
             zip(lane_list, shown, strict=True)) if lane.kind != "engine"
             for b in bars if b.end_ns == b.start_ns]
@@ -298,7 +374,8 @@ class Timeline(LiveRedraw):
             "scatter", x=[to_x(b.start_ns) for b, _ in instants], y=[y for _, y in instants],
             mode="markers", name="instants", hoverinfo="text", showlegend=False,
             hovertext=[b.hover for b, _ in instants],
-            marker={"symbol": "diamond", "size": 7, "color": [b.colour for b, _ in instants]}))
+            marker={"symbol": "diamond", "size": 7, "color": [b.colour for b, _ in instants],
+                    "line": {"width": 1, "color": [edge(b.colour) for b, _ in instants]}}))
         arrows = [a for a in event_arrows(self.runtime, lane_list) if a[2] >= lo and a[0] <= hi]
         traces.append(_arrow_trace([] if binned or len(arrows) > self.max_arrows else arrows,
                                    to_x))
@@ -306,8 +383,9 @@ class Timeline(LiveRedraw):
         traces.append(_trace("scatter", x=[to_x(full[0]), to_x(full[1])], y=[0, 0],
                              name="extent", mode="markers", marker={"opacity": 0},
                              hoverinfo="skip", showlegend=False))
-        colours = dict.fromkeys(b.colour for bars in shown for b in bars)
-        for colour in [c for c in KEY if c in colours]:
+        drawn = {c for t in traces if t["type"] == "bar" or t.get("name") == "instants"
+                 for c in t.get("marker", {}).get("color", ())}
+        for colour in [c for c in KEY if c in drawn]:     # every colour drawn, and no other
             traces.append(_trace("scatter", x=[None], y=[None], name=KEY[colour],
                                  mode="markers", meta="key", showlegend=True,
                                  marker={"symbol": "square", "size": 10, "color": colour}))
@@ -330,14 +408,17 @@ class Timeline(LiveRedraw):
         rt = self.runtime
         self._lanes = self.lanes()
         lo, hi = self._span()
-        self._origin = lo if self.origin_ns is None else int(self.origin_ns)
-        self._unit, self._div = time_unit(hi - self._origin)
+        self._origin = 0 if self.origin_ns is None else int(self.origin_ns)
+        self._unit, self._div = time_unit(hi - lo)
         traces, binned = self._traces(None)
         pad = (hi - lo) * 0.02
         cursor = min(max(rt.host_ns if self.cursor_ns is None else self.cursor_ns, lo), hi)
         n = len(self._lanes)
         title = _wrap(self._title(binned))
-        top = 78 + 16 * title.count("<br>")          # the title, then the colour key
+        # the title, then the colour key: about three entries a row, 20 px each (two rows
+        # at least, so that a zoom that shows more kinds finds room for them)
+        rows = max(2, -(-sum(t.get("meta") == "key" for t in traces) // 3))
+        top = 38 + 16 * title.count("<br>") + 20 * rows
         fig = trusted_figure(traces)
         fig.update_layout(
             title={"text": title, "font": {"size": 13}, "x": 0, "xanchor": "left",
@@ -361,9 +442,7 @@ class Timeline(LiveRedraw):
         return fig
 
     def _axis_title(self) -> str:
-        at = (f"{_us(self._origin)} us" if self.origin_ns is not None or self.window_ns
-              else "the first task")
-        return f"virtual time since {at} ({self._unit})"
+        return axis_title(self._origin, self._unit, self._div)
 
     def _cursor_shape(self, t_ns: int, n_lanes: int) -> dict:
         return _cursor_shape(self.x(t_ns), n_lanes)
@@ -469,6 +548,8 @@ class Timeline(LiveRedraw):
         return f"at {self._readable(t_ns)}: " + ("; ".join(busy) if busy else "everything idle")
 
     def _readable(self, t_ns: int) -> str:
+        if self._unit == "us" and not self._origin:
+            return f"{_us(t_ns)} us"
         return f"{self.x(t_ns):,.3f} {self._unit} ({_us(t_ns)} us of virtual time)"
 
     def view(self):
@@ -505,7 +586,10 @@ class Timeline(LiveRedraw):
         """A static SVG drawing of the lanes (the fallback where widgets do not render)."""
         rt = self.runtime
         title = self.title or f"{rt.profile.name}: {len(rt.tasks):,} tasks"
-        return _svg(self.lanes(), width, title)
+        lane_list = self.lanes()
+        origin = 0 if self.origin_ns is None else int(self.origin_ns)
+        return _svg(lane_list, width, title, window=self.window_ns or _extent(lane_list),
+                    origin_ns=origin)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {"image/svg+xml": self.to_svg(),
@@ -530,14 +614,25 @@ def _trace(kind: str, **props) -> dict:
     return {"type": kind, **{k: v for k, v in props.items() if v is not None}}
 
 
-def _bar_trace(name: str, bars: list[Bar], y: int, to_x, lo: int, div: int) -> dict:
-    """Single tasks; an outline in the bar's own colour keeps a thin bar at least 1 px wide."""
+def outline(bar: Bar, ns_per_px: float) -> str:
+    """A bar's outline colour: a darker shade of its colour (:func:`edge`) where the bar is
+    wide enough to show its fill inside it (two tasks back to back then show as two bars with
+    a line between them); the colour itself for a thinner bar, which it keeps at least 1 px
+    wide in the key's colour. Zoomed in far enough, every task is outlined."""
+    wide = bar.end_ns - bar.start_ns >= OUTLINED_PX * ns_per_px
+    return edge(bar.colour) if wide else bar.colour
+
+
+def _bar_trace(name: str, bars: list[Bar], y: int, to_x, lo: int, div: int,
+               ns_per_px: float) -> dict:
+    """Single tasks, outlined (:func:`outline`) so that tasks back to back show apart."""
     colours = [b.colour for b in bars]
     return _trace(
         "bar", name=name, orientation="h", y=[y] * len(bars), width=0.6, showlegend=False,
         base=[to_x(max(b.start_ns, lo)) for b in bars],
         x=[(b.end_ns - max(b.start_ns, lo)) / div for b in bars],
-        marker={"color": colours, "line": {"width": 1, "color": colours}},
+        marker={"color": colours,
+                "line": {"width": 1, "color": [outline(b, ns_per_px) for b in bars]}},
         hovertext=[b.hover for b in bars], hoverinfo="text")
 
 
@@ -593,56 +688,69 @@ def _cursor_shape(x: float, n_lanes: int) -> dict:
             "y1": max(n_lanes, 1) - 0.5, "line": {"color": "#c0392b", "width": 1, "dash": "dash"}}
 
 
-def _svg(lane_list: list[Lane], width: int, title: str, max_rects: int = 3000) -> str:
-    """Lanes as rectangles (each with a <title> tooltip), or busy time per pixel column."""
+def _svg(lane_list: list[Lane], width: int, title: str, max_rects: int = 3000, *,
+         window: tuple[int, int] | None = None, origin_ns: int = 0) -> str:
+    """Lanes as rectangles (each with a <title> tooltip), or busy time per pixel column.
+
+    The same colours, outlines, time axis and key as the interactive figure: ``window`` is
+    the span drawn (default: the whole trace), the axis counts from ``origin_ns``."""
     left, row, top, plot = 150, 22, 24, width - 190
-    lo, hi = _extent(lane_list)
-    height = top + row * max(1, len(lane_list)) + 50
+    lo, hi = window or _extent(lane_list)
+    hi = max(hi, lo + 1)
     esc = html.escape
 
     def x(ns: float) -> float:
         return left + (min(max(ns, lo), hi) - lo) * plot / (hi - lo)
 
-    binned = sum(len(lane.bars) for lane in lane_list) > max_rects
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'font-family="sans-serif" font-size="11">',
+    shown = [[b for b in lane.bars if b.end_ns >= lo and b.start_ns <= hi] for lane in lane_list]
+    binned = sum(map(len, shown)) > max_rects
+    drawn: dict[str, None] = {}
+    parts = ["",        # the <svg> tag, once the key's height is known
              f'<text x="{left}" y="14">{esc(title)} (static drawing; run the notebook for '
              "the interactive widget)</text>"]
-    for i, lane in enumerate(lane_list):
+    for i, (lane, bars) in enumerate(zip(lane_list, shown, strict=True)):
         y = top + i * row
         parts.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end">{esc(lane.name)}</text>')
-        if binned and lane.bars:
-            edges, busy, _ = busy_bins(lane.bars, lo, hi, plot)
-            colours = dominant_colours(lane.bars, lo, hi, plot)
+        if binned and bars:
+            edges, busy, _ = busy_bins(bars, lo, hi, plot)
+            colours = dominant_colours(bars, lo, hi, plot)
             step = edges[1] - edges[0]
             for k in np.flatnonzero(busy > 0):
+                drawn[colours[k]] = None
                 parts.append(f'<rect x="{x(edges[k]):.1f}" y="{y + 4}" width="1" '
                              f'height="{row - 8}" fill="{colours[k]}" '
                              f'fill-opacity="{min(0.35 + 0.65 * busy[k] / step, 1):.2f}"/>')
             continue
-        for b in [] if binned else lane.bars:
-            if b.end_ns < lo or b.start_ns > hi:
-                continue
+        for b in [] if binned else bars:
             x0, x1 = x(b.start_ns), x(b.end_ns)
             w = max(x1 - x0, 2.0 if b.end_ns == b.start_ns else 1.0)
+            drawn[b.colour] = None
             parts.append(f'<rect x="{x0:.1f}" y="{y + 4}" width="{w:.1f}" height="{row - 8}" '
-                         f'fill="{b.colour}"><title>'
+                         f'fill="{b.colour}" stroke="{outline(b, (hi - lo) / plot)}" '
+                         'stroke-width="1"><title>'
                          f'{esc(f"{b.label} {_us(b.start_ns)}-{_us(b.end_ns)} us")}'
                          "</title></rect>")
     base = top + row * max(1, len(lane_list)) + 4
     unit, div = time_unit(hi - lo)
+    step = (hi - lo) / 4 / div
+    digits = max(0, min(6, 1 - int(np.floor(np.log10(step))))) if step > 0 else 0
     for k in range(5):
         ns = lo + (hi - lo) * k / 4
         parts.append(f'<text x="{x(ns):.1f}" y="{base + 12}" text-anchor="middle">'
-                     f"{(ns - lo) / div:,.4g}</text>")
+                     f"{(ns - origin_ns) / div:,.{digits}f}</text>")
     parts.append(f'<text x="{left + plot / 2:.0f}" y="{base + 25}" text-anchor="middle">'
-                 f"virtual time since the first task ({unit})</text>")
-    used = dict.fromkeys(b.colour for lane in lane_list for b in lane.bars)
-    kx = left
-    for colour in [c for c in KEY if c in used]:
-        parts.append(f'<rect x="{kx}" y="{base + 32}" width="10" height="10" fill="{colour}"/>'
-                     f'<text x="{kx + 13}" y="{base + 41}" font-size="10">{esc(KEY[colour])}'
+                 f"{esc(axis_title(origin_ns, unit, div))}</text>")
+    kx, ky = left, base + 32
+    for colour in [c for c in KEY if c in drawn]:       # every colour drawn, and no other
+        room = 24 + round(5.5 * len(KEY[colour]))     # 10 px sans-serif: about 5.5 px a letter
+        if kx > left and kx + room > width:
+            kx, ky = left, ky + 15
+        parts.append(f'<rect x="{kx}" y="{ky}" width="10" height="10" fill="{colour}" '
+                     f'stroke="{edge(colour)}" stroke-width="1"/>'
+                     f'<text x="{kx + 13}" y="{ky + 9}" font-size="10">{esc(KEY[colour])}'
                      "</text>")
-        kx += 22 + 6 * len(KEY[colour])
+        kx += room
+    parts[0] = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{ky + 16}" '
+                'font-family="sans-serif" font-size="11">')
     parts.append("</svg>")
     return "".join(parts)

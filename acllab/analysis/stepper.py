@@ -24,6 +24,12 @@ record of 0 ns) is finished at the very instant it starts. At ``t_ns``:
 Cancelled tasks count for nothing, as in :mod:`acllab.trace`. Past the engine's current time
 (``Snapshot.known`` is False) a snapshot shows only what is known now: tasks not started yet
 count as queued.
+
+Every function takes ``until``, a :class:`Horizon` (``horizon(runtime)``): the trace as it
+stood then, whatever ran since. StreamStepper keeps the horizon of the moment it was drawn,
+so that later cells of a notebook do not change the moments it steps through (nor their
+count) until it is refreshed. Tasks submitted after the horizon are left out, a start or an
+end after it has not happened yet, and streams and events made after it are not shown.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ if TYPE_CHECKING:  # type hints only: the stepper reads a runtime and never impo
     from ..runtime import Runtime
 
 __all__ = ["TaskView", "StreamState", "EngineState", "EventState", "Memory", "Snapshot",
-           "snapshot", "moments", "queue_depths", "BLOCKING"]
+           "Horizon", "horizon", "snapshot", "moments", "queue_depths", "BLOCKING"]
 
 BLOCKING = "blocking calls"     # the row for tasks outside any stream (the blocking memcpy)
 
@@ -163,18 +169,55 @@ def _named(items, name: str, what: str):
     raise KeyError(f"no {what} named {name!r}: have {[i.name for i in items]}")
 
 
-def _live(runtime: Runtime) -> list[Task]:
-    return [t for t in runtime.engine.tasks if not t.cancelled]
+@dataclass(frozen=True)
+class Horizon:
+    """The trace as it stood at one point: its first ``tasks`` tasks, the engine at ``now_ns``,
+    and the streams ((device, index) keys) and events (handles) that existed then."""
+
+    tasks: int
+    now_ns: int
+    streams: frozenset = frozenset()
+    events: frozenset = frozenset()
 
 
-def moments(runtime: Runtime, *, submits: bool = False) -> list[int]:
+def horizon(runtime: Runtime) -> Horizon:
+    """The trace as it stands now (pass it as ``until`` to see it so later)."""
+    return Horizon(len(runtime.engine.tasks), runtime.engine.now_ns,
+                   frozenset((s.device.id, s.index) for s in _all_streams(runtime) if s.alive),
+                   frozenset(h for dev in runtime.devices for h in dev.events))
+
+
+class _AsOf:
+    """A task as it stood at a horizon: a start or an end after it has not happened yet."""
+
+    __slots__ = ("_task", "start_ns", "end_ns")
+
+    def __init__(self, task: Task, now_ns: int):
+        self._task = task
+        self.start_ns = task.start_ns if task.start_ns <= now_ns else -1
+        self.end_ns = task.end_ns if task.end_ns <= now_ns else -1
+
+    def __getattr__(self, name: str):
+        return getattr(self._task, name)
+
+
+def _live(runtime: Runtime, until: Horizon | None = None) -> list[Task]:
+    if until is None:
+        return [t for t in runtime.engine.tasks if not t.cancelled]
+    now = until.now_ns
+    return [t if t.start_ns <= now and t.end_ns <= now else _AsOf(t, now)
+            for t in runtime.engine.tasks[:until.tasks] if not t.cancelled]
+
+
+def moments(runtime: Runtime, *, submits: bool = False,
+            until: Horizon | None = None) -> list[int]:
     """Sorted distinct start and end times (ns) of the recorded tasks: where Step stops.
 
     ``submits=True`` adds the submission times, where a queue grows: without them a task
     that waits behind another is never seen waiting, only running.
     """
     times = set()
-    for t in _live(runtime):
+    for t in _live(runtime, until):
         if submits and t.submit_ns >= 0:
             times.add(t.submit_ns)
         if t.start_ns >= 0:
@@ -215,10 +258,11 @@ def _all_streams(runtime: Runtime):
             yield from ctx.streams.values()
 
 
-def snapshot(runtime: Runtime, t_ns: int) -> Snapshot:
-    """The state of ``runtime``'s streams, engines, events and memory at ``t_ns``."""
+def snapshot(runtime: Runtime, t_ns: int, *, until: Horizon | None = None) -> Snapshot:
+    """The state of ``runtime``'s streams, engines, events and memory at ``t_ns`` (as the
+    trace stood at ``until``, if given)."""
     t = int(t_ns)
-    tasks = _live(runtime)
+    tasks = _live(runtime, until)
     several = _several(tasks)
     callback_lanes = {id(d.callback_lane) for d in runtime.devices}
 
@@ -231,7 +275,7 @@ def snapshot(runtime: Runtime, t_ns: int) -> Snapshot:
     # streams: keyed (device, index), the blocking calls last on each device
     rows: dict[tuple[int, int], tuple[str, list[Task]]] = {}
     for s in _all_streams(runtime):
-        if s.alive:
+        if s.alive and (until is None or (s.device.id, s.index) in until.streams):
             rows.setdefault((s.device.id, s.index),
                             (_stream_label(s, s.device.id, several), []))
     for task in tasks:
@@ -262,7 +306,8 @@ def snapshot(runtime: Runtime, t_ns: int) -> Snapshot:
     latest: dict[int, tuple[Task | None, int, int]] = {}    # handle -> (record, count, device)
     for dev in runtime.devices:
         for handle in dev.events:
-            latest[handle] = (None, 0, dev.id)
+            if until is None or handle in until.events:
+                latest[handle] = (None, 0, dev.id)
     for task in tasks:
         if task.kind not in ("event_record", "event_reset") or not task.info:
             continue
@@ -283,17 +328,19 @@ def snapshot(runtime: Runtime, t_ns: int) -> Snapshot:
 
     memory = tuple(Memory(dev.id, dev.heap.runtime_used_bytes) for dev in runtime.devices
                    if dev.id in devices or dev.open)
-    return Snapshot(t, t <= runtime.engine.now_ns, streams, engines, events, memory)
+    now = runtime.engine.now_ns if until is None else until.now_ns
+    return Snapshot(t, t <= now, streams, engines, events, memory)
 
 
-def queue_depths(runtime: Runtime) -> dict[str, list[tuple[int, int]]]:
+def queue_depths(runtime: Runtime, *,
+                 until: Horizon | None = None) -> dict[str, list[tuple[int, int]]]:
     """Per stream row, the steps of its depth: (time ns, tasks submitted and not finished).
 
     The depth after each time is the number of tasks a snapshot there shows on the stream
     (running plus queued); it changes only at submissions and ends. Rows are named and ordered
     as in :func:`snapshot`; a row with no tasks is left out.
     """
-    tasks = _live(runtime)
+    tasks = _live(runtime, until)
     several = _several(tasks)
     callback_lanes = {id(d.callback_lane) for d in runtime.devices}
     changes: dict[tuple[int, int], tuple[str, dict[int, int]]] = {}
