@@ -287,3 +287,30 @@ def _again(h) -> tuple:
     dev, _ = acl.rt.malloc(N, ACL_MEM_MALLOC_HUGE_FIRST)
     host, _ = acl.rt.malloc_host(N)
     return dev, N, host, N, ACL_MEMCPY_HOST_TO_DEVICE
+
+
+def test_the_view_takes_in_host_work_after_the_last_device_task():
+    """Host work (acllab.host_work) after the device's last task is in the first view, where
+    lesson 06's post-processing of the last batch is; the calls before the first task are not
+    (init and set_device would stretch the view far to the left)."""
+    import acllab
+    from widgets.timeline import _extent, lanes
+
+    acllab.reset()
+    acl = acllab.acl
+    acl.init()
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(1 << 20, 0)
+    host, _ = acl.rt.malloc_host(1 << 20)
+    acllab.host_work(50_000, "host: prepare")
+    acl.rt.memcpy_async(dev, 1 << 20, host, 1 << 20, 1, stream)
+    acl.rt.synchronize_stream(stream)
+    acllab.host_work(300_000, "host: post-process")
+    rt = acllab.current_runtime()
+    task = rt.engine.tasks[-1]
+    lo, hi = _extent(lanes(rt))
+    assert lo <= task.start_ns and hi >= rt.host_ns - 1_000        # the post-processing ends
+    assert hi - lo < 2 * (rt.host_ns - task.start_ns) + 100_000     # no stretch back to init
+    acl.rt.free(dev)
+    acl.rt.free_host(host)

@@ -265,8 +265,13 @@ def busy_bins(bars: list[Bar], lo: int, hi: int, bins: int) -> tuple:
 
 
 def _extent(lane_list: list[Lane]) -> tuple[int, int]:
-    """The time span of the device lanes (of the host's calls if there are no tasks)."""
-    device = [b for lane in lane_list if lane.kind != "host" for b in lane.bars]
+    """The time span of the device lanes and the host's own work (a ``host:`` bar, such as
+    lesson 06's post-processing after the last batch); of the host's calls if there are no
+    tasks. Other API calls do not stretch it (init and set_device come long before)."""
+    device = [b for lane in lane_list for b in lane.bars
+              if lane.kind != "host" or b.colour == COLOURS["host_work"]]
+    if not any(lane.kind != "host" and lane.bars for lane in lane_list):
+        device = []
     bars = device or [b for lane in lane_list for b in lane.bars]
     if not bars:
         return 0, 1000
