@@ -148,6 +148,10 @@ class Device:
         return self.dvpp.jpege
 
     @property
+    def vdec(self) -> Resource:
+        return self.dvpp.vdec
+
+    @property
     def open(self) -> bool:
         return self.default_context is not None or bool(self.contexts)
 

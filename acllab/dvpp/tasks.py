@@ -38,10 +38,28 @@ class DvppDevice:
         self.vpc = Resource(f"VPC (device {device.id})", p.vpc_units)
         self.jpege = Resource(f"JPEGE (device {device.id})", p.jpege_units)
         self.buffers: dict[int, tuple] = {}    # start -> (region, generation)
+        # the video engines, created when a video channel first needs them (so that a
+        # program that only decodes JPEGs keeps its trace's rows): see the vdec property
+        self._vdec: Resource | None = None
+        self.vdec_channels: dict[int, object] = {}   # channel id -> its acl.media channel
+
+    @property
+    def vdec(self) -> Resource:
+        """The video decoder (``vdec_units`` units), created on first use."""
+        if self._vdec is None:
+            self._vdec = Resource(f"VDEC (device {self.device.id})",
+                                  self.device.profile.vdec_units)
+        return self._vdec
+
+    @property
+    def has_video(self) -> bool:
+        """True once a video engine exists on this device."""
+        return self._vdec is not None
 
     @property
     def resources(self) -> tuple[Resource, ...]:
-        return (self.jpegd, self.vpc, self.jpege)
+        base = (self.jpegd, self.vpc, self.jpege)
+        return base if self._vdec is None else base + (self._vdec,)
 
     def is_dvpp(self, region) -> bool:
         """True while ``region`` is a live block that dvpp_malloc handed out."""
@@ -68,7 +86,8 @@ def dvpp_device(runtime, device) -> DvppDevice:
 
 
 def dvpp_ns(profile, engine: str, pixels: int) -> int:
-    """Nanoseconds of one task on ``engine`` ('jpegd', 'vpc', 'jpege') for ``pixels``."""
+    """Nanoseconds of one task on ``engine`` ('jpegd', 'vpc', 'jpege', 'vdec') for
+    ``pixels``."""
     rate = getattr(profile, f"{engine}_pixels_per_s")
     return profile.dvpp_task_ns + ceil_div(pixels * 1_000_000_000, rate)
 

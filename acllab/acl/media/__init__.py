@@ -25,9 +25,14 @@ Differs from hardware: YUV440SP and 10-bit formats are not modelled; a channel i
 (every channel shares the device's engines, as on hardware, but there is no per-channel
 limit); resizing is bilinear.
 
+Video: ``vdec`` decodes H.264 / H.265 annex-b frames (described by ``stream``'s stream
+descriptions) to NV12 / NV21 pictures on the device's VDEC engine, with a real decoder
+(PyAV), and delivers each picture to the channel's callback on its report thread.
+
 One module per section of pyACL's media API, as ``acl.rt``: ``memory`` (DVPP memory),
 ``channel``, ``picture`` (picture descriptions), ``config`` (ROI, resize and JPEGE configs),
-``jpeg`` (JPEGD and JPEGE) and ``vpc``; ``_desc`` holds the descriptors behind the handles and
+``jpeg`` (JPEGD and JPEGE), ``vpc``, ``stream`` (stream descriptions) and ``vdec``;
+``_desc`` holds the descriptors behind the handles and
 ``_checks`` the argument checks the engines share.
 """
 
@@ -114,6 +119,53 @@ from .picture import (
     dvpp_set_pic_desc_width,
     dvpp_set_pic_desc_width_stride,
 )
+from .stream import (
+    dvpp_create_stream_desc,
+    dvpp_destroy_stream_desc,
+    dvpp_get_stream_desc_data,
+    dvpp_get_stream_desc_eos,
+    dvpp_get_stream_desc_format,
+    dvpp_get_stream_desc_ret_code,
+    dvpp_get_stream_desc_size,
+    dvpp_get_stream_desc_timestamp,
+    dvpp_set_stream_desc_data,
+    dvpp_set_stream_desc_eos,
+    dvpp_set_stream_desc_format,
+    dvpp_set_stream_desc_ret_code,
+    dvpp_set_stream_desc_size,
+    dvpp_set_stream_desc_timestamp,
+)
+from .vdec import (
+    H264_BASELINE_LEVEL,
+    H264_HIGH_LEVEL,
+    H264_MAIN_LEVEL,
+    H265_MAIN_LEVEL,
+    vdec_create_channel,
+    vdec_create_channel_desc,
+    vdec_create_frame_config,
+    vdec_destroy_channel,
+    vdec_destroy_channel_desc,
+    vdec_destroy_frame_config,
+    vdec_get_channel_desc_callback,
+    vdec_get_channel_desc_channel_id,
+    vdec_get_channel_desc_entype,
+    vdec_get_channel_desc_out_mode,
+    vdec_get_channel_desc_out_pic_format,
+    vdec_get_channel_desc_out_pic_height,
+    vdec_get_channel_desc_out_pic_width,
+    vdec_get_channel_desc_ref_frame_num,
+    vdec_get_channel_desc_thread_id,
+    vdec_send_frame,
+    vdec_set_channel_desc_callback,
+    vdec_set_channel_desc_channel_id,
+    vdec_set_channel_desc_entype,
+    vdec_set_channel_desc_out_mode,
+    vdec_set_channel_desc_out_pic_format,
+    vdec_set_channel_desc_out_pic_height,
+    vdec_set_channel_desc_out_pic_width,
+    vdec_set_channel_desc_ref_frame_num,
+    vdec_set_channel_desc_thread_id,
+)
 from .vpc import dvpp_vpc_crop_and_paste_async, dvpp_vpc_crop_async, dvpp_vpc_resize_async
 
 __all__ = [
@@ -145,5 +197,25 @@ __all__ = [
     "dvpp_jpeg_decode_async",
     "dvpp_vpc_resize_async", "dvpp_vpc_crop_async", "dvpp_vpc_crop_and_paste_async",
     "dvpp_jpeg_predict_enc_size", "dvpp_jpeg_encode_async",
+    "H265_MAIN_LEVEL", "H264_BASELINE_LEVEL", "H264_MAIN_LEVEL", "H264_HIGH_LEVEL",
+    "dvpp_create_stream_desc", "dvpp_destroy_stream_desc",
+    "dvpp_set_stream_desc_data", "dvpp_set_stream_desc_size", "dvpp_set_stream_desc_format",
+    "dvpp_set_stream_desc_timestamp", "dvpp_set_stream_desc_ret_code",
+    "dvpp_set_stream_desc_eos",
+    "dvpp_get_stream_desc_data", "dvpp_get_stream_desc_size", "dvpp_get_stream_desc_format",
+    "dvpp_get_stream_desc_timestamp", "dvpp_get_stream_desc_ret_code",
+    "dvpp_get_stream_desc_eos",
+    "vdec_create_channel_desc", "vdec_destroy_channel_desc",
+    "vdec_set_channel_desc_channel_id", "vdec_get_channel_desc_channel_id",
+    "vdec_set_channel_desc_thread_id", "vdec_get_channel_desc_thread_id",
+    "vdec_set_channel_desc_callback", "vdec_get_channel_desc_callback",
+    "vdec_set_channel_desc_entype", "vdec_get_channel_desc_entype",
+    "vdec_set_channel_desc_out_pic_format", "vdec_get_channel_desc_out_pic_format",
+    "vdec_set_channel_desc_out_pic_width", "vdec_get_channel_desc_out_pic_width",
+    "vdec_set_channel_desc_out_pic_height", "vdec_get_channel_desc_out_pic_height",
+    "vdec_set_channel_desc_ref_frame_num", "vdec_get_channel_desc_ref_frame_num",
+    "vdec_set_channel_desc_out_mode", "vdec_get_channel_desc_out_mode",
+    "vdec_create_frame_config", "vdec_destroy_frame_config",
+    "vdec_create_channel", "vdec_destroy_channel", "vdec_send_frame",
 ]
 

@@ -38,6 +38,7 @@ def _setter(field: str, c_name: str):
         if field == "format" and value not in FORMAT_NAMES:
             raise Fail(100000, f"format {value} is not an acldvppPixelFormat")
         setattr(desc, field, value)
+        desc.set_fields.add(field)
 
     setter.__name__ = setter.__qualname__ = f"dvpp_set_pic_desc_{field}"
     setter.__doc__ = f"Set the picture's {field.replace('_', ' ')}."
@@ -70,7 +71,9 @@ dvpp_get_pic_desc_height_stride = _getter("height_stride", "acldvppGetPicDescHei
 dvpp_get_pic_desc_ret_code = _getter("ret_code", "acldvppGetPicDescRetCode")
 dvpp_get_pic_desc_ret_code.__doc__ = """The picture's return code: 0 success, non-zero a failure
 (CANN documentation, "acldvppGetPicDesc series": VDEC reports each frame's decode result
-there). 0 for a bad handle.
+there). 0 for a bad handle. VDEC sets it for each output picture before the channel's
+callback runs (:mod:`acllab.acl.media.vdec`): 0 decoded, 1 the decoder rejected the frame,
+0x20000 (ERR_DECODE_NOPIC) no picture came out for the frame by the end of the stream.
 
-Differs from hardware: acllab has no VDEC, and JPEGD and VPC report their failures through
-their calls' codes, so it is 0 for every picture."""
+Differs from hardware: JPEGD and VPC report their failures through their calls' codes, so it
+stays 0 for their pictures."""
