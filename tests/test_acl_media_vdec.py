@@ -92,7 +92,8 @@ class Decoder:
     """A VDEC channel with a report thread (acl.util.start_thread + process_report), the
     callback keeping what it saw (user data, ret code, the picture's facts and pixels)."""
 
-    def __init__(self, entype: int, fmt: int = NV12, channel_id: int = 0, thread=True):
+    def __init__(self, entype: int, fmt: int = NV12, channel_id: int = 0, thread=True,
+                 callback=None):
         self.ctx, _ = acl.rt.get_context()
         self.seen: list[dict] = []
         self.running = True
@@ -104,7 +105,7 @@ class Decoder:
         d = self.desc = media.vdec_create_channel_desc()
         assert media.vdec_set_channel_desc_channel_id(d, channel_id) == 0
         assert media.vdec_set_channel_desc_thread_id(d, self.tid) == 0
-        assert media.vdec_set_channel_desc_callback(d, self._callback) == 0
+        assert media.vdec_set_channel_desc_callback(d, callback or self._callback) == 0
         assert media.vdec_set_channel_desc_entype(d, entype) == 0
         assert media.vdec_set_channel_desc_out_pic_format(d, fmt) == 0
         self.ret = media.vdec_create_channel(d)
@@ -428,6 +429,17 @@ def test_the_same_program_gives_the_same_trace_and_pixels(dev):
     assert _program() == _program()
 
 
+def test_eos_on_the_thread_that_should_run_the_callbacks_never_returns_on_a_card(dev):
+    """The eos call waits for every callback; when they are the calling thread's own (it
+    would have to call process_report), a card hangs: acllab returns 507046 and says why."""
+    pkts = encode("libx264", source_frames(1, 128, 128), lossless=True)
+    dec = Decoder(H264_MAIN, thread=False)
+    assert dec.send(pkts[0]) == 0
+    with expect_code(507046):
+        assert dec.eos() == 507046
+    assert "blocking callback" in acl.get_recent_err_msg()
+
+
 def test_a_main_thread_channel_delivers_through_process_report(dev):
     pkts = encode("libx264", source_frames(2, 128, 128), lossless=True)
     dec = Decoder(H264_MAIN, thread=False)
@@ -598,3 +610,52 @@ def test_without_pyav_a_channel_cannot_be_created(dev, monkeypatch):
     with expect_code(200006):
         assert media.vdec_create_channel(d) == 200006
     assert "pip install av" in acl.get_recent_err_msg()
+
+
+# -- the sanitizer: a picture used before VDEC wrote it ------------------------------------------
+
+def _resize_from(pic_desc: int, stream: int) -> None:
+    """VPC reads the decoded picture (a resize to 64 x 64) on the program's stream."""
+    ch = media.dvpp_create_channel_desc()
+    assert media.dvpp_create_channel(ch) == 0
+    out, _ = media.dvpp_malloc(64 * 64 * 3 // 2)
+    dst = media.dvpp_create_pic_desc()
+    for field, value in (("data", out), ("size", 64 * 64 * 3 // 2), ("width", 64),
+                         ("height", 64), ("width_stride", 64), ("height_stride", 64)):
+        getattr(media, f"dvpp_set_pic_desc_{field}")(dst, value)
+    cfg = media.dvpp_create_resize_config()
+    assert media.dvpp_vpc_resize_async(ch, pic_desc, dst, cfg, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0
+
+
+@pytest.mark.parametrize("wait", ["nothing", "process_report", "eos"])
+def test_vpc_reading_a_picture_before_its_callback_is_a_race(dev, wait):
+    from acllab.analysis import sanitizer
+
+    pkts = encode("libx264", source_frames(1, 160, 128), lossless=True)
+    stream, _ = acl.rt.create_stream()
+    calls = []               # the main thread runs the callbacks, but for eos a report thread
+    dec = Decoder(H264_MAIN, thread=wait == "eos", callback=lambda *args: calls.append(args))
+    n = len(pkts[0])
+    acl.rt.memcpy(dec.inbuf, n, acl.util.bytes_to_ptr(pkts[0]), n, H2D)
+    sd = media.dvpp_create_stream_desc()
+    media.dvpp_set_stream_desc_data(sd, dec.inbuf)
+    media.dvpp_set_stream_desc_size(sd, n)
+    out, _ = media.dvpp_malloc(160 * 128 * 3 // 2)
+    pd = media.dvpp_create_pic_desc()          # the program keeps this one (no callback use)
+    for field, value in (("data", out), ("size", 160 * 128 * 3 // 2), ("width", 160),
+                         ("height", 128), ("width_stride", 160), ("height_stride", 128)):
+        getattr(media, f"dvpp_set_pic_desc_{field}")(pd, value)
+    assert media.vdec_send_frame(dec.desc, sd, pd, 0, None) == 0
+    if wait == "process_report":
+        assert acl.rt.process_report(1000) == 0
+    elif wait == "eos":
+        assert dec.eos() == 0
+    _resize_from(pd, stream)
+    races = [f for f in sanitizer.analyze(acllab.current_runtime()) if f.kind == "race"]
+    assert len(calls) == (0 if wait == "nothing" else 1)
+    if wait == "nothing":
+        assert len(races) == 1 and "VdecDecode" in races[0].message
+        assert "callback" in races[0].fix
+    else:
+        assert races == []

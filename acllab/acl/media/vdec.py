@@ -375,6 +375,8 @@ def vdec_create_channel(vdec_channel_desc):
     except Fail:
         r.destroy_stream(send)
         raise
+    send.role = f"VDEC channel {desc.channel_id} send"
+    report.role = f"VDEC channel {desc.channel_id} callbacks"
     r.subscribe(report, desc.thread_id)
     ch = _Channel(desc, dev, dd, send, report, decoder)
     dd.vdec_channels[desc.channel_id] = ch
