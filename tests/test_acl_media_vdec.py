@@ -659,3 +659,52 @@ def test_vpc_reading_a_picture_before_its_callback_is_a_race(dev, wait):
         assert "callback" in races[0].fix
     else:
         assert races == []
+
+
+def test_a_videocapture_style_program_decodes_a_clip_file(dev, tmp_path):
+    """AclLite's VideoCapture arrangement, in acllab's own words: PyAV demuxes an annex-b
+    file on a decoding thread that sends each packet through one reused DVPP input buffer;
+    the channel's callback thread (acl.util.start_thread) queues the pictures; the main
+    thread takes them off the queue and reads them back."""
+    import queue
+
+    src = source_frames(9, 192, 144, seed=9)
+    path = tmp_path / "clip.h264"
+    path.write_bytes(b"".join(encode("libx264", src, lossless=False, bframes=2)))
+    ref = [frame_planes(f) for f in av.open(str(path)).decode(video=0)]
+    ctx, _ = acl.rt.get_context()
+    pictures: queue.Queue = queue.Queue()
+    dec = Decoder(media.H264_HIGH_LEVEL,
+                  callback=lambda sd, pd, data: pictures.put((pd, data)))
+    errors = []
+
+    def decoding_thread():
+        acl.rt.set_context(ctx)
+        try:
+            with av.open(str(path)) as container:
+                for i, packet in enumerate(container.demux(video=0)):
+                    data = bytes(packet)
+                    if data:
+                        assert dec.send(data, user_data=i) == 0
+            assert dec.eos() == 0
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+        pictures.put(None)
+
+    thread = threading.Thread(target=decoding_thread)
+    thread.start()
+    got = []
+    while (item := pictures.get(timeout=60)) is not None:
+        pd, data = item
+        ws = media.dvpp_get_pic_desc_width_stride(pd)
+        hs = media.dvpp_get_pic_desc_height_stride(pd)
+        got.append((data, {"bytes": download(media.dvpp_get_pic_desc_data(pd), ws * hs * 3 // 2),
+                           "w": media.dvpp_get_pic_desc_width(pd),
+                           "h": media.dvpp_get_pic_desc_height(pd), "ws": ws, "hs": hs,
+                           "format": media.dvpp_get_pic_desc_format(pd)}))
+    thread.join()
+    assert errors == []
+    assert [d for d, _ in got] == list(range(9)) and len(ref) == 9
+    for (_, item), planes_ref in zip(got, ref, strict=True):
+        assert all(np.array_equal(a, b) for a, b in zip(planes(item), planes_ref, strict=True))
+    dec.close()
