@@ -152,6 +152,10 @@ class Device:
         return self.dvpp.vdec
 
     @property
+    def venc(self) -> Resource:
+        return self.dvpp.venc
+
+    @property
     def open(self) -> bool:
         return self.default_context is not None or bool(self.contexts)
 

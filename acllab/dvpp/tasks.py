@@ -41,6 +41,7 @@ class DvppDevice:
         # the video engines, created when a video channel first needs them (so that a
         # program that only decodes JPEGs keeps its trace's rows): see the vdec property
         self._vdec: Resource | None = None
+        self._venc: Resource | None = None
         self.vdec_channels: dict[int, object] = {}   # channel id -> its acl.media channel
 
     @property
@@ -52,14 +53,26 @@ class DvppDevice:
         return self._vdec
 
     @property
+    def venc(self) -> Resource:
+        """The video encoder (``venc_units`` units), created on first use."""
+        if self._venc is None:
+            self._venc = Resource(f"VENC (device {self.device.id})",
+                                  max(self.device.profile.venc_units, 1))
+        return self._venc
+
+    @property
     def has_video(self) -> bool:
         """True once a video engine exists on this device."""
-        return self._vdec is not None
+        return self._vdec is not None or self._venc is not None
+
+    def has_engine(self, short: str) -> bool:
+        """True once the video engine ``short`` ('vdec', 'venc') exists."""
+        return getattr(self, f"_{short}") is not None
 
     @property
     def resources(self) -> tuple[Resource, ...]:
-        base = (self.jpegd, self.vpc, self.jpege)
-        return base if self._vdec is None else base + (self._vdec,)
+        return (self.jpegd, self.vpc, self.jpege) + tuple(
+            r for r in (self._vdec, self._venc) if r is not None)
 
     def is_dvpp(self, region) -> bool:
         """True while ``region`` is a live block that dvpp_malloc handed out."""

@@ -21,6 +21,7 @@ the same pictures); a damaged stream may be concealed differently.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from .tasks import _fault, _mem, dvpp_ns
 
 __all__ = ["H265_MAIN_LEVEL", "H264_BASELINE_LEVEL", "H264_MAIN_LEVEL", "H264_HIGH_LEVEL",
            "STREAM_FORMATS", "Picture", "FrameError", "Decoder", "load_av", "Output",
-           "send_task", "decode_task"]
+           "send_task", "decode_task", "Encoder", "encode_task"]
 
 H265_MAIN_LEVEL = 0
 H264_BASELINE_LEVEL = 1
@@ -229,4 +230,119 @@ def decode_task(dd, stream, pixels: int, outputs: list[Output], api: str, log=No
                                                         for o in outputs),
                       "lost": sum(isinstance(o.result, FrameError) for o in outputs),
                       "mem": mem},
+                api=api)
+
+
+# -- VENC ------------------------------------------------------------------------------------
+
+#: VENC's H.264 profiles by stream format (acldvppStreamFormat); 0 is H.265 main
+_X264_PROFILES = {H264_BASELINE_LEVEL: "baseline", H264_MAIN_LEVEL: "main",
+                  H264_HIGH_LEVEL: "high"}
+
+
+class Encoder:
+    """One channel's encoder: NV12 / NV21 pictures to an H.264 (libx264, the entype's profile)
+    or H.265 main (libx265) annex-b stream, one packet a picture.
+
+    Configured as a hardware encoder of a camera pipeline works: no B-frames and no
+    look-ahead (each picture comes out as one access unit at once), parameter sets in the
+    stream before each key frame, a key frame every ``key_frame_interval`` pictures (and when
+    a picture is forced to be one), a bit rate of ``max_bit_rate`` kbit/s when given, and one
+    thread, so that the same pictures always give the same bytes.
+
+    Differs from hardware: the bitstream is x264's / x265's, not the card's encoder's (both
+    are standard streams any decoder reads; their sizes and quality differ).
+    """
+
+    def __init__(self, entype: int, width: int, height: int, key_frame_interval: int = 16,
+                 max_bit_rate: int = 0, src_rate: int = 0):
+        av = load_av()
+        self._av = av
+        codec = "libx265" if entype == H265_MAIN_LEVEL else "libx264"
+        ctx = av.CodecContext.create(codec, "w")
+        ctx.width, ctx.height, ctx.pix_fmt = width, height, "yuv420p"
+        ctx.time_base = Fraction(1, src_rate or 30)
+        if max_bit_rate:
+            ctx.bit_rate = max_bit_rate * 1000
+        gop = max(key_frame_interval, 1)
+        ctx.thread_count = 1
+        if codec == "libx264":
+            ctx.options = {"profile": _X264_PROFILES[entype], "tune": "zerolatency",
+                           "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:"
+                                          "sliced-threads=0:threads=1"}
+        else:
+            ctx.options = {"x265-params": f"bframes=0:rc-lookahead=0:frame-threads=1:"
+                                          f"pools=none:keyint={gop}:min-keyint={gop}:"
+                                          f"scenecut=0:repeat-headers=1:log-level=none"}
+        self._ctx = ctx
+        self.width, self.height = width, height
+        self._pts = 0
+
+    def encode(self, y: np.ndarray, chroma: np.ndarray, force_key: bool = False) -> list[bytes]:
+        """The packets for one picture (planes as layouts reads them: Y, Cb Cr pairs)."""
+        av = self._av
+        frame = av.VideoFrame(self.width, self.height, "yuv420p")
+        for plane, arr in zip(frame.planes, (y, chroma[:, :, 0], chroma[:, :, 1]), strict=True):
+            rows = np.zeros((plane.buffer_size // plane.line_size, plane.line_size), np.uint8)
+            rows[:arr.shape[0], :arr.shape[1]] = arr
+            plane.update(rows.tobytes())
+        frame.pts = self._pts
+        self._pts += 1
+        if force_key:
+            frame.pict_type = av.video.frame.PictureType.I
+        return [bytes(p) for p in self._ctx.encode(frame)]
+
+    def flush(self) -> list[bytes]:
+        return [bytes(p) for p in self._ctx.encode(None)]
+
+
+def encode_task(dd, stream, encoder: Encoder, inp: tuple, out: tuple, force_key: bool,
+                api: str, done=None):
+    """A VencEncode task on the VENC engine, ``dvpp_task_ns + w * h / venc_pixels_per_s``:
+    it reads the picture when it starts (``inp`` = (region, offset, fmt, width stride,
+    height stride)), encodes it, and when it ends writes the packet into the channel's output
+    buffer (``out`` = (region, offset, capacity)) and calls ``done(nbytes, error)``."""
+    region, off, fmt, ws, hs = inp
+    oregion, ooff, capacity = out
+    dev = dd.device
+    w, h = encoder.width, encoder.height
+    lay = LAYOUTS[fmt]
+    n_in = lay.size(ws, hs)
+    box: list = [None]
+
+    def on_start(task) -> None:
+        try:
+            buf = region.read(off, n_in)
+        except Fail as exc:
+            _fault(task, exc.message)
+            return
+        y, c = lay.read(buf, w, h, ws, hs)
+        box[0] = b"".join(encoder.encode(np.ascontiguousarray(y), np.ascontiguousarray(c),
+                                         force_key))
+        task.info["encoded_bytes"] = len(box[0])
+
+    def on_end(task) -> None:
+        data, box[0] = box[0], None
+        if data is None:
+            if done is not None:
+                done(0, "VENC could not read the picture")
+            return
+        if len(data) > capacity:
+            if done is not None:
+                done(0, f"the encoded frame needs {len(data)} B but the channel's output "
+                        f"buffer holds {capacity} B (venc_set_channel_desc_buf_size)")
+            return
+        if not oregion.dangling:
+            oregion.write(ooff, np.frombuffer(data, np.uint8))
+        if done is not None:
+            done(len(data), None)
+
+    iaddr, oaddr = region.start + off, oregion.start + ooff
+    return Task("VencEncode", "dvpp", resource=dd.venc,
+                duration_ns=dvpp_ns(dev.profile, "venc", w * h), stream=stream, device=dev.id,
+                nbytes=n_in, reads=((iaddr, n_in),), writes=((oaddr, capacity),),
+                on_start=on_start, on_end=on_end,
+                info={"engine": "VENC", "width": w, "height": h, "src": iaddr, "dst": oaddr,
+                      "mem": (_mem(region, iaddr, n_in, "r"),
+                              _mem(oregion, oaddr, capacity, "w"))},
                 api=api)

@@ -27,11 +27,12 @@ limit); resizing is bilinear.
 
 Video: ``vdec`` decodes H.264 / H.265 annex-b frames (described by ``stream``'s stream
 descriptions) to NV12 / NV21 pictures on the device's VDEC engine, with a real decoder
-(PyAV), and delivers each picture to the channel's callback on its report thread.
+(PyAV), and delivers each picture to the channel's callback on its report thread; ``venc``
+encodes NV12 / NV21 pictures to H.264 / H.265 on the VENC engine (ascend310 profile).
 
 One module per section of pyACL's media API, as ``acl.rt``: ``memory`` (DVPP memory),
 ``channel``, ``picture`` (picture descriptions), ``config`` (ROI, resize and JPEGE configs),
-``jpeg`` (JPEGD and JPEGE), ``vpc``, ``stream`` (stream descriptions) and ``vdec``;
+``jpeg`` (JPEGD and JPEGE), ``vpc``, ``stream`` (stream descriptions), ``vdec``, ``venc``;
 ``_desc`` holds the descriptors behind the handles and
 ``_checks`` the argument checks the engines share.
 """
@@ -166,6 +167,41 @@ from .vdec import (
     vdec_set_channel_desc_ref_frame_num,
     vdec_set_channel_desc_thread_id,
 )
+from .venc import (
+    venc_create_channel,
+    venc_create_channel_desc,
+    venc_create_frame_config,
+    venc_destroy_channel,
+    venc_destroy_channel_desc,
+    venc_destroy_frame_config,
+    venc_get_channel_desc_buf_size,
+    venc_get_channel_desc_callback,
+    venc_get_channel_desc_entype,
+    venc_get_channel_desc_key_frame_interval,
+    venc_get_channel_desc_max_bit_rate,
+    venc_get_channel_desc_pic_format,
+    venc_get_channel_desc_pic_height,
+    venc_get_channel_desc_pic_width,
+    venc_get_channel_desc_rc_mode,
+    venc_get_channel_desc_src_rate,
+    venc_get_channel_desc_thread_id,
+    venc_get_frame_config_eos,
+    venc_get_frame_config_force_i_frame,
+    venc_send_frame,
+    venc_set_channel_desc_buf_size,
+    venc_set_channel_desc_callback,
+    venc_set_channel_desc_entype,
+    venc_set_channel_desc_key_frame_interval,
+    venc_set_channel_desc_max_bit_rate,
+    venc_set_channel_desc_pic_format,
+    venc_set_channel_desc_pic_height,
+    venc_set_channel_desc_pic_width,
+    venc_set_channel_desc_rc_mode,
+    venc_set_channel_desc_src_rate,
+    venc_set_channel_desc_thread_id,
+    venc_set_frame_config_eos,
+    venc_set_frame_config_force_i_frame,
+)
 from .vpc import dvpp_vpc_crop_and_paste_async, dvpp_vpc_crop_async, dvpp_vpc_resize_async
 
 __all__ = [
@@ -217,5 +253,38 @@ __all__ = [
     "vdec_set_channel_desc_out_mode", "vdec_get_channel_desc_out_mode",
     "vdec_create_frame_config", "vdec_destroy_frame_config",
     "vdec_create_channel", "vdec_destroy_channel", "vdec_send_frame",
+    "venc_create_channel_desc",
+    "venc_destroy_channel_desc",
+    "venc_set_channel_desc_thread_id",
+    "venc_get_channel_desc_thread_id",
+    "venc_set_channel_desc_callback",
+    "venc_get_channel_desc_callback",
+    "venc_set_channel_desc_entype",
+    "venc_get_channel_desc_entype",
+    "venc_set_channel_desc_pic_format",
+    "venc_get_channel_desc_pic_format",
+    "venc_set_channel_desc_pic_width",
+    "venc_get_channel_desc_pic_width",
+    "venc_set_channel_desc_pic_height",
+    "venc_get_channel_desc_pic_height",
+    "venc_set_channel_desc_key_frame_interval",
+    "venc_get_channel_desc_key_frame_interval",
+    "venc_set_channel_desc_buf_size",
+    "venc_get_channel_desc_buf_size",
+    "venc_set_channel_desc_rc_mode",
+    "venc_get_channel_desc_rc_mode",
+    "venc_set_channel_desc_src_rate",
+    "venc_get_channel_desc_src_rate",
+    "venc_set_channel_desc_max_bit_rate",
+    "venc_get_channel_desc_max_bit_rate",
+    "venc_create_frame_config",
+    "venc_destroy_frame_config",
+    "venc_set_frame_config_eos",
+    "venc_get_frame_config_eos",
+    "venc_set_frame_config_force_i_frame",
+    "venc_get_frame_config_force_i_frame",
+    "venc_create_channel",
+    "venc_destroy_channel",
+    "venc_send_frame",
 ]
 
