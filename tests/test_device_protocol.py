@@ -880,3 +880,73 @@ def test_a_main_thread_video_channel_behaves_the_same_through_the_client(device)
         acllab.reset()
         local = _main_thread_channel(acllab.acl, packets)
     assert remote == local == [0, 0, 0, 0, 0, 1, 0, 2, 507012, 0]
+
+
+def _encode_calls(acl):
+    """Issue 24's VENC calls as the venc_image sample makes them; returns the returns and
+    the packets its callback copied back."""
+    media, packets, running = acl.media, [], [True]
+    acl.init()
+    acl.rt.set_device(0)
+    ctx, _ = acl.rt.get_context()
+
+    def poll(_args):
+        acl.rt.set_context(ctx)
+        while running[0]:
+            acl.rt.process_report(50)
+
+    def on_packet(pic_desc, stream_desc, user_data):
+        size = media.dvpp_get_stream_desc_size(stream_desc)
+        out = bytearray(size)
+        acl.rt.memcpy(acl.util.bytes_to_ptr(out), size, media.dvpp_get_stream_desc_data(
+            stream_desc), size, ACL_MEMCPY_DEVICE_TO_HOST)
+        packets.append([user_data, media.dvpp_get_stream_desc_ret_code(stream_desc),
+                        bytes(out)])
+
+    tid, _ = acl.util.start_thread(poll, [])
+    desc = media.venc_create_channel_desc()
+    out = [media.venc_set_channel_desc_thread_id(desc, tid),
+           media.venc_set_channel_desc_callback(desc, on_packet),
+           media.venc_set_channel_desc_entype(desc, 0),
+           media.venc_set_channel_desc_pic_format(desc, 1),
+           media.venc_set_channel_desc_key_frame_interval(desc, 16),
+           media.venc_set_channel_desc_pic_height(desc, 128),
+           media.venc_set_channel_desc_pic_width(desc, 128),
+           media.venc_create_channel(desc)]
+    config = media.venc_create_frame_config()
+    n = 128 * 128 * 3 // 2
+    picture = bytes((np.arange(n) * 7 % 253).astype(np.uint8))
+    buf, _ = media.dvpp_malloc(n)
+    acl.rt.memcpy(buf, n, acl.util.bytes_to_ptr(picture), n, ACL_MEMCPY_HOST_TO_DEVICE)
+    pd = media.dvpp_create_pic_desc()
+    media.dvpp_set_pic_desc_data(pd, buf)
+    media.dvpp_set_pic_desc_size(pd, n)
+    out += [media.venc_set_frame_config_eos(config, 0),
+            media.venc_set_frame_config_force_i_frame(config, 0),
+            media.venc_get_frame_config_eos(config),
+            media.venc_get_frame_config_force_i_frame(config)]
+    for i in range(3):
+        out.append(media.venc_send_frame(desc, pd, 0, config, i))
+    media.venc_set_frame_config_eos(config, 1)
+    out += [media.venc_send_frame(desc, 0, 0, config, None),
+            media.venc_destroy_channel(desc), media.venc_destroy_frame_config(config),
+            media.venc_destroy_channel_desc(desc)]
+    running[0] = False
+    out.append(acl.util.stop_thread(tid))
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return out, packets
+
+
+def test_video_encoding_behaves_the_same_through_the_client(device):
+    pytest.importorskip("av")
+    _, client = device
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        remote = _encode_calls(client.acl)
+        acllab.reset()
+        local = _encode_calls(acllab.acl)
+    assert remote == local
+    calls, packets = local
+    assert calls == [0] * len(calls) and len(calls) == 20
+    assert [p[:2] for p in packets] == [[0, 0], [1, 0], [2, 0]] and len(packets[0][2]) > 100

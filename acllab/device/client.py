@@ -434,8 +434,9 @@ class DeviceClient:
         if "launch_callback" in rt.__dict__:
             rt.launch_callback = self._launch_callback
         media = root.media
-        if "vdec_set_channel_desc_thread_id" in media.__dict__:
-            media.vdec_set_channel_desc_thread_id = self._vdec_thread_id
+        for name in ("vdec_set_channel_desc_thread_id", "venc_set_channel_desc_thread_id"):
+            if name in media.__dict__:
+                setattr(media, name, self._media_thread_call(f"acl.media.{name}"))
         if "process_report" in rt.__dict__:
             rt.process_report = self._process_report(rt.process_report)
         return root
@@ -553,11 +554,14 @@ class DeviceClient:
         call.__name__ = op.rsplit(".", 1)[1]
         return call
 
-    def _vdec_thread_id(self, vdec_channel_desc, thread_id):
-        """acl.media.vdec_set_channel_desc_thread_id: the thread that runs the channel's
-        callbacks, named by the server's id for it (as subscribe_report's)."""
-        return self.request("acl.media.vdec_set_channel_desc_thread_id",
-                            [vdec_channel_desc, self._server_tid(thread_id)])
+    def _media_thread_call(self, op: str):
+        """acl.media.vdec_ / venc_set_channel_desc_thread_id: the thread that runs the
+        channel's callbacks, named by the server's id for it (as subscribe_report's)."""
+        def call(channel_desc, thread_id):
+            return self.request(op, [channel_desc, self._server_tid(thread_id)])
+
+        call.__name__ = op.rsplit(".", 1)[1]
+        return call
 
     def _process_report(self, stub):
         polls = self._first_poll
