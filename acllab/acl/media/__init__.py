@@ -32,8 +32,8 @@ encodes NV12 / NV21 pictures to H.264 / H.265 on the VENC engine (ascend310 prof
 
 One module per section of pyACL's media API, as ``acl.rt``: ``memory`` (DVPP memory),
 ``channel``, ``picture`` (picture descriptions), ``config`` (ROI, resize and JPEGE configs),
-``jpeg`` (JPEGD and JPEGE), ``vpc``, ``stream`` (stream descriptions), ``vdec``, ``venc``;
-``_desc`` holds the descriptors behind the handles and
+``jpeg`` (JPEGD and JPEGE), ``vpc``, ``batch`` (batch VPC), ``stream`` (stream
+descriptions), ``vdec`` and ``venc``; ``_desc`` holds the descriptors behind the handles and
 ``_checks`` the argument checks the engines share.
 """
 
@@ -76,6 +76,13 @@ from ._desc import (  # noqa: F401 (the descriptor types, for checks and tests)
     ResizeConfig,
     RoiConfig,
     _Desc,
+)
+from .batch import (
+    dvpp_create_batch_pic_desc,
+    dvpp_destroy_batch_pic_desc,
+    dvpp_get_pic_desc,
+    dvpp_vpc_batch_crop_and_paste_async,
+    dvpp_vpc_batch_crop_async,
 )
 from .channel import (
     dvpp_create_channel,
@@ -232,6 +239,8 @@ __all__ = [
     "dvpp_jpeg_get_image_info", "dvpp_jpeg_get_image_info_v2", "dvpp_jpeg_predict_dec_size",
     "dvpp_jpeg_decode_async",
     "dvpp_vpc_resize_async", "dvpp_vpc_crop_async", "dvpp_vpc_crop_and_paste_async",
+    "dvpp_create_batch_pic_desc", "dvpp_destroy_batch_pic_desc", "dvpp_get_pic_desc",
+    "dvpp_vpc_batch_crop_async", "dvpp_vpc_batch_crop_and_paste_async",
     "dvpp_jpeg_predict_enc_size", "dvpp_jpeg_encode_async",
     "H265_MAIN_LEVEL", "H264_BASELINE_LEVEL", "H264_MAIN_LEVEL", "H264_HIGH_LEVEL",
     "dvpp_create_stream_desc", "dvpp_destroy_stream_desc",

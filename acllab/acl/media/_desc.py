@@ -62,6 +62,7 @@ class PicDesc(_Desc):
         self.format = F.PIXEL_FORMAT_YUV_SEMIPLANAR_420
         self.region = None
         self.set_fields: set[str] = set()   # the fields a set call gave (VDEC asks)
+        self.batch = None                   # the batch description that owns it, if any
 
     def __repr__(self) -> str:
         return (f"<PicDesc 0x{self.handle:x}: {self.width}x{self.height} "

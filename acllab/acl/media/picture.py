@@ -25,7 +25,13 @@ def dvpp_create_pic_desc():
 
 @api("acldvppDestroyPicDesc")
 def dvpp_destroy_pic_desc(pic_desc):
-    """Destroy the description (not the memory it points at)."""
+    """Destroy the description (not the memory it points at). A picture of a batch
+    description goes with its batch (dvpp_destroy_batch_pic_desc): 100000."""
+    desc = _get(pic_desc, PicDesc, "pic_desc")
+    if desc.batch is not None:
+        raise Fail(100000, f"pic_desc 0x{desc.handle:x} belongs to batch description "
+                           f"0x{desc.batch.handle:x}: destroy the batch "
+                           "(acl.media.dvpp_destroy_batch_pic_desc)")
     _destroy(pic_desc, PicDesc, "pic_desc")
 
 
