@@ -603,13 +603,25 @@ def test_a_picture_that_does_not_fit_its_buffer_is_lost_with_code_1(dev):
 
 
 def test_without_pyav_a_channel_cannot_be_created(dev, monkeypatch):
+    from test_acl_media_venc import Encoder as VencChannel
+
     monkeypatch.setitem(sys.modules, "av", None)
+    streams = acllab.current_runtime().devices[0].stream_count
     d = media.vdec_create_channel_desc()
     media.vdec_set_channel_desc_callback(d, lambda *a: None)
     media.vdec_set_channel_desc_thread_id(d, threading.get_ident())
     with expect_code(200006):
         assert media.vdec_create_channel(d) == 200006
     assert "pip install av" in acl.get_recent_err_msg()
+    assert acllab.current_runtime().devices[0].stream_count == streams    # nothing left
+    with expect_code(200006):
+        assert VencChannel(media.H265_MAIN_LEVEL, 128, 128, thread=False).ret == 200006
+    assert acllab.current_runtime().devices[0].stream_count == streams
+    monkeypatch.setitem(sys.modules, "av", av)
+    assert media.vdec_create_channel(d) == 0            # installed again: it works
+    assert acllab.current_runtime().devices[0].stream_count == streams + 2
+    assert media.vdec_destroy_channel(d) == 0
+    assert acllab.current_runtime().devices[0].stream_count == streams
 
 
 # -- the sanitizer: a picture used before VDEC wrote it ------------------------------------------

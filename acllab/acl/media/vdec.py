@@ -371,7 +371,7 @@ def vdec_create_channel(vdec_channel_desc):
     if desc.channel_id in dd.vdec_channels:
         raise Fail(100000, f"channel id {desc.channel_id} is already in use on device "
                            f"{dev.id} (HI_ERR_VDEC_EXIST): each channel needs its own id")
-    decoder = V.Decoder(desc.entype)
+    V.load_av()                       # without PyAV: 200006 before anything is made
     r.spend(r.profile.api_ns)
     send = r.create_stream(ctx)
     try:
@@ -381,7 +381,14 @@ def vdec_create_channel(vdec_channel_desc):
         raise
     send.role = f"VDEC channel {desc.channel_id} send"
     report.role = f"VDEC channel {desc.channel_id} callbacks"
+    # subscribed first (the report thread is polling already), then the decoder is opened
     r.subscribe(report, desc.thread_id)
+    try:
+        decoder = V.Decoder(desc.entype)
+    except BaseException:
+        r.destroy_stream(report)
+        r.destroy_stream(send)
+        raise
     ch = _Channel(desc, dev, dd, send, report, decoder)
     dd.vdec_channels[desc.channel_id] = ch
     desc.channel = ch

@@ -330,21 +330,31 @@ def venc_create_channel(venc_channel_desc):
     ctx = r.current_context()
     dev = ctx.device
     dd = dvpp_device(r, dev)
-    encoder = V.Encoder(desc.entype, w, h, desc.key_frame_interval, desc.max_bit_rate,
-                        desc.src_rate)
-    size = desc.buf_size or DEFAULT_BUF_SIZE
-    region, cost, _hit = dev.heap.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
-    region.label = "dvpp"
-    r.spend(cost + r.profile.api_ns)
+    V.load_av()                       # without PyAV: 200006 before anything is made
+    made: list = []
     try:
+        size = desc.buf_size or DEFAULT_BUF_SIZE
+        region, cost, _hit = dev.heap.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
+        region.label = "dvpp"
+        made.append(region)
+        r.spend(cost + r.profile.api_ns)
         send = r.create_stream(ctx)
+        made.append(send)
         report = r.create_stream(ctx)
-    except Fail:
-        dev.heap.free(region)
+        made.append(report)
+        send.role = "VENC send"
+        report.role = "VENC callbacks"
+        # subscribed first (the report thread is polling already), then the encoder opens
+        r.subscribe(report, desc.thread_id)
+        encoder = V.Encoder(desc.entype, w, h, desc.key_frame_interval, desc.max_bit_rate,
+                            desc.src_rate)
+    except BaseException:
+        for thing in reversed(made):
+            if thing is made[0]:
+                dev.heap.free(thing)
+            else:
+                r.destroy_stream(thing)
         raise
-    send.role = "VENC send"
-    report.role = "VENC callbacks"
-    r.subscribe(report, desc.thread_id)
     desc.channel = _Channel(desc, dev, dd, send, report, encoder, region)
 
 
