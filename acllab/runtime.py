@@ -1093,9 +1093,14 @@ class Runtime:
             return
         with self._report_cv:
             state = self._report_threads.get(tid)
-            if state is None:
-                thread = next((t for t in threading.enumerate() if t.ident == tid), None)
+            thread = next((t for t in threading.enumerate() if t.ident == tid), None)
+            if state is None or (thread is not None and state.thread is not thread and (
+                    state.thread is None or not state.thread.is_alive())):
+                # a new thread, or a new thread under the id of one that has ended (the
+                # system reuses thread ids): its own state, with the streams still counted
+                streams = state.streams if state is not None else 0
                 state = self._report_threads[tid] = _ReportThread(thread)
+                state.streams = streams
             if state.thread is not None:
                 _REPORT_OWNERS[state.thread] = weakref.ref(self)
             state.streams += 1
@@ -1126,7 +1131,11 @@ class Runtime:
                 state = self._report_threads.get(tid)
                 if state is not None and state.thread is me:
                     return state
-                if state is not None or not self.initialized:
+                # the state of an ended thread whose id this one reuses is not this thread's:
+                # wait for this one's own subscription, as for a thread not subscribed yet
+                stale = state is not None and state.thread is not None and \
+                    not state.thread.is_alive()
+                if (state is not None and not stale) or not self.initialized:
                     return None
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
