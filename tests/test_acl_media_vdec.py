@@ -720,3 +720,60 @@ def test_a_videocapture_style_program_decodes_a_clip_file(dev, tmp_path):
     for (_, item), planes_ref in zip(got, ref, strict=True):
         assert all(np.array_equal(a, b) for a, b in zip(planes(item), planes_ref, strict=True))
     dec.close()
+
+
+# -- Atlas A2: its own stride rules, and RGB888 / BGR888 ------------------------------------------
+
+def test_atlas_a2_writes_pictures_with_their_own_strides(a2):
+    """A2's VDEC: YUV420SP width stride with no alignment (the width will do)."""
+    src = source_frames(3, 200, 132, seed=8)
+    pkts = encode("libx264", src, lossless=True)
+    dec = decode_all("h264", H264_MAIN, pkts)
+    assert [(s["w"], s["h"], s["ws"], s["hs"]) for s in dec.seen] == [(200, 132, 200, 132)] * 3
+    for item, (y, u, v) in zip(dec.seen, src, strict=True):
+        assert all(np.array_equal(a, b) for a, b in zip(planes(item), (y, u, v), strict=True))
+    # a stride of 210 (no multiple of 16) is fine on A2, one below the width is not
+    assert dec.send(pkts[0], geometry=(200, 132, 210, 134), out_size=210 * 134 * 3 // 2) == 0
+    with expect_code(100000):
+        assert dec.send(pkts[0], geometry=(200, 132, 198, 132)) == 100000
+    assert dec.eos() == 0
+    assert (dec.seen[-1]["ws"], dec.seen[-1]["hs"]) == (210, 134)
+    assert np.array_equal(planes(dec.seen[-1])[0], src[0][0])
+    dec.close()
+
+
+def test_atlas_a2_writes_rgb888_and_bgr888(a2):
+    # colours well inside the gamut (luma 40 to 210, chroma near grey): nothing clips
+    src = [(40 + y // 3 + 40, 120 + u // 32, 120 + v // 32)
+           for y, u, v in source_frames(2, 160, 128, seed=9)]
+    pkts = encode("libx264", src, lossless=True)
+    got = {}
+    for fmt in (media.PIXEL_FORMAT_RGB_888, media.PIXEL_FORMAT_BGR_888):
+        pictures = []
+
+        def keep(sd, pd, data, pictures=pictures):
+            w, h = media.dvpp_get_pic_desc_width(pd), media.dvpp_get_pic_desc_height(pd)
+            ws, hs = (media.dvpp_get_pic_desc_width_stride(pd),
+                      media.dvpp_get_pic_desc_height_stride(pd))
+            raw = download(media.dvpp_get_pic_desc_data(pd), ws * hs)
+            pictures.append(((w, h, ws, hs), raw.reshape(hs, ws)[:h, :w * 3].reshape(h, w, 3)))
+
+        dec = Decoder(H264_MAIN, fmt, callback=keep)
+        for p in pkts:
+            assert dec.send(p, out_size=160 * 3 * 128) == 0
+        assert dec.eos() == 0
+        dec.close()
+        got[fmt] = pictures
+    rgb, bgr = got[media.PIXEL_FORMAT_RGB_888], got[media.PIXEL_FORMAT_BGR_888]
+    assert [g for g, _ in rgb] == [(160, 128, 480, 128)] * 2
+    for (_, a), (_, b), (y, _, _) in zip(rgb, bgr, src, strict=True):
+        assert np.array_equal(a, b[:, :, ::-1])              # the same pixels, B and R swapped
+        luma = a.astype(float) @ np.array([0.299, 0.587, 0.114])   # JFIF's Y from RGB
+        assert np.abs(luma - y).mean() < 1.0 and np.abs(luma - y).max() < 4   # its own luma
+
+
+def test_the_310_writes_no_rgb(dev):
+    d = media.vdec_create_channel_desc()
+    for fmt in (media.PIXEL_FORMAT_RGB_888, media.PIXEL_FORMAT_BGR_888):
+        with expect_code(200006):
+            assert media.vdec_set_channel_desc_out_pic_format(d, fmt) == 200006

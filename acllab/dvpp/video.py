@@ -209,7 +209,8 @@ def decode_task(dd, stream, pixels: int, outputs: list[Output], api: str, log=No
             w2, h2 = lay.covered(res.width, res.height)
             if (w2, h2) != y.shape[::-1]:          # an odd side: repeat the last column / row
                 y = np.pad(y, ((0, h2 - y.shape[0]), (0, w2 - y.shape[1])), mode="edge")
-            if (out.width, out.height) != (w2, h2):     # VDEC's own VPC resizes
+            if (out.width, out.height) != (w2, h2) or lay.sub != (2, 2):
+                # VDEC's own VPC resizes, and converts to RGB (chroma at full resolution)
                 y, c = convert(y, c, (2, 2), (0, w2 - 1, 0, h2 - 1), lay, out.height,
                                out.width)
             buf = out.region.read(out.offset, out.nbytes)

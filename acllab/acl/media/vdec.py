@@ -34,7 +34,11 @@ aclvdecSendFrame, VDEC "Functions and Restrictions", vdec_set_channel_desc_*):
   later frames were sent, and the i-th picture goes to the i-th output description sent.
 * Output pictures: YUV420SP NV12 or NV21, width and height even, width stride the width
   rounded up to 16 (at least 32), height stride the height rounded up to 2, buffer at least
-  ws * hs * 3 / 2 bytes. A description that sets none of width, height and strides gets the
+  ws * hs * 3 / 2 bytes. Atlas A2 (the ascend910b profile) has rules of its own: strides
+  with no alignment (at least the width and height; the picture's own by default), and
+  RGB888 / BGR888 too (width stride at least width x 3, buffer ws * hs), converted with the
+  full-range BT.601 matrix VPC uses in acllab (:mod:`acllab.dvpp.layouts`; the card's matrix
+  is not published). A description that sets none of width, height and strides gets the
   stream's own; one that sets them must set all four (VDEC resizes to them); a format set on
   the description wins over the channel's.
 * A frame the decoder rejects (or whose picture does not fit its buffer) reaches the
@@ -98,13 +102,25 @@ ERR_DECODE_NOPIC = 0x20000
 ERR_DECODE_FAIL = 1
 
 VDEC_OUTPUT_FORMATS = F.YUV420SP_FORMATS
+#: Atlas A2 chips' VDEC also writes packed RGB888 and BGR888 ("VDEC functions and
+#: restrictions", the Atlas A2 columns, CANN 8.0.0.alpha and 8.5.0)
+VDEC_A2_OUTPUT_FORMATS = (*F.YUV420SP_FORMATS, F.PIXEL_FORMAT_RGB_888, F.PIXEL_FORMAT_BGR_888)
+
+
+def _a2(profile) -> bool:
+    """True for the Atlas A2 (910B) profile, whose VDEC has its own stride rules."""
+    return profile.soc_name.startswith(("Ascend910B", "Ascend910_93"))
+
+
+def _output_formats() -> tuple[int, ...]:
+    return VDEC_A2_OUTPUT_FORMATS if _a2(rt().profile) else VDEC_OUTPUT_FORMATS
 
 
 class VdecChannelDesc(_Desc):
     """aclvdecChannelDesc: a decoding channel's settings, and the channel once created.
 
     Defaults: channel id 0, thread id 0 (none), no callback, entype H265_MAIN_LEVEL (0),
-    output format YUV420SP NV12 (uncertain: CANN does not say), out mode 0, output width
+    output format YUV420SP NV12 (the documented default), out mode 0, output width
     and height 0 (the stream's), reference frames 0.
     """
 
@@ -239,8 +255,9 @@ def vdec_set_channel_desc_out_pic_format(vdec_channel_desc, out_pic_format):
     Restrictions", Atlas 200/300/500 inference and training products). Another
     acldvppPixelFormat returns ACL_ERROR_FEATURE_UNSUPPORTED (200006).
 
-    Differs from hardware: some chips also write RGB888 / BGR888 (Atlas inference, 310P);
-    acllab's profiles write NV12 and NV21."""
+    On the ascend910b profile (Atlas A2) VDEC also writes RGB888 (12) and BGR888 (13), as
+    CANN documents for Atlas A2 products; NV12 is the default (pyACL reference,
+    vdec_set_channel_desc_out_pic_format: "if not set, YUV420SP NV12")."""
     desc = _desc(vdec_channel_desc)
     v = as_int(out_pic_format, "out_pic_format")
     _out_format(v, "out_pic_format")
@@ -249,14 +266,14 @@ def vdec_set_channel_desc_out_pic_format(vdec_channel_desc, out_pic_format):
 
 
 def _out_format(fmt: int, what: str) -> None:
-    if fmt in VDEC_OUTPUT_FORMATS:
+    allowed = _output_formats()
+    if fmt in allowed:
         return
+    names = ", ".join(f"{FORMAT_NAMES[f]} ({f})" for f in allowed)
     if fmt in FORMAT_NAMES and fmt != F.PIXEL_FORMAT_UNKNOWN:
-        raise Fail(200006, f"{what} is {FORMAT_NAMES[fmt]} ({fmt}): VDEC writes YUV420SP "
-                           "NV12 (1) and NV21 (2)")
-    raise Fail(100000, f"{what} {fmt} is not an output format of VDEC: use "
-                       "PIXEL_FORMAT_YUV_SEMIPLANAR_420 (1) or PIXEL_FORMAT_YVU_SEMIPLANAR_420 "
-                       "(2)")
+        raise Fail(200006, f"{what} is {FORMAT_NAMES[fmt]} ({fmt}): the {rt().profile.name} "
+                           f"VDEC writes {names}")
+    raise Fail(100000, f"{what} {fmt} is not an output format of VDEC: use one of {names}")
 
 
 def _plain_setter(field: str, c_name: str, doc: str, check=None):
@@ -433,9 +450,12 @@ def _geometry(pic: PicDesc, fmt: int) -> tuple[int, int, int, int] | None:
         raise Fail(100000, f"the output picture description sets {', '.join(given)} but not "
                            f"{missing}: VDEC takes all four or none (none: the stream's own)")
     w, h, ws, hs = pic.width, pic.height, pic.width_stride, pic.height_stride
-    if not (10 <= w <= 4096 and 6 <= h <= 4096) or w % 2 or h % 2:
-        raise Fail(100000, f"the output picture is {w} x {h}: VDEC writes even widths and "
-                           "heights from 10 x 6 to 4096 x 4096")
+    rgb = fmt not in F.YUV420SP_FORMATS
+    if not (10 <= w <= 4096 and 6 <= h <= 4096) or (not rgb and (w % 2 or h % 2)):
+        raise Fail(100000, f"the output picture is {w} x {h}: VDEC writes pictures from 10 x 6 "
+                           "to 4096 x 4096, with even widths and heights in YUV420SP")
+    if _a2(rt().profile):
+        return _a2_strides(w, h, ws, hs, rgb)
     need_ws = max(F.align_up(w, 16), 32)
     if ws % 16 or ws < need_ws or (w < 16 and ws % 32) or ws > 16384:
         raise Fail(100000, f"the output width stride {ws} for width {w}: VDEC needs a "
@@ -447,8 +467,32 @@ def _geometry(pic: PicDesc, fmt: int) -> tuple[int, int, int, int] | None:
     return w, h, ws, hs
 
 
-def _stream_geometry(w: int, h: int) -> tuple[int, int, int, int]:
+def _a2_strides(w: int, h: int, ws: int, hs: int, rgb: bool) -> tuple[int, int, int, int]:
+    """Atlas A2's VDEC strides (the A2 columns of VDEC's restrictions): YUV420SP width
+    stride at least the width, 10 to 24576, no alignment, height stride at least the height,
+    6 to 24576; RGB888 / BGR888 width stride at least width x 3 (30 to 24576), height
+    stride at least the height (6 to 16384). (uncertain: the RGB rule is the one CANN gives
+    for A2 media V2.)"""
+    lo_ws, hi_hs = (max(w * 3, 30), 16384) if rgb else (max(w, 10), 24576)
+    if not lo_ws <= ws <= 24576:
+        raise Fail(100000, f"the output width stride {ws} for width {w}: the Atlas A2 VDEC "
+                           f"needs {lo_ws} to 24576")
+    if not max(h, 6) <= hs <= hi_hs:
+        raise Fail(100000, f"the output height stride {hs} for height {h}: the Atlas A2 VDEC "
+                           f"needs {max(h, 6)} to {hi_hs}")
+    return w, h, ws, hs
+
+
+def _stream_geometry(w: int, h: int, fmt: int = F.PIXEL_FORMAT_YUV_SEMIPLANAR_420
+                     ) -> tuple[int, int, int, int]:
+    """The stream's own picture with VDEC's strides: on the 310 the width stride is the
+    width rounded up to 16 (at least 32) and the height stride the height rounded up to 2;
+    on Atlas A2 the strides are the picture's own (width x 3 for RGB)."""
+    if fmt not in F.YUV420SP_FORMATS:
+        return w, h, w * 3, h
     w2, h2 = F.align_up(w, 2), F.align_up(h, 2)
+    if _a2(rt().profile):
+        return w2, h2, w2, h2
     return w2, h2, max(F.align_up(w2, 16), 32), h2
 
 
@@ -477,7 +521,7 @@ def vdec_send_frame(vdec_channel_desc, dvpp_stream_desc, dvpp_pic_desc, vdec_fra
     _out_format(fmt, "the output picture's format")
     geometry = _geometry(pic, fmt)
     if geometry is not None:
-        need = geometry[2] * geometry[3] * 3 // 2
+        need = _size(fmt, geometry[2], geometry[3])
         if pic.size < need:
             raise Fail(100000, f"the output picture description says its buffer holds "
                                f"{pic.size} B, but a {geometry[0]} x {geometry[1]} picture "
@@ -541,8 +585,8 @@ def _output(s: _Sent, res, ch: _Channel) -> V.Output:
         geometry = _geometry(pic, fmt)
     except Fail:
         pass
-    w, h, ws, hs = geometry or _stream_geometry(res.width, res.height)
-    need = ws * hs * 3 // 2
+    w, h, ws, hs = geometry or _stream_geometry(res.width, res.height, fmt)
+    need = _size(fmt, ws, hs)
     room = min(pic.size, s.region.size - s.offset)
     if room < need:
         return V.Output(pic, V.FrameError(
@@ -550,6 +594,11 @@ def _output(s: _Sent, res, ch: _Channel) -> V.Output:
             f"picture in {FORMAT_NAMES[fmt]} with strides {ws} x {hs} needs {need} B: the "
             "picture is lost"), fmt)
     return V.Output(pic, res, fmt, w, h, ws, hs, s.region, s.offset, need)
+
+
+def _size(fmt: int, ws: int, hs: int) -> int:
+    """Bytes of a VDEC output picture: ws * hs * 3 / 2 for YUV420SP, ws * hs for RGB888."""
+    return ws * hs * 3 // 2 if fmt in F.YUV420SP_FORMATS else ws * hs
 
 
 def _callback_for(ch: _Channel, s: _Sent):
