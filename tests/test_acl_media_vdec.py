@@ -777,3 +777,34 @@ def test_the_310_writes_no_rgb(dev):
     for fmt in (media.PIXEL_FORMAT_RGB_888, media.PIXEL_FORMAT_BGR_888):
         with expect_code(200006):
             assert media.vdec_set_channel_desc_out_pic_format(d, fmt) == 200006
+
+
+def test_a_failure_code_stays_on_a_reused_description_until_it_is_cleared(dev):
+    """CANN's troubleshooting case: an output description reused after a failed frame keeps
+    the failure's code through later good frames, until dvpp_set_pic_desc_ret_code(0)."""
+    pkts = encode("libx264", source_frames(3, 128, 128), lossless=True)
+    codes = []
+    dec = Decoder(H264_MAIN, thread=False,
+                  callback=lambda sd, pd, data: codes.append(media.dvpp_get_pic_desc_ret_code(pd)))
+    out, _ = media.dvpp_malloc(128 * 128 * 3 // 2)
+    pd = media.dvpp_create_pic_desc()
+    media.dvpp_set_pic_desc_data(pd, out)
+
+    def send(packet, size):
+        n = len(packet)
+        acl.rt.memcpy(dec.inbuf, n, acl.util.bytes_to_ptr(packet), n, H2D)
+        sd = media.dvpp_create_stream_desc()
+        media.dvpp_set_stream_desc_data(sd, dec.inbuf)
+        media.dvpp_set_stream_desc_size(sd, n)
+        media.dvpp_set_pic_desc_size(pd, size)
+        assert media.vdec_send_frame(dec.desc, sd, pd, 0, None) == 0
+        assert acl.rt.process_report(1000) == 0
+
+    send(pkts[0], 1000)                           # too small for the picture: lost, code 1
+    send(pkts[1], 128 * 128 * 3 // 2)             # decoded, but the code stays
+    assert media.dvpp_set_pic_desc_ret_code(pd, 0) == 0
+    send(pkts[2], 128 * 128 * 3 // 2)             # cleared first: 0
+    assert codes == [1, 1, 0]
+    with expect_code(100000):
+        assert media.dvpp_set_pic_desc_ret_code(pd, -1) == 100000
+    dec.close()

@@ -190,8 +190,9 @@ def decode_task(dd, stream, pixels: int, outputs: list[Output], api: str, log=No
     """A VdecDecode task on the VDEC engine: ``dvpp_task_ns + pixels / vdec_pixels_per_s``
     (the frame's own pixels, one unit); when it ends it writes each of ``outputs`` (the
     pictures the decoder gave for this frame) into its picture description's DVPP buffer and
-    fills the description in: width, height, strides and format of the picture it holds,
-    and the ret code (0, or a FrameError's code). ``log(message)`` reports a lost frame."""
+    fills the description in: width, height, strides and format of the picture it holds;
+    a FrameError's code goes into the ret code (a decoded picture leaves it as it was).
+    ``log(message)`` reports a lost frame."""
     dev = dd.device
 
     def on_end(task) -> None:
@@ -218,7 +219,8 @@ def decode_task(dd, stream, pixels: int, outputs: list[Output], api: str, log=No
             out.region.write(out.offset, buf)
             pic.width, pic.height = out.width, out.height
             pic.width_stride, pic.height_stride = out.width_stride, out.height_stride
-            pic.format, pic.ret_code = out.fmt, 0
+            pic.format = out.fmt             # the ret code stays as it was (CANN: see
+            # acllab.acl.media.picture.dvpp_set_pic_desc_ret_code)
 
     written = [o for o in outputs if o.region is not None]
     mem = tuple(_mem(o.region, o.region.start + o.offset, o.nbytes, "w") for o in written)

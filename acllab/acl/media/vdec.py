@@ -43,7 +43,10 @@ aclvdecSendFrame, VDEC "Functions and Restrictions", vdec_set_channel_desc_*):
   the description wins over the channel's.
 * A frame the decoder rejects (or whose picture does not fit its buffer) reaches the
   callback with its picture description's ret code 1; a frame that gave no picture by the
-  end of the stream, with 0x20000 (ERR_DECODE_NOPIC). An empty frame (size 0 or no data)
+  end of the stream, with 0x20000 (ERR_DECODE_NOPIC). VDEC never writes 0 there: a
+  description reused after a failure keeps the code until the program clears it with
+  dvpp_set_pic_desc_ret_code (CANN troubleshooting, "VDEC exception due to incorrect setting
+  of retCode"). An empty frame (size 0 or no data)
   without eos is refused (100000).
 * A frame with eos 1 ends the stream: the call returns once every frame sent was decoded and
   every callback ran (no callback for the eos frame itself), and the channel takes a new
@@ -543,7 +546,6 @@ def vdec_send_frame(vdec_channel_desc, dvpp_stream_desc, dvpp_pic_desc, vdec_fra
     r.submit(task, ch.send_stream)
     r.wait_for(task)
     ch.pending.append(_Sent(sdesc.handle, pic, user_data, out_region, out_off))
-    pic.ret_code = 0
     if box[0] is None:                     # the read failed (the task's fault says why)
         results = [V.FrameError((task.info or {}).get("fault", "the frame was not read"))]
     else:
