@@ -22,7 +22,7 @@ import zlib
 from collections import deque
 from threading import get_ident
 
-from .callbacks import callback_task, report_task
+from .callbacks import callback_task, describe, report_task
 from .constants import ACL_CALLBACK_BLOCK
 from .dvpp.tasks import DvppDevice
 from .engine import Deadlock, Engine, Resource, Task
@@ -248,6 +248,9 @@ class Runtime:
         self._report_cv = threading.Condition(API_LOCK)   # its waits release the lock
         self._report_threads: dict[int, _ReportThread] = {}   # thread id -> its reports
         self.blocking_fault: tuple[int, str] | None = None
+        # (callback name, thread name) while a host callback runs: a call of another thread
+        # that waits long for the API lock says why (acllab.acl._api._acquire_slow)
+        self.running_callback: tuple[str, str] | None = None
         self.model_count = 0
         # acl.op.set_model_dir's op models: OpSpec.key() -> (spec, file name); None until set
         self.op_models: dict | None = None
@@ -1210,6 +1213,8 @@ class Runtime:
             self.log("join", cb.task.id)     # the callback runs after the stream reached it
             if cb.block:                     # what it submits comes before the stream's next
                 self.log("callback_begin", cb.task.id)    # tasks (the sanitizer's order)
+            outer, self.running_callback = self.running_callback, (
+                describe(cb.fn), threading.current_thread().name)
             try:
                 cb.fn(cb.user_data)
             except Exception:   # a learner's bug must not break the runtime
@@ -1218,6 +1223,7 @@ class Runtime:
                 warnings.warn(f"a host callback raised an exception:\n{msg}", AclWarning,
                               stacklevel=2)
             finally:
+                self.running_callback = outer
                 if cb.block:
                     self.log("callback_end", cb.task.id)
             self._report_ran(cb, start, saved, manual, None)

@@ -59,7 +59,8 @@ do not give are ACL_ERROR_INVALID_PARAM (100000), with an explanation. A callbac
 thread whose call reached it (as every report-thread callback in acllab does, see
 :mod:`acllab.callbacks`), holding acllab's API lock: a callback that waits for another
 thread's pyACL call (a full bounded queue that the main thread empties between acl calls)
-waits forever, where on a card only the report thread would wait.
+waits forever, where on a card only the report thread would wait (the waiting call says so
+after ``acllab.acl._api.LOCK_WAIT_WARN_S`` seconds).
 """
 
 from __future__ import annotations
