@@ -103,6 +103,11 @@ class DeviceProfile:
     jpege_pixels_per_s: int = 132_710_400   # 1920 x 1080 x 64 fps (uncertain)
     dvpp_task_ns: int = 20_000              # fixed cost of one DVPP task (uncertain)
     jpegd_width_stride_align: int = 128     # JPEGD output width stride (Atlas A2 chips: 64)
+    vdec_units: int = 2                     # video decoder: 1 channel 240 fps at 1080p, 2+ 480
+    vdec_pixels_per_s: int = 497_664_000    # one unit: 1920 x 1080 x 240 fps
+    vdec_channels: int = 32                 # VDEC channel ids 0 to vdec_channels - 1
+    venc_units: int = 1                     # video encoder: 1080p 30 fps in all (0: no VENC)
+    venc_pixels_per_s: int = 62_208_000     # 1920 x 1080 x 30 fps
     dvpp_memory_bytes: int = 4 * GiB        # DVPP buffers share a 4 GB window (uncertain)
     # The CANN release this profile follows (see docs/CANN_RELEASES.md), and what that release
     # reports: aclrtGetVersion's (major, minor, patch) and aclGetDeviceCapability's values.
@@ -186,6 +191,13 @@ ASCEND310 = DeviceProfile(
         "found, 1080p 64 fps assumed; a fixed 20 us per DVPP task assumed",
         "JPEGD output: width stride aligned to 128, height stride to 16, size >= "
         "stride_w x stride_h x 3/2 for YUV420SP (pyACL docs, JPEGD restrictions)",
+        "VDEC on Atlas 200/300/500 inference products (CANN 8.0.0 AscendCL docs, VDEC "
+        "performance specifications: 1080p 480 fps in all, 4K 120, 720p and below 960; the "
+        "Atlas 300 DVPP guide: 1080p one channel 240 fps, 2 to 16 channels 480 fps): 2 units "
+        "of 1920 x 1080 x 240 px/s; channel ids 0 to 31 (vdec_set_channel_desc_channel_id)",
+        "VENC on Atlas 200/300/500 inference products (Atlas 300 DVPP guide, VENC function: "
+        "NV12/NV21 in, H.264 BP/MP/HP and H.265 MP out, 128 x 128 to 1920 x 1920, 1080p "
+        "30 fps in all channels): 1 unit of 1920 x 1080 x 30 px/s",
     ),
 )
 
@@ -225,6 +237,8 @@ ASCEND910B = DeviceProfile(
     pin_ns_per_page=500,
     jpegd_pixels_per_s=530_841_600,
     jpegd_width_stride_align=64,
+    vdec_channels=256,
+    venc_units=0,
     cann_release="8.5.0",
     acl_version=(1, 15, 0),
     vector_cores=48,
@@ -248,6 +262,11 @@ ASCEND910B = DeviceProfile(
         "one, uncertain): 1080p n x 256 fps for n <= 2, 512 fps in all (2 units); JPEGD width "
         "stride aligned to 64 on A2 chips (pyACL docs); VPC and JPEGE figures taken as the "
         "310's (uncertain)",
+        "VDEC on Atlas A2 training products (CANN 8.5.0 AscendCL docs, VDEC performance "
+        "specifications, the A2 table: 1080p n x 240 fps for n <= 2, 480 fps in all): 2 units "
+        "of 1920 x 1080 x 240 px/s; channel ids 0 to 255 (vdec_set_channel_desc_channel_id)",
+        "no VENC: aclvencCreateChannel and aclvencCreateChannelDesc are not supported on Atlas "
+        "A2 training products (CANN 8.0.0 and 8.5.0 references)",
     ),
 )
 

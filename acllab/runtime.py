@@ -22,7 +22,7 @@ import zlib
 from collections import deque
 from threading import get_ident
 
-from .callbacks import callback_task, report_task
+from .callbacks import callback_task, describe, report_task
 from .constants import ACL_CALLBACK_BLOCK
 from .dvpp.tasks import DvppDevice
 from .engine import Deadlock, Engine, Resource, Task
@@ -149,6 +149,14 @@ class Device:
         return self.dvpp.jpege
 
     @property
+    def vdec(self) -> Resource:
+        return self.dvpp.vdec
+
+    @property
+    def venc(self) -> Resource:
+        return self.dvpp.venc
+
+    @property
     def open(self) -> bool:
         return self.default_context is not None or bool(self.contexts)
 
@@ -241,6 +249,9 @@ class Runtime:
         self._report_cv = threading.Condition(API_LOCK)   # its waits release the lock
         self._report_threads: dict[int, _ReportThread] = {}   # thread id -> its reports
         self.blocking_fault: tuple[int, str] | None = None
+        # (callback name, thread name) while a host callback runs: a call of another thread
+        # that waits long for the API lock says why (acllab.acl._api._acquire_slow)
+        self.running_callback: tuple[str, str] | None = None
         self.model_count = 0
         # acl.op.set_model_dir's op models: OpSpec.key() -> (spec, file name); None until set
         self.op_models: dict | None = None
@@ -1086,9 +1097,14 @@ class Runtime:
             return
         with self._report_cv:
             state = self._report_threads.get(tid)
-            if state is None:
-                thread = next((t for t in threading.enumerate() if t.ident == tid), None)
+            thread = next((t for t in threading.enumerate() if t.ident == tid), None)
+            if state is None or (thread is not None and state.thread is not thread and (
+                    state.thread is None or not state.thread.is_alive())):
+                # a new thread, or a new thread under the id of one that has ended (the
+                # system reuses thread ids): its own state, with the streams still counted
+                streams = state.streams if state is not None else 0
                 state = self._report_threads[tid] = _ReportThread(thread)
+                state.streams = streams
             if state.thread is not None:
                 _REPORT_OWNERS[state.thread] = weakref.ref(self)
             state.streams += 1
@@ -1119,7 +1135,11 @@ class Runtime:
                 state = self._report_threads.get(tid)
                 if state is not None and state.thread is me:
                     return state
-                if state is not None or not self.initialized:
+                # the state of an ended thread whose id this one reuses is not this thread's:
+                # wait for this one's own subscription, as for a thread not subscribed yet
+                stale = state is not None and state.thread is not None and \
+                    not state.thread.is_alive()
+                if (state is not None and not stale) or not self.initialized:
                     return None
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -1194,6 +1214,8 @@ class Runtime:
             self.log("join", cb.task.id)     # the callback runs after the stream reached it
             if cb.block:                     # what it submits comes before the stream's next
                 self.log("callback_begin", cb.task.id)    # tasks (the sanitizer's order)
+            outer, self.running_callback = self.running_callback, (
+                describe(cb.fn), threading.current_thread().name)
             try:
                 cb.fn(cb.user_data)
             except Exception:   # a learner's bug must not break the runtime
@@ -1202,6 +1224,7 @@ class Runtime:
                 warnings.warn(f"a host callback raised an exception:\n{msg}", AclWarning,
                               stacklevel=2)
             finally:
+                self.running_callback = outer
                 if cb.block:
                     self.log("callback_end", cb.task.id)
             self._report_ran(cb, start, saved, manual, None)

@@ -55,10 +55,12 @@ class Stream:
         self.fault: str | None = None   # an AI Core exception, reported at the next sync
         self.failure_mode = 0           # ACL_CONTINUE_ON_FAILURE (set_stream_failure_mode)
         self.stopped = False            # ACL_STOP_ON_FAILURE and a task failed: no more work
+        self.role: str | None = None    # a stream the runtime made for itself ("VDEC ...")
 
     @property
     def name(self) -> str:
-        return f"Stream {self.index}" + (" (default)" if self.is_default else "")
+        return f"Stream {self.index}" + (" (default)" if self.is_default else "") + (
+            f" ({self.role})" if self.role else "")
 
     def __repr__(self) -> str:
         if self.last is None:

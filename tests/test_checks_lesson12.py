@@ -103,9 +103,10 @@ def serial(acl, jpegs, outputs, width, height, stream):
 
 # -- registration and more seeds (the generic promises: test_checks_common.py) -----------------
 
-def test_lesson12_registers_its_exercise():
-    assert [(ex.id, ex.function) for ex in exercises("12")] == [(EX, "preprocess")]
-    assert [len(ex.seeds) for ex in exercises("12")] == [3]
+def test_lesson12_registers_its_exercises():
+    assert [(ex.id, ex.function) for ex in exercises("12")] == [
+        (EX, "preprocess"), ("12.vdec_clip", "decode_clip")]   # (test_checks_lesson12_video)
+    assert [len(ex.seeds) for ex in exercises("12")] == [3, 3]
 
 
 def test_reference_solution_reports_its_items():

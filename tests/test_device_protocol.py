@@ -771,6 +771,126 @@ def _dynamic_aipp_program(acl, om: bytes, image: bytes):
     out.append(bytes(back))
     out.append(acl.mdl.destroy_aipp(a))
     out.append(acl.mdl.unload(mid))
+
+
+def _video_calls(acl, packets: list[bytes]):
+    """Issue 24's calls as a VDEC program makes them (a report thread, a channel, frames,
+    eos), returning what its callback saw: user data, ret codes, geometry and pixels."""
+    media = acl.media
+    seen, running = [], [True]
+    acl.init()
+    acl.rt.set_device(0)
+    ctx, _ = acl.rt.get_context()
+
+    def poll(_args):
+        acl.rt.set_context(ctx)
+        while running[0]:
+            acl.rt.process_report(50)
+
+    def on_frame(stream_desc, pic_desc, user_data):
+        ws = media.dvpp_get_pic_desc_width_stride(pic_desc)
+        hs = media.dvpp_get_pic_desc_height_stride(pic_desc)
+        data = media.dvpp_get_pic_desc_data(pic_desc)
+        out = bytearray(ws * hs * 3 // 2)
+        acl.rt.memcpy(acl.util.bytes_to_ptr(out), len(out), data, len(out),
+                      ACL_MEMCPY_DEVICE_TO_HOST)
+        seen.append([user_data, media.dvpp_get_pic_desc_ret_code(pic_desc),
+                     media.dvpp_get_pic_desc_width(pic_desc), ws, hs,
+                     media.dvpp_get_stream_desc_size(stream_desc), bytes(out)])
+        media.dvpp_destroy_stream_desc(stream_desc)
+        media.dvpp_destroy_pic_desc(pic_desc)
+        media.dvpp_free(data)
+
+    tid, _ = acl.util.start_thread(poll, [])
+    desc = media.vdec_create_channel_desc()
+    out = [media.vdec_set_channel_desc_channel_id(desc, 5),
+           media.vdec_set_channel_desc_thread_id(desc, tid),
+           media.vdec_set_channel_desc_callback(desc, on_frame),
+           media.vdec_set_channel_desc_entype(desc, 2),
+           media.vdec_set_channel_desc_out_pic_format(desc, 2),
+           media.vdec_get_channel_desc_out_mode(desc),
+           media.vdec_create_channel(desc)]
+    config = media.vdec_create_frame_config()
+    inbuf, _ = media.dvpp_malloc(1 << 16)
+    for i, p in enumerate(packets):
+        acl.rt.memcpy(inbuf, len(p), acl.util.bytes_to_ptr(p), len(p), ACL_MEMCPY_HOST_TO_DEVICE)
+        sd = media.dvpp_create_stream_desc()
+        media.dvpp_set_stream_desc_data(sd, inbuf)
+        media.dvpp_set_stream_desc_size(sd, len(p))
+        pic, _ = media.dvpp_malloc(1 << 16)
+        pd = media.dvpp_create_pic_desc()
+        media.dvpp_set_pic_desc_data(pd, pic)
+        media.dvpp_set_pic_desc_size(pd, 1 << 16)
+        out.append(media.vdec_send_frame(desc, sd, pd, config, [5, i]))
+    eos = media.dvpp_create_stream_desc()
+    out.append(media.dvpp_set_stream_desc_eos(eos, 1))
+    out.append(media.dvpp_get_stream_desc_eos(eos))
+    out.append(media.vdec_send_frame(desc, eos, 0, 0, None))
+    out.append(media.vdec_send_frame(desc, eos, 0, 12345, None))     # no such config
+    out += [media.vdec_destroy_channel(desc), media.vdec_destroy_channel_desc(desc),
+            media.vdec_destroy_frame_config(config), media.dvpp_destroy_stream_desc(eos),
+            media.dvpp_free(inbuf)]
+    running[0] = False
+    out.append(acl.util.stop_thread(tid))
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return out, seen
+
+
+def test_video_decoding_behaves_the_same_through_the_client(device):
+    av = pytest.importorskip("av")
+    from fractions import Fraction
+
+    enc = av.CodecContext.create("libx264", "w")
+    enc.width, enc.height, enc.pix_fmt, enc.time_base = 128, 128, "yuv420p", Fraction(1, 25)
+    enc.options = {"bframes": "2"}
+    packets = []
+    for i in range(4):
+        frame = av.VideoFrame.from_ndarray(
+            (np.arange(192 * 128).reshape(192, 128) * (i + 1) % 251).astype(np.uint8),
+            format="yuv420p")
+        frame.pts = i
+        packets += [bytes(p) for p in enc.encode(frame)]
+    packets += [bytes(p) for p in enc.encode(None)]
+    _, client = device
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        remote = _video_calls(client.acl, packets)
+        acllab.reset()
+        local = _video_calls(acllab.acl, packets)
+    assert remote == local
+    calls, seen = local
+    assert calls[:7] == [0, 0, 0, 0, 0, 0, 0] and calls[-10:-7] == [0, 1, 0]
+    assert calls[-7] == 100000                     # a frame config that does not exist
+    assert [s[:5] for s in seen] == [[[5, i], 0, 128, 128, 128] for i in range(4)]
+
+
+def _main_thread_channel(acl, packets: list[bytes]):
+    """A channel whose callbacks the main thread runs with process_report: the thread id
+    the client gives must name the server's thread for this one."""
+    media, seen = acl.media, []
+    acl.init()
+    acl.rt.set_device(0)
+    desc = media.vdec_create_channel_desc()
+    media.vdec_set_channel_desc_thread_id(desc, threading.get_ident())
+    media.vdec_set_channel_desc_callback(desc, lambda sd, pd, data: seen.append(data))
+    media.vdec_set_channel_desc_entype(desc, 2)
+    out = [media.vdec_create_channel(desc)]
+    inbuf, _ = media.dvpp_malloc(1 << 16)
+    for i, p in enumerate(packets):
+        acl.rt.memcpy(inbuf, len(p), acl.util.bytes_to_ptr(p), len(p), ACL_MEMCPY_HOST_TO_DEVICE)
+        sd = media.dvpp_create_stream_desc()
+        media.dvpp_set_stream_desc_data(sd, inbuf)
+        media.dvpp_set_stream_desc_size(sd, len(p))
+        pic, _ = media.dvpp_malloc(1 << 16)
+        pd = media.dvpp_create_pic_desc()
+        media.dvpp_set_pic_desc_data(pd, pic)
+        media.dvpp_set_pic_desc_size(pd, 1 << 16)
+        out.append(media.vdec_send_frame(desc, sd, pd, 0, i))
+    acl.rt.synchronize_device()
+    for _ in range(3):
+        out += [len(seen), acl.rt.process_report(100)]
+    out.append(media.vdec_destroy_channel(desc))
     acl.rt.reset_device(0)
     acl.finalize()
     return out
@@ -811,3 +931,96 @@ def test_dynamic_aipp_behaves_the_same_through_the_client(device, tmp_path):
     assert remote[1] == (2, 1, 0) and remote[7] == 100000
     assert remote[:7] == [0, (2, 1, 0), 0, 0, 0, 0, 0] and remote[8:10] == [0, 0]
     assert np.frombuffer(remote[10], np.float32).any() and remote[11:] == [0, 0]
+
+
+def test_a_main_thread_video_channel_behaves_the_same_through_the_client(device):
+    av = pytest.importorskip("av")
+    from fractions import Fraction
+
+    enc = av.CodecContext.create("libx264", "w")
+    enc.width, enc.height, enc.pix_fmt, enc.time_base = 128, 128, "yuv420p", Fraction(1, 25)
+    enc.options = {"tune": "zerolatency"}
+    packets = []
+    for i in range(2):
+        frame = av.VideoFrame.from_ndarray(np.full((192, 128), 40 * i, np.uint8),
+                                           format="yuv420p")
+        frame.pts = i
+        packets += [bytes(p) for p in enc.encode(frame)]
+    packets += [bytes(p) for p in enc.encode(None)]
+    _, client = device
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        remote = _main_thread_channel(client.acl, packets)
+        acllab.reset()
+        local = _main_thread_channel(acllab.acl, packets)
+    assert remote == local == [0, 0, 0, 0, 0, 1, 0, 2, 507012, 0]
+
+
+def _encode_calls(acl):
+    """Issue 24's VENC calls as the venc_image sample makes them; returns the returns and
+    the packets its callback copied back."""
+    media, packets, running = acl.media, [], [True]
+    acl.init()
+    acl.rt.set_device(0)
+    ctx, _ = acl.rt.get_context()
+
+    def poll(_args):
+        acl.rt.set_context(ctx)
+        while running[0]:
+            acl.rt.process_report(50)
+
+    def on_packet(pic_desc, stream_desc, user_data):
+        size = media.dvpp_get_stream_desc_size(stream_desc)
+        out = bytearray(size)
+        acl.rt.memcpy(acl.util.bytes_to_ptr(out), size, media.dvpp_get_stream_desc_data(
+            stream_desc), size, ACL_MEMCPY_DEVICE_TO_HOST)
+        packets.append([user_data, media.dvpp_get_stream_desc_ret_code(stream_desc),
+                        bytes(out)])
+
+    tid, _ = acl.util.start_thread(poll, [])
+    desc = media.venc_create_channel_desc()
+    out = [media.venc_set_channel_desc_thread_id(desc, tid),
+           media.venc_set_channel_desc_callback(desc, on_packet),
+           media.venc_set_channel_desc_entype(desc, 0),
+           media.venc_set_channel_desc_pic_format(desc, 1),
+           media.venc_set_channel_desc_key_frame_interval(desc, 16),
+           media.venc_set_channel_desc_pic_height(desc, 128),
+           media.venc_set_channel_desc_pic_width(desc, 128),
+           media.venc_create_channel(desc)]
+    config = media.venc_create_frame_config()
+    n = 128 * 128 * 3 // 2
+    picture = bytes((np.arange(n) * 7 % 253).astype(np.uint8))
+    buf, _ = media.dvpp_malloc(n)
+    acl.rt.memcpy(buf, n, acl.util.bytes_to_ptr(picture), n, ACL_MEMCPY_HOST_TO_DEVICE)
+    pd = media.dvpp_create_pic_desc()
+    media.dvpp_set_pic_desc_data(pd, buf)
+    media.dvpp_set_pic_desc_size(pd, n)
+    out += [media.venc_set_frame_config_eos(config, 0),
+            media.venc_set_frame_config_force_i_frame(config, 0),
+            media.venc_get_frame_config_eos(config),
+            media.venc_get_frame_config_force_i_frame(config)]
+    for i in range(3):
+        out.append(media.venc_send_frame(desc, pd, 0, config, i))
+    media.venc_set_frame_config_eos(config, 1)
+    out += [media.venc_send_frame(desc, 0, 0, config, None),
+            media.venc_destroy_channel(desc), media.venc_destroy_frame_config(config),
+            media.venc_destroy_channel_desc(desc)]
+    running[0] = False
+    out.append(acl.util.stop_thread(tid))
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return out, packets
+
+
+def test_video_encoding_behaves_the_same_through_the_client(device):
+    pytest.importorskip("av")
+    _, client = device
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        remote = _encode_calls(client.acl)
+        acllab.reset()
+        local = _encode_calls(acllab.acl)
+    assert remote == local
+    calls, packets = local
+    assert calls == [0] * len(calls) and len(calls) == 20
+    assert [p[:2] for p in packets] == [[0, 0], [1, 0], [2, 0]] and len(packets[0][2]) > 100

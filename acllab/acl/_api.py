@@ -27,6 +27,33 @@ __all__ = ["api", "as_int", "rt"]
 
 rt = current_runtime
 _acquire, _release = API_LOCK.acquire, API_LOCK.release
+
+#: Wall-clock seconds a call waits for the API lock, while another thread runs a callback,
+#: before it says why it may wait forever (see :func:`_acquire_slow`).
+LOCK_WAIT_WARN_S = 5.0
+
+
+def _acquire_slow() -> None:
+    """Wait for the API lock that another thread holds. If that thread is running a host
+    callback (a VDEC picture's, a launch_callback's) and the wait goes on, say once why it
+    may never end: acllab runs a callback on the thread whose call reached it, holding the
+    lock, so a callback that waits for this thread (a full queue it would empty after this
+    call) waits forever, where on a card only the report thread would wait."""
+    warned = False
+    while not _acquire(True, LOCK_WAIT_WARN_S):
+        runtime = _session.live
+        running = getattr(runtime, "running_callback", None)
+        if running is not None and not warned:
+            warned = True
+            name, thread = running
+            warnings.warn(
+                f"acllab: this thread has waited {LOCK_WAIT_WARN_S:g} s for its pyACL call "
+                f"while the host callback {name} runs on thread {thread!r}. If that callback "
+                "waits for this thread (a full queue that this thread empties after the "
+                "call, say), the program never goes on: acllab runs callbacks on the thread "
+                "whose call reached them, holding acllab's lock, where a card runs them on "
+                "the report thread. Let the callback hand its result over without waiting "
+                "(a queue without a size limit).", AclWarning, stacklevel=3)
 _PREFIX = {"acllab.acl.rt": "acl.rt", "acllab.acl.util": "acl.util", "acllab.acl.mdl": "acl.mdl",
            "acllab.acl.op": "acl.op",
            "acllab.acl.media": "acl.media"}
@@ -71,7 +98,8 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
             # interrupted (SIGALRM while another thread holds the lock) holds nothing, and
             # its release is skipped. Cheaper than a `with` (one C call each way).
             try:
-                _acquire()
+                if not _acquire(False):
+                    _acquire_slow()
                 runtime = _session.live       # current_runtime(), without the call
                 if runtime is None:
                     runtime = current_runtime()

@@ -433,6 +433,23 @@ def _race(st: _State, t, info, region, base, gen, lo, hi, mode, oid, omode, olo,
             [oid, t.id], [_sname(other), _sname(t)], [base],
             [other.start_ns, t.start_ns]))
         return
+    vdec = other if (other.info or {}).get("engine") == "VDEC" else \
+        t if (info or {}).get("engine") == "VDEC" else None
+    if vdec is not None:
+        user = t if vdec is other else other
+        umode = mode if user is t else omode
+        st.add(pair, Finding(
+            "race",
+            f"{_tdesc(user)} {'writes' if umode == 'w' else 'reads'} bytes "
+            f"0x{max(lo, olo):x}-0x{min(hi, ohi):x} of a picture that {_tdesc(vdec)} "
+            "(VDEC, decoding a frame) writes, and nothing orders them: the picture is not "
+            "there before the channel's callback has it.",
+            "use a decoded picture in, or after, the VDEC channel's callback for its frame "
+            "(the callback runs once VDEC has written the picture); an eos frame or "
+            "acl.media.vdec_destroy_channel waits for every callback",
+            [oid, t.id], [_sname(other), _sname(t)], [base],
+            [other.start_ns, t.start_ns]))
+        return
     st.add(pair, Finding(
         "race",
         f"{_tdesc(other)} {'writes' if omode == 'w' else 'reads'} bytes "

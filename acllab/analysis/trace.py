@@ -39,13 +39,17 @@ __all__ = [
 # short name -> Device attribute, in the order msprof-like rows are drawn
 RESOURCE_NAMES = {"aicore": "aicore", "h2d": "h2d", "d2h": "d2h", "d2d": "d2d",
                   "host": "host_lane", "callbacks": "callback_lane",
-                  "jpegd": "jpegd", "vpc": "vpc", "jpege": "jpege"}
+                  "jpegd": "jpegd", "vpc": "vpc", "jpege": "jpege", "vdec": "vdec",
+                  "venc": "venc"}
 _ROW_LABEL = {"aicore": "AI Core", "h2d": "H2D DMA", "d2h": "D2H DMA", "d2d": "D2D DMA",
               "host": "Host staging", "callbacks": "Host callbacks",
-              "jpegd": "JPEGD", "vpc": "VPC", "jpege": "JPEGE"}
+              "jpegd": "JPEGD", "vpc": "VPC", "jpege": "JPEGE", "vdec": "VDEC",
+              "venc": "VENC"}
 # the DVPP media engines: a device has them once acl.media used it (Device.dvpp), and the
 # export and the summary show them only for a device that ran a DVPP task
-_DVPP_NAMES = ("jpegd", "vpc", "jpege")
+_DVPP_NAMES = ("jpegd", "vpc", "jpege", "vdec", "venc")
+# the video engines: only once a video channel created them (DvppDevice.has_video)
+_VIDEO_NAMES = ("vdec", "venc")
 _SCALARS = (int, float, str, bool)
 
 
@@ -93,7 +97,8 @@ def resolve_resource(runtime: Runtime, resource: Resource | str, device: int = 0
 def _engines(dev, used_dvpp: bool) -> dict[str, Resource]:
     """Short name -> Resource of ``dev``'s engines; the DVPP ones only when ``used_dvpp``."""
     return {short: getattr(dev, attr) for short, attr in RESOURCE_NAMES.items()
-            if short not in _DVPP_NAMES or (used_dvpp and dev.has_dvpp)}
+            if short not in _DVPP_NAMES or (used_dvpp and dev.has_dvpp and (
+                short not in _VIDEO_NAMES or dev.dvpp.has_engine(short)))}
 
 
 def _dvpp_devices(tasks) -> set[int]:

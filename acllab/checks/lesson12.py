@@ -479,3 +479,7 @@ def _resources_item(census: dict[str, int], leaks: list[str], failed: list[str])
 
 
 _guard.seal(_sys.modules[__name__])        # the grader's own helpers refuse learner code
+
+
+# the video exercise, 12.vdec_clip, registered after 12.dvpp_pipeline
+from . import _lesson12_video  # noqa: E402, F401

@@ -433,6 +433,10 @@ class DeviceClient:
                 setattr(rt, name, self._thread_call(f"acl.rt.{name}"))
         if "launch_callback" in rt.__dict__:
             rt.launch_callback = self._launch_callback
+        media = root.media
+        for name in ("vdec_set_channel_desc_thread_id", "venc_set_channel_desc_thread_id"):
+            if name in media.__dict__:
+                setattr(media, name, self._media_thread_call(f"acl.media.{name}"))
         if "process_report" in rt.__dict__:
             rt.process_report = self._process_report(rt.process_report)
         return root
@@ -533,15 +537,28 @@ class DeviceClient:
                 del self._threads[tid]
         return self.request("thread.stopped", [tid])
 
+    def _server_tid(self, thread_id) -> int:
+        """The server's id for a thread of this process (its channel's worker thread there);
+        any other id goes as it is."""
+        tid = operator.index(thread_id)
+        ch = self.channel() if tid == threading.get_ident() else self._channels.get(tid)
+        if ch is None and (tid in self._threads or _is_thread(tid)):
+            with self._lock:                   # a thread of this process: its channel
+                ch = self._channels.setdefault(tid, len(self._channels))
+        return self.request("thread.ident", [ch]) if ch is not None else tid
+
     def _thread_call(self, op: str):
         def call(thread_id, stream):
-            tid = operator.index(thread_id)
-            ch = self.channel() if tid == threading.get_ident() else self._channels.get(tid)
-            if ch is None and (tid in self._threads or _is_thread(tid)):
-                with self._lock:                   # a thread of this process: its channel
-                    ch = self._channels.setdefault(tid, len(self._channels))
-            server_tid = self.request("thread.ident", [ch]) if ch is not None else tid
-            return self.request(op, [server_tid, stream])
+            return self.request(op, [self._server_tid(thread_id), stream])
+
+        call.__name__ = op.rsplit(".", 1)[1]
+        return call
+
+    def _media_thread_call(self, op: str):
+        """acl.media.vdec_ / venc_set_channel_desc_thread_id: the thread that runs the
+        channel's callbacks, named by the server's id for it (as subscribe_report's)."""
+        def call(channel_desc, thread_id):
+            return self.request(op, [channel_desc, self._server_tid(thread_id)])
 
         call.__name__ = op.rsplit(".", 1)[1]
         return call

@@ -38,10 +38,41 @@ class DvppDevice:
         self.vpc = Resource(f"VPC (device {device.id})", p.vpc_units)
         self.jpege = Resource(f"JPEGE (device {device.id})", p.jpege_units)
         self.buffers: dict[int, tuple] = {}    # start -> (region, generation)
+        # the video engines, created when a video channel first needs them (so that a
+        # program that only decodes JPEGs keeps its trace's rows): see the vdec property
+        self._vdec: Resource | None = None
+        self._venc: Resource | None = None
+        self.vdec_channels: dict[int, object] = {}   # channel id -> its acl.media channel
+
+    @property
+    def vdec(self) -> Resource:
+        """The video decoder (``vdec_units`` units), created on first use."""
+        if self._vdec is None:
+            self._vdec = Resource(f"VDEC (device {self.device.id})",
+                                  self.device.profile.vdec_units)
+        return self._vdec
+
+    @property
+    def venc(self) -> Resource:
+        """The video encoder (``venc_units`` units), created on first use."""
+        if self._venc is None:
+            self._venc = Resource(f"VENC (device {self.device.id})",
+                                  max(self.device.profile.venc_units, 1))
+        return self._venc
+
+    @property
+    def has_video(self) -> bool:
+        """True once a video engine exists on this device."""
+        return self._vdec is not None or self._venc is not None
+
+    def has_engine(self, short: str) -> bool:
+        """True once the video engine ``short`` ('vdec', 'venc') exists."""
+        return getattr(self, f"_{short}") is not None
 
     @property
     def resources(self) -> tuple[Resource, ...]:
-        return (self.jpegd, self.vpc, self.jpege)
+        return (self.jpegd, self.vpc, self.jpege) + tuple(
+            r for r in (self._vdec, self._venc) if r is not None)
 
     def is_dvpp(self, region) -> bool:
         """True while ``region`` is a live block that dvpp_malloc handed out."""
@@ -68,7 +99,8 @@ def dvpp_device(runtime, device) -> DvppDevice:
 
 
 def dvpp_ns(profile, engine: str, pixels: int) -> int:
-    """Nanoseconds of one task on ``engine`` ('jpegd', 'vpc', 'jpege') for ``pixels``."""
+    """Nanoseconds of one task on ``engine`` ('jpegd', 'vpc', 'jpege', 'vdec') for
+    ``pixels``."""
     rate = getattr(profile, f"{engine}_pixels_per_s")
     return profile.dvpp_task_ns + ceil_div(pixels * 1_000_000_000, rate)
 

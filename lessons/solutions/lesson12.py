@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from acllab.constants import ACL_MEMCPY_HOST_TO_DEVICE
 
-__all__ = ["preprocess"]
+__all__ = ["preprocess", "decode_clip"]
 
 
 def _align(value, to):
@@ -80,3 +80,50 @@ def preprocess(acl, jpegs, outputs, width, height, stream):
     media.dvpp_destroy_resize_config(resize)
     media.dvpp_destroy_channel(channel)
     media.dvpp_destroy_channel_desc(channel)
+
+
+def decode_clip(acl, frames, entype, width, height, outputs):
+    """Decode an annex-b clip on VDEC: picture i (display order) into ``outputs[i]``."""
+    media = acl.media
+    ws, hs = max(32, _align(width, 16)), _align(height, 2)
+    size = ws * hs * 3 // 2
+    context, _ = acl.rt.get_context()
+    running = [True]
+
+    def poll(_args):                      # the callback thread: it runs the callbacks
+        acl.rt.set_context(context)
+        while running[0]:
+            acl.rt.process_report(100)
+
+    def on_picture(stream_desc, pic_desc, user_data):
+        media.dvpp_destroy_stream_desc(stream_desc)
+        media.dvpp_destroy_pic_desc(pic_desc)
+
+    thread_id, _ = acl.util.start_thread(poll, [])
+    channel = media.vdec_create_channel_desc()
+    media.vdec_set_channel_desc_channel_id(channel, 0)
+    media.vdec_set_channel_desc_thread_id(channel, thread_id)
+    media.vdec_set_channel_desc_callback(channel, on_picture)
+    media.vdec_set_channel_desc_entype(channel, entype)
+    media.vdec_set_channel_desc_out_pic_format(channel, media.PIXEL_FORMAT_YUV_SEMIPLANAR_420)
+    media.vdec_create_channel(channel)
+    inbuf, _ = media.dvpp_malloc(max(len(f) for f in frames))
+    for frame, out in zip(frames, outputs, strict=True):
+        n = len(frame)
+        acl.rt.memcpy(inbuf, n, acl.util.bytes_to_ptr(frame), n, ACL_MEMCPY_HOST_TO_DEVICE)
+        stream_desc = media.dvpp_create_stream_desc()
+        media.dvpp_set_stream_desc_data(stream_desc, inbuf)
+        media.dvpp_set_stream_desc_size(stream_desc, n)
+        pic_desc = media.dvpp_create_pic_desc()
+        media.dvpp_set_pic_desc_data(pic_desc, out)
+        media.dvpp_set_pic_desc_size(pic_desc, size)
+        media.vdec_send_frame(channel, stream_desc, pic_desc, 0, None)
+    eos = media.dvpp_create_stream_desc()           # the end: every callback has run after it
+    media.dvpp_set_stream_desc_eos(eos, 1)
+    media.vdec_send_frame(channel, eos, 0, 0, None)
+    media.dvpp_destroy_stream_desc(eos)
+    media.vdec_destroy_channel(channel)
+    media.vdec_destroy_channel_desc(channel)
+    media.dvpp_free(inbuf)
+    running[0] = False
+    acl.util.stop_thread(thread_id)

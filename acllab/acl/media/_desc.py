@@ -11,7 +11,7 @@ from ...errors import Fail
 from .. import _api
 from .._api import as_int, rt
 
-__all__ = ["ChannelDesc", "PicDesc", "RoiConfig", "ResizeConfig", "JpegeConfig"]
+__all__ = ["ChannelDesc", "PicDesc", "RoiConfig", "ResizeConfig", "JpegeConfig", "StreamDesc"]
 
 FORMAT_NAMES = F.FORMAT_NAMES
 
@@ -61,11 +61,32 @@ class PicDesc(_Desc):
         self.ret_code = 0             # acldvppGetPicDescRetCode: 0 success (VDEC sets it)
         self.format = F.PIXEL_FORMAT_YUV_SEMIPLANAR_420
         self.region = None
+        self.set_fields: set[str] = set()   # the fields a set call gave (VDEC asks)
+        self.batch = None                   # the batch description that owns it, if any
 
     def __repr__(self) -> str:
         return (f"<PicDesc 0x{self.handle:x}: {self.width}x{self.height} "
                 f"{FORMAT_NAMES.get(self.format, self.format)}, strides {self.width_stride}x"
                 f"{self.height_stride}, {self.size} B at 0x{self.data:x}>")
+
+
+class StreamDesc(_Desc):
+    """acldvppStreamDesc: one frame of a video stream (VDEC's input, VENC's output).
+
+    Fields and defaults as acl_dvpp.h's acldvppSetStreamDesc* / GetStreamDesc* calls have
+    them: data 0, size 0, format (an acldvppStreamFormat) 0, timestamp 0, ret code 0, eos 0.
+    """
+
+    kind = "stream description"
+
+    def __init__(self):
+        super().__init__()
+        self.data = self.size = self.format = self.timestamp = self.ret_code = self.eos = 0
+
+    def __repr__(self) -> str:
+        eos = ", eos" if self.eos else ""
+        return (f"<StreamDesc 0x{self.handle:x}: {self.size} B at 0x{self.data:x}, format "
+                f"{self.format}, timestamp {self.timestamp}, ret code {self.ret_code}{eos}>")
 
 
 class RoiConfig(_Desc):

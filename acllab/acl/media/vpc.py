@@ -19,8 +19,14 @@ def _vpc(channel_desc, input_desc, output_desc, stream, crop_area, paste_area, a
     inp = _get(input_desc, PicDesc, "input_desc")
     out = _get(output_desc, PicDesc, "output_desc")
     s = _stream(stream)
-    _vpc_picture(inp, "input_desc")
-    _vpc_picture(out, "output_desc", output=True)
+    plan = _plan(inp, out, crop_area, paste_area)
+    _submit(vpc_task(dvpp_device(rt(), s.device), inp, out, *plan, s, api_name, name), s)
+
+
+def _plan(inp: PicDesc, out: PicDesc, crop_area, paste_area, what: str = "") -> tuple:
+    """Check one VPC task's pictures and areas: its (crop, paste) areas, or Fail."""
+    _vpc_picture(inp, f"{what}input_desc")
+    _vpc_picture(out, f"{what}output_desc", output=True)
     iw, ih = L.layout(inp.format).covered(inp.width, inp.height)
     if crop_area is None:
         crop = (0, iw - 1, 0, ih - 1)
@@ -41,9 +47,9 @@ def _vpc(channel_desc, input_desc, output_desc, stream, crop_area, paste_area, a
     if not (1 / 32 <= sx <= 16 and 1 / 32 <= sy <= 16):
         raise Fail(100000, f"scaling by {sx:.3g} x {sy:.3g}: VPC scales by 1/32 to 16")
     if inp.region is out.region and inp.data == out.data:
-        raise Fail(100000, "input_desc and output_desc share one buffer; VPC needs a "
+        raise Fail(100000, f"{what}input_desc and output_desc share one buffer; VPC needs a "
                            "separate output")
-    _submit(vpc_task(dvpp_device(rt(), s.device), inp, out, crop, paste, s, api_name, name), s)
+    return crop, paste
 
 
 @api("acldvppVpcResizeAsync")
