@@ -771,6 +771,9 @@ def _dynamic_aipp_program(acl, om: bytes, image: bytes):
     out.append(bytes(back))
     out.append(acl.mdl.destroy_aipp(a))
     out.append(acl.mdl.unload(mid))
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return out
 
 
 def _video_calls(acl, packets: list[bytes]):
