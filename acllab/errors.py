@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 __all__ = [
-    "CODES", "NAMES", "AclError", "AclWarning", "BudgetExceeded", "Fail", "code_name",
-    "describe",
+    "CODES", "NAMES", "AclError", "AclWarning", "BudgetExceeded", "Fail", "RerunNeeded",
+    "code_name", "describe",
 ]
 
 CODES: dict[str, int] = {
@@ -202,11 +202,34 @@ class AclError(RuntimeError):
         super().__init__(f"{api} returned {code} ({code_name(code)}): {message}")
 
 
-class BudgetExceeded(RuntimeError):
+class _OneLine:
+    """An exception acllab raises to stop a notebook cell with a message of its own: IPython
+    (Jupyter) shows it as the one line ``Name: message`` instead of a traceback through
+    acllab's code, which would tell a learner nothing (IPython's ``_render_traceback_``
+    protocol; plain Python still prints the usual traceback)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+class BudgetExceeded(_OneLine, RuntimeError):
     """A program ran past acllab's task, call or virtual-time budget (a runaway loop?).
 
     Raised even in non-strict mode, so that a ``while True:`` loop stops; the runtime stays
-    usable for inspection, and ``acllab.reset()`` starts afresh.
+    usable for inspection, and ``acllab.reset()`` starts afresh. The budgets count tasks,
+    calls and virtual time, never the wall clock, so the same program stops at the same call.
+    """
+
+
+class RerunNeeded(_OneLine, RuntimeError):
+    """A notebook cell used a runtime that ``acl.finalize()`` had released (a cell re-run after
+    the lesson's clean-up cell): raised instead of returning 100001, so that the cell stops at
+    once with a message that says what to re-run, rather than going on with a null handle into
+    a Python error. Only where ``acllab.configure(stop_after_finalize=True)`` asked for it (the
+    lessons' setting, :data:`acllab.session.NOTEBOOK_SETTINGS`).
+
+    Differs from hardware: pyACL returns ACL_ERROR_UNINITIALIZE (100001) for a call after
+    aclFinalize; acllab does too unless that setting is on.
     """
 
 

@@ -26,7 +26,7 @@ from .callbacks import callback_task, describe, report_task
 from .constants import ACL_CALLBACK_BLOCK
 from .dvpp.tasks import DvppDevice
 from .engine import Deadlock, Engine, Resource, Task
-from .errors import AclWarning, BudgetExceeded, Fail
+from .errors import AclWarning, BudgetExceeded, Fail, RerunNeeded
 from .hardware import DeviceProfile, get_profile
 from .memory import (
     DEVICE_BASE,
@@ -180,16 +180,34 @@ class _ReportThread:
         self.taken = 0            # reports its polls have returned
 
 
+#: A runtime's budgets unless configured otherwise (a script's: generous; the lessons set
+#: smaller ones, :data:`acllab.session.NOTEBOOK_SETTINGS`). They stop a runaway program with
+#: BudgetExceeded; they count tasks, calls and virtual time, never the wall clock.
+DEFAULT_BUDGETS = {"task_budget": 5_000_000, "call_budget": 20_000_000,
+                   "time_budget_ns": 24 * 3600 * 1_000_000_000}
+
+#: RerunNeeded's message: what a learner re-runs after the lesson's clean-up cell.
+RERUN_AFTER_FINALIZE = (
+    "this cell uses the card, but acl.finalize() (the lesson's clean-up cell) has released it. "
+    "Set it up again: run the cells above this one (Run > Run All Above Selected Cell), then "
+    "this one; or run the whole lesson (Run > Run All Cells).")
+
+
 class Runtime:
     """Everything a pyACL program can touch, in one deterministic object."""
 
     def __init__(self, profile: str | DeviceProfile = "ascend310", *,
                  device_count: int | None = None, hugepage_pool_bytes: int | None = None,
                  strict: bool = False, record: bool = True, sanitize: bool = True,
-                 task_budget: int = 5_000_000, call_budget: int = 20_000_000,
-                 time_budget_ns: int = 24 * 3600 * 1_000_000_000):
+                 task_budget: int = DEFAULT_BUDGETS["task_budget"],
+                 call_budget: int = DEFAULT_BUDGETS["call_budget"],
+                 time_budget_ns: int = DEFAULT_BUDGETS["time_budget_ns"],
+                 stop_after_finalize: bool = False):
         self.profile = get_profile(profile)
         self.strict = strict
+        # a call after acl.finalize() raises RerunNeeded instead of returning 100001 (the
+        # lessons' setting: see acllab.session.NOTEBOOK_SETTINGS)
+        self.stop_after_finalize = stop_after_finalize
         self.sanitize = sanitize
         self.task_budget = task_budget
         self.call_budget = call_budget
@@ -285,8 +303,15 @@ class Runtime:
     def require_init(self) -> None:
         if not self.initialized:
             if self.finalized:
+                self.stop_if_finalized()
                 raise Fail(100001, "acl.finalize() was called; call acl.init() again first")
             raise Fail(100001, "call acl.init() before any other pyACL call")
+
+    def stop_if_finalized(self) -> None:
+        """With ``stop_after_finalize`` (the lessons' setting), raise RerunNeeded if
+        acl.finalize() released this runtime and acl.init() has not run since."""
+        if self.stop_after_finalize and self.finalized and not self.initialized:
+            raise RerunNeeded(RERUN_AFTER_FINALIZE)
 
     def current_context(self, required: bool = True) -> Context | None:
         ctx = self._current.get(get_ident())
@@ -294,6 +319,7 @@ class Runtime:
             return ctx
         ctx = None
         if required:
+            self.stop_if_finalized()      # a lesson cell that reads it after the clean-up
             raise Fail(107002, "this thread has no current context: call "
                                "acl.rt.set_device(device_id) (or set_context) first")
         return ctx
@@ -823,10 +849,10 @@ class Runtime:
     def over_budget(self, what: str, limit: str, setting: str) -> None:
         """Stop the program: it went past one of its budgets (raises BudgetExceeded)."""
         raise BudgetExceeded(
-            f"acllab stopped this program: it went past its {what} budget ({limit}). A loop "
-            f"that never ends (polling something that never completes, or submitting work "
-            f"forever)? Start afresh with acllab.reset(); if the program really needs more, "
-            f"raise the budget with acllab.configure({setting}=...).")
+            f"acllab stopped this program at its {what} budget ({limit}): a loop that never "
+            f"ends? Start afresh with acllab.reset() (in a lesson: re-run its setup cell); if "
+            f"the program really needs more, raise the budget with "
+            f"acllab.configure({setting}=...).")
 
     def launch(self, ns: int) -> None:
         """The host spends ``ns`` on a call that submits work next (submit() catches up)."""

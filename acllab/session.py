@@ -13,7 +13,7 @@ from .hardware import DeviceProfile, get_profile
 from .runtime import API_LOCK, Runtime
 
 __all__ = ["current_runtime", "configure", "reset", "restore_defaults", "host_work",
-           "override", "snapshot", "restore", "live"]
+           "override", "snapshot", "restore", "live", "NOTEBOOK_SETTINGS"]
 
 #: The live runtime, or None before the first use. Read it (the facade does, on every call);
 #: never assign it: configure(), reset(), override() and restore() do.
@@ -37,6 +37,17 @@ def current_runtime() -> Runtime:
         live = _new()
     return live
 
+
+#: The settings a lesson notebook runs with (``widgets.notebook_mode()`` applies them): a cell
+#: re-run after the lesson's ``acl.finalize()`` stops with a one-line RerunNeeded instead of
+#: running on into a Python error, and a runaway loop stops within seconds. The budgets are
+#: counts, so the same program stops at the same call on any machine; a lesson's own cells
+#: use at most a few thousand tasks and calls in the notebook's runtime (the seed's scenarios,
+#: acllab's own programs, run with the script budgets, acllab.runtime.DEFAULT_BUDGETS).
+#: Measured on the course's 2-core machine: a loop of memcpy_async reaches 100,000 tasks in
+#: about 2 s, a polling loop 500,000 calls in about 3 s.
+NOTEBOOK_SETTINGS = {"stop_after_finalize": True, "task_budget": 100_000,
+                     "call_budget": 500_000}
 
 #: The most devices configure() accepts: real servers hold 8 or 16 cards, and each simulated
 #: device takes 1 TiB of the address space below the host's (64 fit).
@@ -109,7 +120,7 @@ def _checked(changes: dict) -> dict:
             unit = {"task_budget": "tasks", "call_budget": "API calls",
                     "time_budget_ns": "nanoseconds"}[key]
             out[key] = _as_count(key, value, 1, None, f"a whole number of {unit}, 1 or more")
-        elif isinstance(value, (bool, np.bool_)):          # strict, record, sanitize
+        elif isinstance(value, (bool, np.bool_)):   # strict, record, sanitize, stop_after_...
             out[key] = bool(value)
         else:
             raise _bad(TypeError, f"{key} must be True or False, not {type(value).__name__} "
@@ -121,7 +132,8 @@ def configure(profile: str | DeviceProfile | None = None, *, device_count: int |
               hugepage_pool_bytes: int | None = None, strict: bool | None = None,
               record: bool | None = None, sanitize: bool | None = None,
               task_budget: int | None = None, call_budget: int | None = None,
-              time_budget_ns: int | None = None) -> Runtime:
+              time_budget_ns: int | None = None,
+              stop_after_finalize: bool | None = None) -> Runtime:
     """Choose the simulated hardware and start a fresh runtime with it.
 
     ``profile`` is 'ascend310' (default) or 'ascend910b', or a DeviceProfile (e.g.
@@ -133,8 +145,11 @@ def configure(profile: str | DeviceProfile | None = None, *, device_count: int |
     sanitizer's report at ``acl.finalize()``. The budgets (1 or more) stop runaway programs
     with :class:`acllab.errors.BudgetExceeded`: ``task_budget`` tasks (default 5 million),
     ``call_budget`` API calls (20 million), ``time_budget_ns`` of virtual host time (24
-    hours). ``None`` leaves a setting as it is. Settings persist across :func:`reset`;
-    :func:`restore_defaults` forgets them.
+    hours). ``stop_after_finalize=True`` makes a pyACL call after ``acl.finalize()`` raise
+    :class:`acllab.errors.RerunNeeded` (a one-line message in a notebook) instead of returning
+    100001 (:data:`NOTEBOOK_SETTINGS`, the lessons' settings, sets it). ``None`` leaves a
+    setting as it is. Settings persist across :func:`reset`; :func:`restore_defaults` forgets
+    them.
 
     Every argument is checked first: a bad one raises TypeError or ValueError and changes
     nothing (the settings and the live runtime stay as they were).
@@ -143,7 +158,8 @@ def configure(profile: str | DeviceProfile | None = None, *, device_count: int |
         ("profile", profile), ("device_count", device_count),
         ("hugepage_pool_bytes", hugepage_pool_bytes), ("strict", strict), ("record", record),
         ("sanitize", sanitize), ("task_budget", task_budget), ("call_budget", call_budget),
-        ("time_budget_ns", time_budget_ns)) if value is not None}
+        ("time_budget_ns", time_budget_ns), ("stop_after_finalize", stop_after_finalize))
+        if value is not None}
     settings = {**_settings, **_checked(given)}
     runtime = _new(settings)        # may still fail (a DeviceProfile's own figures): nothing set
     global live
@@ -171,10 +187,14 @@ def host_work(duration_ns: int, label: str = "host work") -> None:
 
     Python code between pyACL calls takes no virtual time; call this where a real program
     would spend host time (decoding images, post-processing results). It shows in the trace
-    on the host's row as ``host: <label>``.
+    on the host's row as ``host: <label>``. It counts as a call towards the call budget, so
+    that a loop of host work alone also stops (BudgetExceeded).
     """
     with API_LOCK:                # atomic with respect to other threads' acl calls
         r = current_runtime()
+        r.calls += 1
+        if r.calls > r.call_budget:
+            r.over_budget("API call", f"{r.call_budget:,} calls", "call_budget")
         ns = int(duration_ns)
         if ns < 0:
             raise ValueError(f"duration_ns must not be negative (got {ns})")

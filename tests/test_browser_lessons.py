@@ -436,3 +436,23 @@ def test_a_lessons_own_plotly_figures_use_the_pages_one_plotly_js(notebook):
     assert foreign == 0, f"{foreign} plot(s) drawn by JupyterLab's plotly renderer"
     heatmaps = notebook.panel.locator(".acllab-plot .hm, .acllab-plot image").count()
     assert heatmaps > 0, "the predictions figure (heatmaps) is not drawn"
+
+
+@pytest.mark.parametrize("notebook", ["01-devices-and-contexts.ipynb"], indirect=True)
+def test_a_cell_rerun_after_the_teardown_shows_one_line_in_jupyterlab(notebook):
+    """What a learner sees re-running lesson 01's new-context cell after the whole lesson ran
+    (its clean-up cell called acl.finalize()): acllab's one line saying what to re-run, not
+    the KeyError: 0 traceback the lesson's code used to end in (issue 23)."""
+    notebook.run_all()
+    cell = notebook.panel.locator(".jp-CodeCell",
+                                  has_text="ctx, ret = acl.rt.create_context(0)").first
+    cell.locator(".jp-InputArea-editor").click()
+    notebook.page.keyboard.press("Control+Enter")          # run this cell only
+    notebook.page.wait_for_timeout(500)
+    notebook.wait_idle(60)
+    notebook.shot("rerun-after-teardown")
+    shown = cell.locator(".jp-OutputArea-output")           # the error, and nothing else
+    assert shown.count() == 1
+    text = shown.inner_text().strip()
+    assert text.startswith("RerunNeeded: ") and "Run All Above Selected Cell" in text, text
+    assert "\n" not in text and "Traceback" not in text and "KeyError" not in text, text

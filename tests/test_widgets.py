@@ -365,6 +365,37 @@ def test_plain_warnings_show_an_aclwarning_as_one_line(monkeypatch):
     assert "AclWarning" not in other.getvalue()
 
 
+
+def test_notebook_mode_applies_the_lessons_settings_and_one_line_thread_stops(monkeypatch,
+                                                                              capsys):
+    import threading
+    import warnings
+
+    import widgets
+    from acllab.session import NOTEBOOK_SETTINGS
+
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)
+    monkeypatch.setattr(threading, "excepthook", threading.__excepthook__)   # the default
+    try:
+        widgets.notebook_mode()
+        widgets.notebook_mode()                  # a second call wraps nothing twice
+        rt = acllab.reset()                      # the settings persist across reset
+        assert rt.stop_after_finalize is True
+        assert (rt.task_budget, rt.call_budget) == (NOTEBOOK_SETTINGS["task_budget"],
+                                                    NOTEBOOK_SETTINGS["call_budget"])
+        acllab.acl.init()
+        acllab.acl.finalize()
+        for target in (acllab.acl.rt.create_stream, lambda: 1 / 0):
+            worker = threading.Thread(target=target, name="worker")
+            worker.start()
+            worker.join()
+        err = capsys.readouterr().err
+        stop, _, other = err.partition("\n")
+        assert stop.startswith("In worker: RerunNeeded: ") and "Traceback" not in stop
+        assert "ZeroDivisionError" in other and "Traceback" in other   # others as before
+    finally:
+        acllab.restore_defaults()
+
 def test_a_window_shows_one_span_and_autoscale_returns_to_it(fresh):
     small_program(rounds=4)
     runtime = acllab.current_runtime()

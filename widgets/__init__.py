@@ -10,6 +10,7 @@ package. In notebooks, alias ipywidgets as ``ipw``, never as ``widgets``.
     from widgets.stream_stepper import StreamStepper  # Play / Step through virtual time
     from widgets.check_panel import show        # a check's result as a pass/fail list
     from widgets import plain_warnings          # AclWarnings as one plain line each
+    from widgets import notebook_mode           # plain_warnings and the lessons' settings
 
 Importing this package loads neither plotly nor ipywidgets (nor needs a kernel); the names
 below are loaded on first use.
@@ -17,8 +18,8 @@ below are loaded on first use.
 
 from __future__ import annotations
 
-__all__ = ["plain_warnings", "Timeline", "MemoryMap", "CopyPath", "SweepChart", "ShapeExplorer",
-           "PipelineExplorer", "StreamStepper", "show", "panel"]
+__all__ = ["plain_warnings", "notebook_mode", "Timeline", "MemoryMap", "CopyPath", "SweepChart",
+           "ShapeExplorer", "PipelineExplorer", "StreamStepper", "show", "panel"]
 
 _MODULES = {"Timeline": "timeline", "MemoryMap": "memory_map", "CopyPath": "copy_path",
             "SweepChart": "copy_path", "ShapeExplorer": "shape_explorer",
@@ -51,6 +52,49 @@ def plain_warnings() -> None:
 
     show._acllab_plain = True
     warnings.showwarning = show
+
+
+def notebook_mode() -> None:
+    """Set acllab up for a lesson notebook: :func:`plain_warnings`, and
+    ``acllab.configure(**acllab.session.NOTEBOOK_SETTINGS)``.
+
+    With those settings a cell re-run after the lesson's clean-up cell (``acl.finalize()``)
+    stops at its first pyACL call with the one line ``RerunNeeded: ...`` (what to re-run),
+    instead of going on with null handles into a Python error; and a runaway loop stops
+    within seconds with the one line ``BudgetExceeded: ...`` (the budgets count tasks and
+    calls, so it stops at the same call every time). The settings persist across
+    ``acllab.reset()``; the checks grade with their own. Starts a fresh runtime, as
+    ``acllab.configure`` does; calling it again changes nothing else.
+    """
+    import acllab
+    from acllab.session import NOTEBOOK_SETTINGS
+
+    plain_warnings()
+    _plain_thread_stops()
+    acllab.configure(**NOTEBOOK_SETTINGS)
+
+
+def _plain_thread_stops() -> None:
+    """acllab's one-line stops (RerunNeeded, BudgetExceeded) raised in a thread the learner
+    started print as one line too, not as a traceback through acllab's code."""
+    import sys
+    import threading
+
+    from acllab.errors import BudgetExceeded, RerunNeeded
+
+    current = threading.excepthook
+    if getattr(current, "_acllab_plain", False):
+        return
+
+    def hook(args):
+        if isinstance(args.exc_value, (RerunNeeded, BudgetExceeded)):
+            name = args.thread.name if args.thread is not None else "a thread"
+            print(f"In {name}: {args.exc_value._render_traceback_()[0]}", file=sys.stderr)
+        else:
+            current(args)
+
+    hook._acllab_plain = True
+    threading.excepthook = hook
 
 
 def __getattr__(name: str):

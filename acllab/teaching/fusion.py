@@ -148,7 +148,7 @@ def example(seed: int = 0) -> tuple[list[dict], list[dict]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AclWarning)
         with session.override(profile="ascend310", strict=False, record=True,
-                              sanitize=False) as runtime:
+                              sanitize=False, stop_after_finalize=False) as runtime:
             acl.init()
             acl.rt.set_device(0)
             run_once(fused)

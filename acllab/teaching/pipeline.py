@@ -45,6 +45,7 @@ from ..analysis import trace
 from ..hardware import PROFILES
 from ..memory import reserved_bytes
 from ..model import compile_model, execute_ns, load, save
+from ..runtime import DEFAULT_BUDGETS
 from . import scenarios
 
 __all__ = ["PipelineSettings", "PipelineRun", "Comparison", "run_pipeline", "BATCH_SIZES",
@@ -342,8 +343,8 @@ def _simulate(settings: PipelineSettings, batches: int) -> list[tuple]:
     overrides = {      # every setting spelled out: nothing the learner configured leaks in
         "profile": profile, "device_count": profile.device_count,
         "hugepage_pool_bytes": profile.hugepage_pool_bytes if settings.huge_pages else 0,
-        "strict": False, "record": True, "sanitize": False, "task_budget": 5_000_000,
-        "call_budget": 20_000_000, "time_budget_ns": 24 * 3600 * 1_000_000_000}
+        "strict": False, "record": True, "sanitize": False, **DEFAULT_BUDGETS,
+        "stop_after_finalize": False}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with session.override(**overrides):

@@ -25,6 +25,7 @@ from ..constants import (
     ACL_MEMCPY_DEVICE_TO_HOST,
     ACL_MEMCPY_HOST_TO_DEVICE,
 )
+from ..runtime import DEFAULT_BUDGETS
 from ._bulk import collector_paused
 
 __all__ = ["SEED", "SeedConstants", "LoopResult", "build_models", "execute_throughput",
@@ -148,8 +149,16 @@ class _Model:
 
 
 def _start():
-    """A fresh runtime with pyACL initialised and device 0 set."""
-    session.reset()
+    """A fresh runtime with pyACL initialised and device 0 set.
+
+    The scenarios are acllab's own programs, bounded by their batch counts (the seed's 1,000
+    batches submit about 80,000 tasks): they run with at least a script's budgets
+    (acllab.runtime.DEFAULT_BUDGETS), whatever smaller ones a notebook set for its own cells
+    (acllab.session.NOTEBOOK_SETTINGS).
+    """
+    runtime = session.reset()
+    for name, value in DEFAULT_BUDGETS.items():
+        setattr(runtime, name, max(getattr(runtime, name), value))
     from .. import acl
     _check(acl.init(), "init")
     _check(acl.rt.set_device(0), "set_device")
