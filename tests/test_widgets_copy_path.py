@@ -140,8 +140,9 @@ def test_every_colour_in_the_lanes_has_an_entry_in_the_figures_key(size):
     cp = CopyPath(size_bytes=size)
     for fig in (cp.to_figure(), go.Figure(cp.widget().children[4])):
         assert fig.layout.showlegend is True
-        shown = [t for t in fig.data if t.showlegend]
+        shown = [t for t in fig.data if t.showlegend is not False]   # plotly's default: shown
         names = {t.name: t for t in shown}
+        assert set(names) == {*KEY.values(), "pale: not copied yet", "now"}, set(names)
         drawn = set(fig.data[0].marker.color) | set(fig.data[1].marker.color)
         keyed = {t.marker.color for t in shown if t.mode == "markers"
                  and (t.marker.opacity or 1) == 1}
@@ -164,6 +165,7 @@ def test_the_sliders_start_level():
     sliders = (cp.size_slider, cp.link_slider, cp.host_slider, cp.step_slider)
     widths = {s.style.description_width for s in sliders}
     assert len(widths) == 1 and widths != {"initial"} and widths != {""}, widths
+    assert len({s.layout.margin for s in sliders}) == 1      # kinds of slider differ by 2 px
     assert [c for c in box.children if c in sliders] == list(sliders[:3])
     row = box.children[3]
     assert row.children[0] is cp.step_slider and row.children[1] is cp.play
