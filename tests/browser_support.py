@@ -307,12 +307,12 @@ LAYOUT_PROBLEMS = r"""(root, opts) => {
     const groups = [['title', '.gtitle'], ['note', '.annotation-text'],
                     ['legend', '.legend .bg'], ['axis title', '.g-xtitle text, .g-ytitle text,' +
                       ' [class*="g-x"][class*="title"] text, [class*="g-y"][class*="title"] text'],
-                    ['tick', '.xtick text, .ytick text'], ['bar label', '.bartext']];
+                    ['tick', '.xaxislayer-above text, .yaxislayer-above text'], ['bar label', '.bartext']];
     const texts = [];
     for (const [kind, sel] of groups)
       for (const e of gd.querySelectorAll(sel))
         if (shown(e) && (kind === 'legend' || e.textContent.trim()))
-          texts.push({kind, e, b: box(e), axis: e.closest('[class*="axislayer"]')});
+          texts.push({kind, e, b: box(e)});
     const modebar = gd.querySelector('.modebar');
     for (const t of texts) {
       if (!inside(t.b, svg)) problems.push(`${name}: ${t.kind} ${say(t.e)} is cut off by ` +
@@ -344,7 +344,6 @@ LAYOUT_PROBLEMS = r"""(root, opts) => {
         const a = texts[i], b = texts[j];
         if (a.kind === 'legend' && b.e.closest('.legend')) continue;
         if (b.kind === 'legend' && a.e.closest('.legend')) continue;
-        if (a.kind === 'tick' && b.kind === 'tick' && a.axis === b.axis) continue;
         if (over(a.b, b.b) > 0) problems.push(`${name}: ${a.kind} ${say(a.e)} overlaps ` +
                                               `${b.kind} ${say(b.e)}`);
       }

@@ -112,20 +112,24 @@ def test_one_gear_has_no_dynamic_model_and_no_gear_no_fixed_models():
     explorer = ShapeExplorer(traffic=MIX, gears=(32,), budget_mib=200)
     fig = explorer.to_figure()
     assert trace(fig, "throughput").y[0] is None
-    assert "(needs 2+ gears)" in trace(fig, "throughput").x[0]   # a missing bar says why
+    assert "(needs<br>2+ gears)" in trace(fig, "throughput").x[0]   # a missing bar says why
+    assert trace(fig, "1 dynamic model").showlegend is False     # no key for it either
     assert "needs 2+ gears" in explorer.to_html()
     assert "needs 2 or more gears" in explorer.summary_html()
     explorer.widget()
     explorer.gear_buttons[32].value = False
     assert list(trace(explorer._fig, "throughput").y)[:2] == [None, None]
+    assert [t.showlegend for t in explorer._fig.data[:2]] == [False, False]
     assert "choose at least one gear" in explorer._readout.value
+    explorer.gear_buttons[8].value = True
+    assert [t.showlegend for t in explorer._fig.data[:2]] == [False, True]
 
 
 def test_a_budget_too_small_for_any_model():
     explorer = ShapeExplorer(traffic=MIX, gears=(1, 32), budget_mib=20)
     assert explorer.comparison().best is None
     assert "nothing fits" in explorer.to_figure().layout.title.text
-    assert "(none fits)" in trace(explorer.to_figure(), "memory").x[2]
+    assert "(none<br>fits)" in trace(explorer.to_figure(), "memory").x[2]
     assert "no deployment fits the budget" in explorer.to_html()
 
 

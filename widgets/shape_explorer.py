@@ -168,6 +168,8 @@ _MISSING = {"dynamic": "a dynamic model needs 2 or more gears",
 
 # what stands under a bar that is not drawn (the figure's tick label; the static drawing's text)
 _MISSING_SHORT = {"dynamic": "needs 2+ gears", "fixed": "no gear chosen", "best": "none fits"}
+_MISSING_LINES = {"dynamic": "(needs<br>2+ gears)", "fixed": "(no gear<br>chosen)",
+                  "best": "(none<br>fits)"}      # under a narrow bar: two short lines
 _NO_TRAFFIC = ("no traffic: every weight is 0, so there is no request to serve and no "
                "deployment to propose")
 _NO_TRAFFIC_HINT = "move a traffic slider above 0 to compare deployments"
@@ -189,7 +191,7 @@ def _summary_bars(c: Comparison, sep: str = " ") -> tuple[list, list, list, list
     costs = [_costings(c)[k] for k in _BARS]
     labels = [_bar_label(k, c.gears, sep) for k in _BARS]
     if sep == "<br>":                    # the figure: a missing bar's label says why
-        labels = [label + ("" if cost is not None else f"<br><i>({_MISSING_SHORT[k]})</i>")
+        labels = [label + ("" if cost is not None else f"<br><i>{_MISSING_LINES[k]}</i>")
                   for k, label, cost in zip(_BARS, labels, costs, strict=True)]
     colours = [COLOURS[k] for k in _BARS]
     hover = [str(cost) if cost is not None else _MISSING[k]
@@ -248,6 +250,7 @@ class ShapeExplorer:
             traces.append(go.Bar(
                 name=name, x=xs, y=[r.time_ns / 1e6 if r else None for r in routes],
                 marker={"color": COLOURS[kind]}, xaxis="x", yaxis="y", legendgroup=kind,
+                showlegend=cost is not None,        # no key for a deployment not drawn
                 hovertext=[str(r) + (f", {r.padding} padded image(s)" if r and r.padding
                                      else "") if r else "not served" for r in routes],
                 hoverinfo="text"))
@@ -348,7 +351,7 @@ class ShapeExplorer:
         with self._fig.batch_update():
             for old, new in zip(self._fig.data, traces, strict=True):
                 old.update(x=new.x, y=new.y, hovertext=new.hovertext, name=new.name,
-                           marker=new.marker, text=new.text)
+                           marker=new.marker, text=new.text, showlegend=new.showlegend)
             self._fig.layout.title.text = self._title(c)
             self._fig.layout.shapes = [self._budget_shape()]
             self._fig.layout.yaxis2.range = rate_range
