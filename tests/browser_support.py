@@ -307,7 +307,8 @@ LAYOUT_PROBLEMS = r"""(root, opts) => {
     const groups = [['title', '.gtitle'], ['note', '.annotation-text'],
                     ['legend', '.legend .bg'], ['axis title', '.g-xtitle text, .g-ytitle text,' +
                       ' [class*="g-x"][class*="title"] text, [class*="g-y"][class*="title"] text'],
-                    ['tick', '.xaxislayer-above text, .yaxislayer-above text'], ['bar label', '.bartext']];
+                    ['tick', '.xaxislayer-above text, .yaxislayer-above text'],
+                    ['bar label', '.bartext']];
     const texts = [];
     for (const [kind, sel] of groups)
       for (const e of gd.querySelectorAll(sel))
