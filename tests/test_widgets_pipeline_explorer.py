@@ -254,3 +254,18 @@ def test_static_fallback_is_html_with_a_drawing():
     assert "image/svg+xml" not in bundle         # the notebook test counts Timeline SVGs
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert bundle["text/plain"].startswith("<PipelineExplorer: batch 8")
+
+
+def test_the_controls_share_one_label_width_and_two_buttons_fit_side_by_side():
+    """Labels of one width (each control started after a label of its own width), a third of
+    the row each, and toggle buttons as wide as their words: at 148 px each, the two buttons
+    of "input buffers" and "pages" did not fit their column and were stacked."""
+    explorer = PipelineExplorer(batches=8)
+    explorer.widget()
+    controls = explorer.controls
+    assert len({c.style.description_width for c in controls.values()}) == 1
+    assert "initial" not in {c.style.description_width for c in controls.values()}
+    for name in ("buffers", "huge_pages", "show"):
+        assert controls[name].style.button_width == "auto", name
+    for row in explorer._view.children[:2]:
+        assert [c.layout.width for c in row.children] == ["33%"] * 3

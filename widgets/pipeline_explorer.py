@@ -234,7 +234,10 @@ class PipelineExplorer:
         if self._view is not None:
             return self._view
         s = self.settings
-        style = {"description_width": "initial"}
+        # Three columns of one width, labels of one width: the controls of a column start at
+        # one x, and two toggle buttons fit side by side.
+        style = {"description_width": "96px"}
+        buttons = {**style, "button_width": "auto"}
         self.controls = {
             "batch": ipw.SelectionSlider(options=list(BATCH_SIZES), value=s.batch,
                                          description="batch size", continuous_update=False,
@@ -248,18 +251,20 @@ class PipelineExplorer:
                                              style=style),
             "buffers": ipw.ToggleButtons(options=[("1 (the seed's code)", 1), ("2", 2)],
                                          value=s.buffers, description="input buffers",
-                                         style=style),
+                                         style=buttons),
             "huge_pages": ipw.ToggleButtons(options=[("2 MB huge", True), ("4 KB", False)],
                                             value=s.huge_pages, description="pages",
-                                            style=style),
+                                            style=buttons),
             "batches": ipw.SelectionSlider(options=sorted({*BATCH_COUNTS, s.batches}),
                                            value=s.batches, description="batches",
                                            continuous_update=False, style=style),
             "show": ipw.ToggleButtons(options=["double-stream", "serial"], value=self.show,
-                                      description="timeline of", style=style),
+                                      description="timeline of", style=buttons),
         }
         for name, control in self.controls.items():
             control.add_class(f"acllab-pipeline-{name.replace('_', '-')}")
+            if name != "show":
+                control.layout.width = "33%"
             control.observe(lambda change, name=name: self.update(**{name: change["new"]}),
                             names="value")
         self._figure = figure_widget(self.to_figure())
