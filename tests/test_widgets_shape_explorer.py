@@ -237,3 +237,14 @@ def test_each_weight_slider_shows_the_share_the_chart_uses():
     assert "1 (40%)" in xs and "2 (20%)" in xs
     titles = [a.text for a in explorer._fig.layout.annotations]
     assert titles[0] == "time per request (ms)"
+
+
+def test_the_static_bars_leave_room_for_their_longest_text():
+    """The static drawing writes each value after its bar: the longest bar's text ("1,100
+    (over budget)") ran past the drawing's right edge when the room was a fixed 90 px."""
+    page = ShapeExplorer(traffic=MIX, gears=(1, 8, 32), budget_mib=120).to_html()
+    assert "(over budget)" in page
+    for svg in re.findall(r"<svg.*?</svg>", page):
+        width = float(re.search(r'width="(\d+)"', svg).group(1))
+        for x, text in re.findall(r'<text x="([\d.]+)" y="[\d.]+">([^<]*)</text>', svg):
+            assert float(x) + 6 * len(text) <= width, (text, x, width)   # 11 px sans-serif
