@@ -126,7 +126,9 @@ def check_timeline(nb, plot) -> None:
                              "gd.querySelectorAll('.legend .legendtext'), e => e.textContent))",
                        "no colour key")
     assert len(set(entries)) == len(entries), f"a key entry twice: {entries}"
-    ticks = " ".join(svg_texts(plot, ".xaxislayer-above .xtick text"))
+    ticks = wait_for(plot, "(t => t.length && t.join(' '))(Array.from(gd.querySelectorAll("
+                           "'.xaxislayer-above .xtick text'), e => e.textContent))",
+                     "the time axis's tick labels")
     assert not re.search(r"\d[kM]\b", ticks), f"ticks need readable units: {ticks}"
     assert "Share" not in " ".join(plot.locator(".modebar-btn").evaluate_all(
         "els => els.map(e => e.getAttribute('data-title') || '')"))
@@ -186,10 +188,13 @@ def check_memory_map(nb) -> None:
         expect(status).to_contain_text(f"device {index}")
     nb.panel.locator(".acllab-memory-map-refresh").first.click()
     expect(status).to_contain_text("refreshed")
-    keyed = figure_state(plot, "gd.data.filter(t => t.x.length && t.showlegend !== false)"
-                               ".map(t => t.marker.color)")
-    drawn = figure_state(plot, "gd.data.filter(t => t.x.length).map(t => t.marker.color)")
-    assert set(drawn) <= set(keyed), f"colours without a key: {set(drawn) - set(keyed)}"
+    unkeyed = ("(key => gd.data.filter(t => t.x.length && !key.includes(t.marker.color))"
+               ".map(t => t.marker.color))(gd.data.filter(t => t.x.length && "
+               "t.showlegend !== false).map(t => t.marker.color))")
+    try:
+        wait_for(plot, f"{unkeyed}.length === 0", "every colour drawn has its key")
+    except AssertionError:
+        raise AssertionError(f"colours without a key: {figure_state(plot, unkeyed)}") from None
     maps = nb.panel.locator(".jp-CodeCell").filter(has=nb.page.locator(".acllab-memory-map"))
     for k in range(maps.count()):                   # the live maps and the snapshot
         problems = layout_problems(maps.nth(k).locator(".jp-OutputArea"))
@@ -333,7 +338,10 @@ def check_pipeline_explorer(nb) -> None:
         title = wait_changed(figure, TITLE, title, f"PipelineExplorer {selector}")
         assert expected(readout) in title, (selector, readout, title)
         wait_changed(figure, bars, values, f"{selector}: the bars")
-    shown = figure_state(timeline, TITLE)
+    rate = figure_state(figure, "gd.data[0].text[1]")     # double-stream img/s, as drawn
+    shown = wait_for(timeline, f"(t => t.includes(arg) && t)({TITLE})",
+                     "the timeline of the settings the comparison shows",
+                     arg=f"double-stream loop: {rate} img/s")
     assert "2 input buffers" in title, title             # the default: double buffering
     said = caption.inner_text()
     cell.locator(".acllab-pipeline-buffers button", has_text="1 (").first.click()
