@@ -133,6 +133,28 @@ def test_a_budget_too_small_for_any_model():
     assert "no deployment fits the budget" in explorer.to_html()
 
 
+def test_a_deployment_that_cannot_serve_the_mix_says_so_not_over_budget():
+    """Gears 1 and 8 cannot take a request of 32 images: both deployments fit a budget of
+    200 MiB, and their bars said "over budget" (and "n/a" for their throughput)."""
+    explorer = ShapeExplorer(traffic=MIX, gears=(1, 8), budget_mib=200)
+    fig = explorer.to_figure()
+    c = explorer.comparison()
+    assert c.dynamic.fits(c.budget_bytes) and c.fixed.fits(c.budget_bytes)
+    for name in ("throughput", "memory"):
+        bars = trace(fig, name)
+        for k in (0, 1):
+            assert "cannot<br>serve 32" in bars.text[k], bars.text
+            assert "over budget" not in bars.text[k] and "n/a" not in bars.text[k]
+            assert bars.marker.opacity[k] < 1
+        assert bars.text[2] == f"{bars.y[2]:,.0f}" and bars.marker.opacity[2] == 1
+    assert list(trace(fig, "throughput").y[:2]) == [0, 0]
+    lines = 3                                      # the value, then the note on two lines
+    assert fig.layout.yaxis3.range[1] >= max(trace(fig, "memory").y) * (1 + 0.14 * lines)
+    page = explorer.to_html()
+    assert "(cannot serve batch 32)" in page and "over budget" not in page
+    assert "0 (cannot serve batch 32)" in page
+
+
 def test_all_weights_at_zero_say_so_and_propose_no_deployment():
     """No traffic: no share, no time, no throughput and no "best" deployment (it proposed one
     for batch 1 and showed batch 1 at 100%), a title and a note that say why, and the

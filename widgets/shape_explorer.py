@@ -173,7 +173,6 @@ _MISSING_LINES = {"dynamic": "(needs<br>2+ gears)", "fixed": "(no gear<br>chosen
 _NO_TRAFFIC = ("no traffic: every weight is 0, so there is no request to serve and no "
                "deployment to propose")
 _NO_TRAFFIC_HINT = "move a traffic slider above 0 to compare deployments"
-_OVER_TEXT = "<br><span style='color:#c0392b'>over budget</span>"
 _OVER_OPACITY = 0.35
 
 
@@ -181,6 +180,24 @@ def _over(c: Comparison) -> list[bool]:
     """Per summary bar: is that deployment over the budget (or unable to serve the mix)?"""
     return [cost is None or not cost.fits(c.budget_bytes) or bool(cost.unserved)
             for cost in (_costings(c)[k] for k in _BARS)]
+
+
+def _notes(c: Comparison, sep: str = "<br>") -> list[str]:
+    """Per summary bar, why it is drawn pale: over the budget, or a batch size of the mix that
+    none of its models takes (a deployment within the budget said "over budget")."""
+    out = []
+    for cost in (_costings(c)[k] for k in _BARS):
+        if cost is None:
+            out.append("")
+        elif cost.unserved:
+            sizes = ", ".join(map(str, cost.unserved))        # narrow under a bar: two lines
+            out.append(f"cannot<br>serve {sizes}" if sep == "<br>" else
+                       f"cannot serve batch {sizes}")
+        elif not cost.fits(c.budget_bytes):
+            out.append("over budget")
+        else:
+            out.append("")
+    return out
 
 
 def _summary_bars(c: Comparison, sep: str = " ") -> tuple[list, list, list, list, list]:
@@ -265,11 +282,12 @@ class ShapeExplorer:
         # An over-budget deployment keeps its colour, pale; its value stands above the bar,
         # level and full size (text inside a bar is turned and shrunk to fit it).
         marker = {"color": colours, "opacity": [_OVER_OPACITY if o else 1.0 for o in over]}
-        note = [_OVER_TEXT if o else "" for o in over]
+        note = [f"<br><span style='color:#c0392b'>{n}</span>" if n else ""
+                for n in _notes(c)]
         for name, k, values in (("throughput", 2, rate), ("memory", 3, memory)):
             traces.append(go.Bar(
                 name=name, x=labels, y=values, marker=marker,
-                text=[(f"{v:,.0f}" if v else "n/a") + n
+                text=[("" if v is None else f"{v:,.0f}") + n
                       for v, n in zip(values, note, strict=True)],
                 textposition="outside", textangle=0, constraintext="none", cliponaxis=False,
                 textfont={"size": 11}, xaxis=f"x{k}", yaxis=f"y{k}", hovertext=hover,
@@ -283,8 +301,8 @@ class ShapeExplorer:
         if c is None:
             return [0, 1], [0, budget * 1.4]
         _, _, _, rate, memory = _summary_bars(c)
-        over = any(_over(c))
-        room = 1.32 if over else 1.15
+        lines = max(n.count("<br>") + 2 if n else 1 for n in _notes(c))
+        room = 1 + 0.16 * lines
         return ([0, max([v for v in rate if v] + [1.0]) * room],
                 [0, max([v for v in memory if v] + [budget]) * room])
 
@@ -454,13 +472,13 @@ class ShapeExplorer:
             return (f"{head}gears {_esc(list(self.gears))}, budget "
                     f"{self.budget_bytes / MiB:,.0f} MiB</p>{self.summary_html(c)}</div>")
         labels, colours, _, rate, memory = _summary_bars(c)
-        notes = [" (over budget)" if o else "" for o in _over(c)]
+        notes = [f" ({n})" if n else "" for n in _notes(c, " ")]
         none = [_MISSING_SHORT[k] for k in _BARS]
         svg_rate = bars_svg("throughput (img/s)", labels, rate, colours,
-                            [(f"{v:,.0f}" if v else m) + n
+                            [(f"{v:,.0f}" if v is not None else m) + n
                              for v, n, m in zip(rate, notes, none, strict=True)])
         svg_mem = bars_svg("device memory (MiB)", labels, memory, colours,
-                           [(f"{v:,.0f}" if v else m) + n
+                           [(f"{v:,.0f}" if v is not None else m) + n
                             for v, n, m in zip(memory, notes, none, strict=True)],
                            line=c.budget_bytes / MiB, line_label="budget")
         mix = ", ".join(f"{b}: {p:.0%}" for b, p in c.traffic.items())
