@@ -399,6 +399,14 @@ def check_shape_explorer(nb) -> None:
     cell.locator(".acllab-shape-gear", has_text="8").first.click()
     after = wait_changed(plot, names, before, "ShapeExplorer gear toggle")
     assert "2 fixed models" in after, after
+    # one gear left (1): no dynamic model, and a fixed model that cannot serve 8 or 32
+    cell.locator(".acllab-shape-gear", has_text="32").first.click()
+    wait_for(plot, "Array.from(gd.querySelectorAll('.bartext'), e => e.textContent)"
+                   ".some(t => t.includes('serve 8, 32'))", "ShapeExplorer: 'cannot serve'")
+    problems = layout_problems(output, sliders=((".acllab-shape-mix",),))
+    assert not problems, "ShapeExplorer, one gear:\n" + "\n".join(problems)
+    cell.locator(".acllab-shape-gear", has_text="32").first.click()
+    wait_for(plot, "gd.data.map(t => t.name).includes(arg)", "gear 32 back", arg="2 fixed models")
     ticks = "Array.from(gd.querySelectorAll('.xaxislayer-above .xtick text'), e => e.textContent)"
     shares = cell.locator(".acllab-shape-share")
     first = figure_state(plot, ticks)
