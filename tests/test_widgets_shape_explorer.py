@@ -117,12 +117,18 @@ def test_one_gear_has_no_dynamic_model_and_no_gear_no_fixed_models():
     assert "needs 2+ gears" in explorer.to_html()
     assert "needs 2 or more gears" in explorer.summary_html()
     explorer.widget()
+    fig = explorer._fig
+    assert fig.layout.annotations[4].visible is False and fig.layout.yaxis.visible
     explorer.gear_buttons[32].value = False
     assert list(trace(explorer._fig, "throughput").y)[:2] == [None, None]
+    assert fig.layout.annotations[4].visible is True              # the empty time panel
+    assert "no gear chosen" in fig.layout.annotations[4].text
+    assert fig.layout.yaxis.visible is False
     assert [t.showlegend for t in explorer._fig.data[:2]] == [False, False]
     assert "choose at least one gear" in explorer._readout.value
     explorer.gear_buttons[8].value = True
     assert [t.showlegend for t in explorer._fig.data[:2]] == [False, True]
+    assert fig.layout.annotations[4].visible is False and fig.layout.yaxis.visible
 
 
 def test_a_budget_too_small_for_any_model():

@@ -325,6 +325,15 @@ class ShapeExplorer:
                 "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
                 "font": {"size": 13, "color": "#c0392b"}, "bgcolor": "white"}
 
+    @staticmethod
+    def _no_gear_note(c: Comparison | None) -> dict:
+        """The note in the time panel when no gear is chosen: no model, so no time to draw
+        (hidden otherwise)."""
+        return {"text": "no gear chosen: no model to time<br>toggle a gear above",
+                "visible": c is not None and not c.gears, "showarrow": False,
+                "xref": "x domain", "yref": "y domain", "x": 0.5, "y": 0.5,
+                "font": {"size": 12, "color": "#c0392b"}}
+
     def to_figure(self) -> go.Figure:
         """A static plotly figure for the current controls."""
         c = self.comparison()
@@ -348,16 +357,17 @@ class ShapeExplorer:
         fig.update_yaxes(range=memory_range, row=1, col=3)
         fig.update_annotations(font_size=12)             # the panel titles
         fig.add_annotation(self._notice(c))
+        fig.add_annotation(self._no_gear_note(c))
         fig.update_layout(self._axes(c))
         return fig
 
     @staticmethod
     def _axes(c: Comparison | None) -> dict:
         """With no traffic, no axes but the memory panel's (the budget line): nothing else
-        has a scale."""
+        has a scale; with no gear, no time axis (no model to time)."""
         shown = c is not None
-        return {"xaxis.visible": shown, "yaxis.visible": shown, "xaxis2.visible": shown,
-                "yaxis2.visible": shown, "xaxis3.visible": shown}
+        return {"xaxis.visible": shown, "yaxis.visible": shown and bool(c.gears),
+                "xaxis2.visible": shown, "yaxis2.visible": shown, "xaxis3.visible": shown}
 
     def refresh(self) -> None:
         """Redraw the widget from the controls' current values (one batch update)."""
@@ -375,6 +385,7 @@ class ShapeExplorer:
             self._fig.layout.yaxis2.range = rate_range
             self._fig.layout.yaxis3.range = memory_range
             self._fig.layout.annotations[3].visible = c is None
+            self._fig.layout.annotations[4].visible = self._no_gear_note(c)["visible"]
             self._fig.update_layout(self._axes(c))
         if self._readout is not None:
             self._readout.value = self.summary_html(c)
