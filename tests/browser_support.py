@@ -251,3 +251,162 @@ def close_notebook(nb: Notebook) -> None:
         }""", [nb.lab.url, nb.lab.token])
     finally:
         nb.page.context.close()
+
+
+# -- waiting for what a test asserts --------------------------------------------------------
+def wait_for(plot, expression: str, what: str, arg=None, timeout_ms: float = 30_000):
+    """Wait until ``expression`` is truthy and return its value (as JSON).
+
+    ``expression`` is JavaScript of ``gd`` (the element ``plot`` locates: a plotly figure's
+    div, or any element) and ``arg``. A test asserts on what the page shows only once it is
+    there: the plot drawn, the redraw a control asked for done. A loaded machine is slower
+    to get there, not wrong; the wait fails with ``what`` after ``timeout_ms``.
+    """
+    try:
+        handle = plot.page.wait_for_function(
+            f"([gd, arg]) => ((gd, arg) => {expression})(gd, arg)",
+            arg=[plot.element_handle(), arg], timeout=timeout_ms)
+    except Exception as exc:             # noqa: BLE001 - say what never came
+        raise AssertionError(f"{what}: not so after {timeout_ms / 1000:g} s "
+                             f"({expression})") from exc
+    return handle.json_value()
+
+
+# Layout faults of a widget's output, in page coordinates (a list of sentences, empty if none).
+# ``root`` is the output's element; ``opts.sliders``: groups of sliders (each a list of CSS
+# selectors) whose tracks must start at one x (to half a pixel), two sliders at least.
+# Checked on every plotly figure in it: each text (title, panel titles and notes, legend,
+# axis titles, tick labels, bar labels) lies inside the figure (not clipped), is not covered
+# by another element (a control above the figure, the modebar), overlaps no other text, and
+# bar labels are level and at least 9 px; and on the controls: no control overlaps a figure
+# or another control, buttons stay inside their widget, and no label or readout is cut
+# short. ``opts.plot``: check that figure only (its index), with no control checks
+# (``opts.controls`` false); ``opts.plot`` -1: the controls only. The modebar is laid out
+# once the plot is hovered, and a point is found (document.elementFromPoint) only in the
+# viewport: scroll each plot into view and hover it.
+LAYOUT_PROBLEMS = r"""(root, opts) => {
+  const box = (e) => { const r = e.getBoundingClientRect();
+    return {l: r.left, t: r.top, r: r.right, b: r.bottom, w: r.width, h: r.height}; };
+  const over = (a, b) => Math.max(0, Math.min(a.r, b.r) - Math.max(a.l, b.l) - 1.5) *
+                         Math.max(0, Math.min(a.b, b.b) - Math.max(a.t, b.t) - 1.5);
+  const inside = (a, b) => a.l >= b.l - 1 && a.r <= b.r + 1 && a.t >= b.t - 1 && a.b <= b.b + 1;
+  const shown = (e) => { const b = box(e); return b.w > 0 && b.h > 0 &&
+    getComputedStyle(e).visibility !== 'hidden' && getComputedStyle(e).display !== 'none'; };
+  const say = (e) => JSON.stringify((e.textContent || e.className.baseVal ||
+    e.className || e.tagName).toString().slice(0, 50));
+  const problems = [];
+  const controls = Array.from(root.querySelectorAll(
+    '.widget-slider, .widget-toggle-buttons, .widget-play, .widget-dropdown, ' +
+    '.widget-button, .widget-toggle-button')).filter(shown)
+    .filter((c) => !c.parentElement.closest('.widget-toggle-buttons, .widget-play'));
+  const plots = Array.from(root.querySelectorAll('.js-plotly-plot')).filter(shown)
+    .filter((gd, k) => opts.plot === undefined || opts.plot === k);
+  for (const gd of plots) {
+    const svg = box(gd.querySelector('.main-svg'));
+    const name = say(gd.querySelector('.gtitle') || gd);
+    const groups = [['title', '.gtitle'], ['note', '.annotation-text'],
+                    ['legend', '.legend .bg'], ['axis title', '.g-xtitle text, .g-ytitle text,' +
+                      ' [class*="g-x"][class*="title"] text, [class*="g-y"][class*="title"] text'],
+                    ['tick', '.xaxislayer-above text, .yaxislayer-above text'],
+                    ['bar label', '.bartext']];
+    const texts = [];
+    for (const [kind, sel] of groups)
+      for (const e of gd.querySelectorAll(sel))
+        if (shown(e) && (kind === 'legend' || e.textContent.trim()))
+          texts.push({kind, e, b: box(e)});
+    const modebar = gd.querySelector('.modebar');
+    for (const t of texts) {
+      if (!inside(t.b, svg)) problems.push(`${name}: ${t.kind} ${say(t.e)} is cut off by ` +
+        `the figure's edge (${[t.b.l, t.b.t, t.b.r, t.b.b].map(Math.round)} in ` +
+        `${[svg.l, svg.t, svg.r, svg.b].map(Math.round)})`);
+      if (modebar && shown(modebar) && over(t.b, box(modebar)) > 0)
+        problems.push(`${name}: ${t.kind} ${say(t.e)} under the modebar`);
+      for (const c of controls) if (over(t.b, box(c)) > 0)
+        problems.push(`${name}: ${t.kind} ${say(t.e)} under the control ${say(c)}`);
+      if (t.kind !== 'legend') {
+        const y = (t.b.t + t.b.b) / 2;
+        for (const x of [t.b.l + 2, (t.b.l + t.b.r) / 2, t.b.r - 2]) {
+          const hit = document.elementFromPoint(x, y);
+          if (hit && !gd.contains(hit) && !(modebar && modebar.contains(hit)))
+            problems.push(`${name}: ${t.kind} ${say(t.e)} is covered by ${say(hit)}`);
+        }
+      }
+      if (t.kind === 'bar label') {
+        const turn = (t.e.getAttribute('transform') || '').match(/rotate\(([-\d.]+)/);
+        if (turn && Math.abs(parseFloat(turn[1])) > 0.5)
+          problems.push(`${name}: bar label ${say(t.e)} is turned ${turn[1]} degrees`);
+        const size = parseFloat(getComputedStyle(t.e).fontSize) *
+          ((t.e.getAttribute('transform') || '').match(/scale\(([\d.]+)/) || [0, 1])[1];
+        if (size < 9) problems.push(`${name}: bar label ${say(t.e)} shrunk to ${size} px`);
+      }
+    }
+    for (let i = 0; i < texts.length; i++)
+      for (let j = i + 1; j < texts.length; j++) {
+        const a = texts[i], b = texts[j];
+        if (a.kind === 'legend' && b.e.closest('.legend')) continue;
+        if (b.kind === 'legend' && a.e.closest('.legend')) continue;
+        if (over(a.b, b.b) > 0) problems.push(`${name}: ${a.kind} ${say(a.e)} overlaps ` +
+                                              `${b.kind} ${say(b.e)}`);
+      }
+    for (const c of controls) if (over(box(c), box(gd)) > 0)
+      problems.push(`${name}: the control ${say(c)} overlaps the figure`);
+  }
+  if (opts.controls === false) return problems;     // that figure only
+  for (let i = 0; i < controls.length; i++) {
+    const c = controls[i];
+    for (const k of c.querySelectorAll('button')) if (shown(k) && !inside(box(k), box(c)))
+      problems.push(`button ${say(k)} spills out of its control ${say(c)}`);
+    for (let j = i + 1; j < controls.length; j++)
+      if (!c.contains(controls[j]) && over(box(c), box(controls[j])) > 0)
+        problems.push(`controls ${say(c)} and ${say(controls[j])} overlap`);
+  }
+  for (const e of root.querySelectorAll('.widget-label, .widget-readout, button, select'))
+    if (shown(e) && e.scrollWidth > e.clientWidth + 1)
+      problems.push(`${say(e)} is cut short (${e.scrollWidth} px of text in ${e.clientWidth})`);
+  for (const group of (opts && opts.sliders) || []) {
+    const lefts = group.flatMap((sel) => Array.from(root.querySelectorAll(
+      sel.split(',').map((one) => one.trim() + ' .slider-container').join(', '))))
+      .filter(shown).map((e) => Math.round(box(e).l * 2) / 2);
+    if (lefts.length < 2 || new Set(lefts).size > 1)
+      problems.push(`the sliders ${group} start at different x: ${lefts}`);
+  }
+  return problems;
+}"""
+
+
+def _problems_when_settled(output, opts: dict, timeout_ms: float) -> list[str]:
+    """The faults LAYOUT_PROBLEMS finds, waiting up to ``timeout_ms`` for there to be none (a
+    figure still being laid out is not a fault): the faults of the last try, or []."""
+    root = output.element_handle()
+    script = f"([root, opts]) => ({LAYOUT_PROBLEMS})(root, opts)"
+    try:
+        output.page.wait_for_function(f"([root, opts]) => ({LAYOUT_PROBLEMS})(root, opts)"
+                                      ".length === 0", arg=[root, opts], timeout=timeout_ms)
+        return []
+    except Exception:                    # noqa: BLE001 - the faults of the last try
+        return output.page.evaluate(script, [root, opts])
+
+
+def layout_problems(output, sliders: tuple[tuple[str, ...], ...] = (),
+                    timeout_ms: float = 10_000, figures: tuple[int, ...] | None = None):
+    """The layout faults of ``output`` (a locator of a widget's output), once it is drawn.
+
+    Each figure in it (or those of ``figures``, by index) is scrolled into view, hovered (the
+    modebar shows) and checked once drawn; then the controls. Returns the faults found, each
+    once."""
+    found: list[str] = []
+    plots = output.locator(".js-plotly-plot")
+    for k in range(plots.count()):
+        if figures is not None and k not in figures:
+            continue
+        plot = plots.nth(k)
+        plot.scroll_into_view_if_needed()
+        wait_for(plot, "!!(gd._fullLayout && gd.querySelector('.main-svg'))",
+                 f"figure {k} drawn", timeout_ms=timeout_ms)
+        plot.hover(position={"x": 5, "y": 5})
+        wait_for(plot, "!!gd.querySelector('.modebar')", f"figure {k}'s modebar",
+                 timeout_ms=timeout_ms)
+        found += _problems_when_settled(output, {"plot": k, "controls": False}, timeout_ms)
+    found += _problems_when_settled(output, {"plot": -1, "sliders": [list(g) for g in sliders]},
+                                    timeout_ms)
+    return list(dict.fromkeys(found))

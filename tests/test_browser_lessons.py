@@ -9,7 +9,6 @@ prints at the start.
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 from pathlib import Path
@@ -19,13 +18,20 @@ from browser_support import (
     LESSONS,
     PANEL,
     close_notebook,
+    layout_problems,
     open_notebook,
     require_browser,
     start_lab,
     stop_lab,
+    wait_for,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+try:
+    from playwright.sync_api import expect
+    expect.set_options(timeout=30_000)
+except ImportError:                     # no Playwright: require_browser() skips the tests
+    expect = None
 NOTEBOOKS = sorted(p.name for p in LESSONS.glob("[0-9][0-9]-*.ipynb"))
 
 
@@ -63,53 +69,66 @@ def notebook(request, browser, lab):
 
 
 # -- what each lesson's widgets must do when moved ------------------------------------------
+# Every check waits for what it asserts (browser_support.wait_for, Playwright's expect): the
+# plot drawn, the redraw a control asked for arrived. Nothing is read once after a fixed
+# pause, so a loaded machine is slower, not failing.
 def svg_texts(plot, selector: str) -> list[str]:
     """The text of SVG elements (which have no innerText)."""
     return plot.locator(selector).evaluate_all("els => els.map(e => e.textContent)")
 
 
-def lane_labels(plot) -> list[str]:
-    return svg_texts(plot, ".yaxislayer-above .ytick text")
+LANES = "Array.from(gd.querySelectorAll('.yaxislayer-above .ytick text'), e => e.textContent)"
+BARS = "gd.querySelectorAll('.barlayer .point path').length"
+XRANGE = "JSON.stringify(gd._fullLayout.xaxis.range)"
 
 
-def bar_count(plot) -> int:
-    return plot.locator(".barlayer .point path").count()
+def same_lanes(plot, lanes: list[str], what: str) -> None:
+    """Wait until the plot shows exactly ``lanes`` (a redraw may pass through other states)."""
+    try:
+        wait_for(plot, f"JSON.stringify({LANES}) === JSON.stringify(arg)", what, arg=lanes,
+                 timeout_ms=10_000)
+    except AssertionError:
+        raise AssertionError(f"{what}: {lanes} -> {figure_state(plot, LANES)}") from None
 
 
 def modebar(plot, title: str) -> None:
+    """Press a modebar button and wait until the x axis's range has changed."""
+    before = figure_state(plot, XRANGE)
     plot.hover()
     plot.locator(f'.modebar-btn[data-title="{title}"]').click()
-    plot.page.wait_for_timeout(600)
+    wait_for(plot, f"{XRANGE} !== arg", f"{title}: the x axis did not move", arg=before)
 
 
 def check_timeline(nb, plot) -> None:
     """Zoom buttons keep every lane; autoscale after a drag-zoom shows the whole trace."""
-    lanes = lane_labels(plot)
-    assert len(lanes) >= 2, lanes
-    before = bar_count(plot)
-    assert before > 0
+    lanes = wait_for(plot, f"(l => l.length >= 2 && {BARS} > 0 && l)({LANES})",
+                     "the timeline drawn: 2 lanes or more and bars")
+    before = figure_state(plot, BARS)
     for _ in range(3):
         modebar(plot, "Zoom in")
-    assert lane_labels(plot) == lanes, "zooming in lost lanes"
+    same_lanes(plot, lanes, "zooming in lost lanes")
     for _ in range(3):
         modebar(plot, "Zoom out")
-    assert lane_labels(plot) == lanes, "zooming out lost lanes"
+    same_lanes(plot, lanes, "zooming out lost lanes")
     box = plot.locator(".nsewdrag").first.bounding_box()
     y = box["y"] + box["height"] / 2
+    zoomed = figure_state(plot, XRANGE)
     nb.page.mouse.move(box["x"] + box["width"] * 0.45, y)
     nb.page.mouse.down()
     nb.page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=5)
     nb.page.mouse.up()
-    nb.page.wait_for_timeout(1500)
-    assert lane_labels(plot) == lanes, "a drag-zoom lost lanes"
+    wait_for(plot, f"{XRANGE} !== arg", "a drag-zoom did not zoom", arg=zoomed)
+    same_lanes(plot, lanes, "a drag-zoom lost lanes")
     modebar(plot, "Autoscale")
-    nb.page.wait_for_timeout(1500)
-    assert bar_count(plot) >= before * 0.9, "autoscale did not redraw the whole trace"
-    entries = svg_texts(plot, ".legend .legendtext")
-    key = " ".join(entries)
-    assert "copy" in key or "kernel" in key, f"no colour key: {key!r}"
+    wait_for(plot, f"{BARS} >= arg", "autoscale did not redraw the whole trace",
+             arg=before * 0.9)
+    entries = wait_for(plot, "(k => /copy|kernel/.test(k.join(' ')) && k)(Array.from("
+                             "gd.querySelectorAll('.legend .legendtext'), e => e.textContent))",
+                       "no colour key")
     assert len(set(entries)) == len(entries), f"a key entry twice: {entries}"
-    ticks = " ".join(svg_texts(plot, ".xaxislayer-above .xtick text"))
+    ticks = wait_for(plot, "(t => t.length && t.join(' '))(Array.from(gd.querySelectorAll("
+                           "'.xaxislayer-above .xtick text'), e => e.textContent))",
+                     "the time axis's tick labels")
     assert not re.search(r"\d[kM]\b", ticks), f"ticks need readable units: {ticks}"
     assert "Share" not in " ".join(plot.locator(".modebar-btn").evaluate_all(
         "els => els.map(e => e.getAttribute('data-title') || '')"))
@@ -117,11 +136,14 @@ def check_timeline(nb, plot) -> None:
 
 def check_timelines(nb) -> None:
     plots = nb.panel.locator(".acllab-timeline .js-plotly-plot")
-    assert plots.count(), "no live Timeline rendered"
+    expect(plots.first).to_be_attached(timeout=30_000)   # "no live Timeline rendered"
     plot = plots.first
     plot.scroll_into_view_if_needed()
     check_timeline(nb, plot)
     nb.shot("timeline")
+
+
+MOMENT = re.compile(r"moment (\d+) of (\d+)")
 
 
 def check_stepper(nb) -> None:
@@ -130,96 +152,125 @@ def check_stepper(nb) -> None:
     forward = nb.panel.locator(".acllab-stream-stepper-forward").first
     forward.scroll_into_view_if_needed()
     clock = nb.panel.locator(".acllab-stream-stepper-clock").first
-    drawn = re.search(r"moment (\d+) of (\d+)", clock.inner_text())
-    assert drawn, clock.inner_text()
-    text = ""
+    expect(clock).to_have_text(MOMENT)
+    text = clock.inner_text()
+    now, total = map(int, MOMENT.search(text).groups())
     for _ in range(60):
-        forward.click()
-        nb.page.wait_for_timeout(150)
-        text = clock.inner_text()
-        now, total = map(int, re.search(r"moment (\d+) of (\d+)", text).groups())
-        assert total == int(drawn.group(2)), f"drawn with {drawn.group(0)!r}, now {text!r}"
         if now == total:
             break
+        forward.click()
+        expect(clock).not_to_have_text(text)            # the step arrived
+        text = clock.inner_text()
+        now, count = map(int, MOMENT.search(text).groups())
+        assert count == total, f"drawn with {total} moments, now {text!r}"   # issue 23
     assert now == total, f"the last moment cannot be reached: {text}"
-    slider_max = nb.panel.locator(".acllab-stream-stepper-slider .noUi-handle").first \
-        .get_attribute("aria-valuemax")
-    assert slider_max is None or float(slider_max) == total - 1, (slider_max, total)
+    handle = nb.panel.locator(".acllab-stream-stepper-slider .noUi-handle").first
+    wait_for(handle, "gd.getAttribute('aria-valuemax') === null || "
+                     "Number(gd.getAttribute('aria-valuemax')) === arg",
+             f"the slider's end is not the last moment ({total - 1})", arg=total - 1)
     assert clock.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the clock is clipped"
     nb.shot("stepper")
 
 
 def check_memory_map(nb) -> None:
-    """The device dropdown shows its whole label; changing device and refreshing report it."""
+    """The device dropdown shows its whole label; changing device and refreshing report it;
+    every colour drawn has its key, and nothing is clipped or covered."""
     picker = nb.panel.locator(".acllab-memory-map-device select").first
     picker.scroll_into_view_if_needed()
     assert picker.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "dropdown text clipped"
     status = nb.panel.locator(".acllab-memory-map-status").first
     plot = nb.panel.locator(".acllab-memory-map .js-plotly-plot").first
-    picker.select_option(index=1)
-    nb.page.wait_for_timeout(1000)
-    assert "device 1" in svg_texts(plot, ".gtitle")[0]
-    assert "device 1" in status.inner_text()
-    picker.select_option(index=0)
-    nb.page.wait_for_timeout(1000)
-    assert "device 0" in svg_texts(plot, ".gtitle")[0]
+    assert_drawn(plot, "MemoryMap")
+    for index in (1, 0):
+        picker.select_option(index=index)
+        wait_for(plot, f"{TITLE}.includes(arg)", f"the map shows device {index}",
+                 arg=f"device {index}")
+        expect(status).to_contain_text(f"device {index}")
     nb.panel.locator(".acllab-memory-map-refresh").first.click()
-    nb.page.wait_for_timeout(800)
-    assert "refreshed" in status.inner_text()
+    expect(status).to_contain_text("refreshed")
+    unkeyed = ("(key => gd.data.filter(t => t.x.length && !key.includes(t.marker.color))"
+               ".map(t => t.marker.color))(gd.data.filter(t => t.x.length && "
+               "t.showlegend !== false).map(t => t.marker.color))")
+    try:
+        wait_for(plot, f"{unkeyed}.length === 0", "every colour drawn has its key")
+    except AssertionError:
+        raise AssertionError(f"colours without a key: {figure_state(plot, unkeyed)}") from None
+    maps = nb.panel.locator(".jp-CodeCell").filter(has=nb.page.locator(".acllab-memory-map"))
+    for k in range(maps.count()):                   # the live maps and the snapshot
+        problems = layout_problems(maps.nth(k).locator(".jp-OutputArea"))
+        assert not problems, f"MemoryMap {k}:\n" + "\n".join(problems)
     nb.shot("memory-map")
 
 
 # -- helpers for the widgets whose controls change numbers in the figure ------------------------
-def title_of(plot) -> str:
-    texts = svg_texts(plot, ".gtitle")
-    return texts[0] if texts else ""
-
-
 def figure_state(plot, expression: str):
     """A value computed in the page from the plot's element ``gd`` (what plotly drew)."""
     return plot.evaluate(f"gd => {expression}")
 
 
-def wait_changed(plot, expression: str, before, what: str, timeout_ms: int = 20_000):
+def wait_changed(plot, expression: str, before, what: str, timeout_ms: int = 30_000):
     """Wait until ``expression`` (of ``gd``) differs from ``before``; return its new value."""
-    try:
-        plot.page.wait_for_function(
-            f"([gd, before]) => JSON.stringify((gd => {expression})(gd)) !== before",
-            arg=[plot.element_handle(), json.dumps(before)], timeout=timeout_ms)
-    except Exception as exc:             # noqa: BLE001 - say which control did nothing
-        raise AssertionError(f"{what}: the figure did not change ({expression})") from exc
+    wait_for(plot, f"JSON.stringify((gd => {expression})(gd)) !== JSON.stringify(arg)",
+             f"{what}: the figure did not change", arg=before, timeout_ms=timeout_ms)
     plot.page.wait_for_timeout(200)      # a redraw may come in two steps: take the last
     return figure_state(plot, expression)
 
 
 def press(nb, selector: str, key: str) -> str:
-    """Focus a slider's handle, press ``key``, return the slider's readout afterwards."""
+    """Focus a slider's handle, press ``key``; return the slider's readout once it shows the
+    new value (the slider's own front end; the kernel's redraw comes after)."""
     handle = nb.panel.locator(f"{selector} .noUi-handle").first
     handle.scroll_into_view_if_needed()
+    readout = nb.panel.locator(f"{selector} .widget-readout").first
+    before = readout.inner_text() if readout.count() else None
     handle.focus()
     nb.page.keyboard.press(key)
-    readout = nb.panel.locator(f"{selector} .widget-readout").first
-    return readout.inner_text() if readout.count() else ""
+    if before is None:
+        return ""
+    expect(readout).not_to_have_text(before)
+    return readout.inner_text()
 
 
 def assert_drawn(plot, what: str) -> None:
-    drawn = figure_state(plot, "[gd.querySelectorAll('.trace').length, "
-                               "gd.getBoundingClientRect().height]")
-    assert drawn[0] > 0 and drawn[1] > 50, f"{what}: a blank plot ({drawn})"
+    wait_for(plot, "gd.querySelectorAll('.trace').length > 0 && "
+                   "gd.getBoundingClientRect().height > 50", f"{what}: a blank plot")
 
 
-TITLE = "(gd.querySelector('.gtitle') || {}).textContent || ''"
+TITLE = "((gd.querySelector('.gtitle') || {}).textContent || '')"
 YTICKS = "Array.from(gd.querySelectorAll('.yaxislayer-above .ytick text'), e => e.textContent)"
+
+
+def wait_title(plot, pattern: str, what: str) -> str:
+    """Wait until the plot's title matches ``pattern`` (a JavaScript regular expression)."""
+    return wait_for(plot, f"(t => new RegExp(arg).test(t) && t)({TITLE})",
+                    f"{what}: no title matching {pattern!r} (title: {figure_state(plot, TITLE)!r})",
+                    arg=pattern)
+
+
+def title_of(plot) -> str:
+    return figure_state(plot, TITLE)
+
+
+COPY_SLIDERS = (".acllab-copypath-size", ".acllab-copypath-link", ".acllab-copypath-host",
+                ".acllab-copypath-step")
 
 
 def check_copy_path(nb) -> None:
     """Each CopyPath slider changes what it should: size in the title, a bandwidth in its
-    lane's label only, the step in the 'copied so far' bars and the cursor; Play animates."""
-    plot = nb.cell_of(".acllab-copypath-size").locator(".js-plotly-plot").first
+    lane's label only, the step in the 'copied so far' bars and the cursor; Play animates.
+    Its sliders start level, its colours have a key, and no label is clipped or covered."""
+    cell = nb.cell_of(".acllab-copypath-size")
+    plot = cell.locator(".js-plotly-plot").first
     plot.scroll_into_view_if_needed()
     assert_drawn(plot, "CopyPath")
-    title = title_of(plot)
-    assert re.search(r"H2D copy of 5 MiB on .*pageable takes \d+\.\d+x as long", title), title
+    title = wait_title(plot, r"H2D copy of 5 MiB on .*pageable takes \d+\.\d+x as long",
+                       "CopyPath")
+    key = wait_for(plot, "(k => k.length && k)(Array.from(gd.querySelectorAll("
+                         "'.legend .legendtext'), e => e.textContent))", "CopyPath's key")
+    for words in ("latency", "DMA over the link", "host memcpy", "not copied yet", "now"):
+        assert any(words in k for k in key), (words, key)
+    problems = layout_problems(cell.locator(".jp-OutputArea"), sliders=(COPY_SLIDERS,))
+    assert not problems, "CopyPath:\n" + "\n".join(problems)
     size = press(nb, ".acllab-copypath-size", "ArrowRight")
     title = wait_changed(plot, TITLE, title, "CopyPath size slider")
     assert f"H2D copy of {size} on" in title, (size, title)
@@ -240,28 +291,44 @@ def check_copy_path(nb) -> None:
     press(nb, ".acllab-copypath-step", "ArrowLeft")
     moved = wait_changed(plot, cursor, end, "CopyPath step slider")
     assert moved == pytest.approx(end * 39 / 40, rel=1e-6), (end, moved)   # 40 steps
-    assert figure_state(plot, sent) < total, "'copied so far' did not shrink"
-    assert figure_state(plot, "gd.querySelector('.scatterlayer path.js-line')"
-                              ".getAttribute('d')"), "no cursor line drawn"
-    nb.cell_of(".acllab-copypath-size").locator(".widget-play button").first.click()
+    wait_for(plot, f"{sent} < arg", "'copied so far' did not shrink", arg=total)
+    wait_for(plot, "!!(gd.querySelector('.scatterlayer path.js-line') || {getAttribute: "
+                   "() => ''}).getAttribute('d')", "no cursor line drawn")
+    cell.locator(".widget-play button").first.click()
     wait_changed(plot, cursor, moved, "CopyPath Play")
     nb.shot("copy-path")
 
 
+def check_own_figures(nb) -> None:
+    """The figures a lesson draws itself (FigureView, SweepChart): drawn, and nothing in them
+    clipped, covered or overlapping."""
+    cells = nb.panel.locator(".jp-CodeCell").filter(
+        has_text=re.compile(r"FigureView\(|SweepChart\(")).filter(
+        has=nb.page.locator(".jp-OutputArea .js-plotly-plot"))
+    expect(cells.first).to_be_attached()
+    for k in range(cells.count()):
+        problems = layout_problems(cells.nth(k).locator(".jp-OutputArea"))
+        assert not problems, f"figure of cell {k}:\n" + "\n".join(problems)
+
+
 def check_pipeline_explorer(nb) -> None:
-    """Each PipelineExplorer control shows up in the comparison's title or the timeline."""
+    """Each PipelineExplorer control shows up in the comparison's title or the timeline;
+    the timeline's title is clear of the buttons above it, the caption says the rest."""
     cell = nb.cell_of(".acllab-pipeline-batch")
     plots = cell.locator(".js-plotly-plot")
-    assert plots.count() == 2, "PipelineExplorer: comparison and timeline expected"
+    expect(plots).to_have_count(2)       # comparison and timeline
     figure, timeline = plots.nth(0), plots.nth(1)
     figure.scroll_into_view_if_needed()
     assert_drawn(figure, "PipelineExplorer comparison")
     assert_drawn(timeline, "PipelineExplorer timeline")
-    title = title_of(figure)
-    assert re.match(r"batch \d+, [\d.]+ GB/s, AI Core x[\d.]+, \d input buffers?, ", title), \
-        title
+    title = wait_title(figure, r"^batch \d+, [\d.]+ GB/s, AI Core x[\d.]+, \d input buffers?, ",
+                       "PipelineExplorer comparison")
+    caption = cell.locator(".acllab-pipeline-caption")
+    expect(caption).to_contain_text("The double-stream loop")
+    problems = layout_problems(cell.locator(".jp-OutputArea"))
+    assert not problems, "PipelineExplorer:\n" + "\n".join(problems)
     bars = "Array.from(gd.querySelectorAll('.bartext'), e => e.textContent)"
-    for selector, key, expect in (
+    for selector, key, expected in (
             (".acllab-pipeline-batch", "ArrowRight", lambda r: f"batch {r},"),
             (".acllab-pipeline-link-gbps", "ArrowRight", lambda r: f", {float(r):g} GB/s,"),
             (".acllab-pipeline-compute-scale", "ArrowRight",
@@ -269,54 +336,129 @@ def check_pipeline_explorer(nb) -> None:
         values = figure_state(figure, bars)
         readout = press(nb, selector, key)
         title = wait_changed(figure, TITLE, title, f"PipelineExplorer {selector}")
-        assert expect(readout) in title, (selector, readout, title)
-        assert figure_state(figure, bars) != values, f"{selector}: the bars did not change"
-    shown = figure_state(timeline, TITLE)
+        assert expected(readout) in title, (selector, readout, title)
+        wait_changed(figure, bars, values, f"{selector}: the bars")
+    rate = figure_state(figure, "gd.data[0].text[1]")     # double-stream img/s, as drawn
+    shown = wait_for(timeline, f"(t => t.includes(arg) && t)({TITLE})",
+                     "the timeline of the settings the comparison shows",
+                     arg=f"double-stream loop: {rate} img/s")
     assert "2 input buffers" in title, title             # the default: double buffering
-    nb.panel.locator(".acllab-pipeline-buffers button", has_text="1 (").first.click()
+    said = caption.inner_text()
+    cell.locator(".acllab-pipeline-buffers button", has_text="1 (").first.click()
     title = wait_changed(figure, TITLE, title, "PipelineExplorer buffers")
     assert "1 input buffer," in title, title
-    shown = wait_changed(timeline, TITLE, shown, "PipelineExplorer timeline (buffers)")
-    nb.panel.locator(".acllab-pipeline-huge-pages button", has_text="4 KB").first.click()
+    expect(caption).not_to_have_text(said)          # one buffer less: less device memory
+    said = caption.inner_text()
+    cell.locator(".acllab-pipeline-huge-pages button", has_text="4 KB").first.click()
     title = wait_changed(figure, TITLE, title, "PipelineExplorer pages")
     assert "4 KB pages" in title, title
     shown = wait_changed(timeline, TITLE, shown, "PipelineExplorer timeline (pages)")
     assert shown.startswith("the double-stream loop"), shown
-    nb.panel.locator(".acllab-pipeline-show button", has_text="serial").first.click()
+    expect(caption).not_to_have_text(said)
+    cell.locator(".acllab-pipeline-show button", has_text="serial").first.click()
     shown = wait_changed(timeline, TITLE, shown, "PipelineExplorer timeline of")
     assert shown.startswith("the serial loop"), shown
+    expect(caption).to_contain_text("The serial loop")
+    # the comparison's title with a race, and the controls (the serial timeline's own layout,
+    # a colour key of more rows, is the Timeline's)
+    problems = layout_problems(cell.locator(".jp-OutputArea"), figures=(0,))
+    assert not problems, "PipelineExplorer (1 buffer, serial):\n" + "\n".join(problems)
     press(nb, ".acllab-pipeline-batches", "ArrowLeft")
     wait_changed(timeline, TITLE, shown, "PipelineExplorer batches slider")
     nb.shot("pipeline-explorer")
 
 
+SHARES = "Array.from(document.querySelectorAll(arg), e => e.innerText.trim())"
+
+
 def check_shape_explorer(nb) -> None:
     """The budget moves the dashed line and the title; a gear toggle and a mix slider change
-    the fixed models' count and the traffic shares the learner reads."""
-    plot = nb.cell_of(".acllab-shape-budget").locator(".js-plotly-plot").first
+    the fixed models' count and the traffic shares the learner reads. An over-budget bar's
+    label is level and readable, the weight sliders start level, and all weights at 0 are
+    explained (no deployment proposed), with nothing clipped or covered in either state."""
+    cell = nb.cell_of(".acllab-shape-budget")
+    output = cell.locator(".jp-OutputArea")
+    plot = cell.locator(".js-plotly-plot").first
     plot.scroll_into_view_if_needed()
     assert_drawn(plot, "ShapeExplorer")
-    title = title_of(plot)
-    assert title.startswith("budget 120 MiB"), title
+    title = wait_title(plot, "^budget 120 MiB", "ShapeExplorer")
+    over = wait_for(plot, "(t => t.length && t)(Array.from(gd.querySelectorAll('.bartext'), "
+                          "e => e.textContent).filter(t => t.includes('over budget')))",
+                    "ShapeExplorer: no bar marked over budget")
+    assert len(over) == 2, over                        # 3 fixed models: throughput, memory
+    problems = layout_problems(output, sliders=((".acllab-shape-mix",),))
+    assert not problems, "ShapeExplorer:\n" + "\n".join(problems)
     budget = press(nb, ".acllab-shape-budget", "ArrowRight")
     title = wait_changed(plot, TITLE, title, "ShapeExplorer budget slider")
     assert title.startswith(f"budget {budget} MiB"), (budget, title)
-    assert figure_state(plot, "gd.layout.shapes[0].y0") == float(budget)
+    wait_for(plot, "gd.layout.shapes[0].y0 === arg", "the budget line did not move",
+             arg=float(budget))
     names = "gd.data.map(t => t.name)"
     before = figure_state(plot, names)
     assert "3 fixed models" in before, before
-    nb.panel.locator(".acllab-shape-gear", has_text="8").first.click()
+    cell.locator(".acllab-shape-gear", has_text="8").first.click()
     after = wait_changed(plot, names, before, "ShapeExplorer gear toggle")
     assert "2 fixed models" in after, after
+    # one gear left (1): no dynamic model, and a fixed model that cannot serve 8 or 32
+    cell.locator(".acllab-shape-gear", has_text="32").first.click()
+    wait_for(plot, "Array.from(gd.querySelectorAll('.bartext'), e => e.textContent)"
+                   ".some(t => t.includes('serve 8, 32'))", "ShapeExplorer: 'cannot serve'")
+    problems = layout_problems(output, sliders=((".acllab-shape-mix",),))
+    assert not problems, "ShapeExplorer, one gear:\n" + "\n".join(problems)
+    cell.locator(".acllab-shape-gear", has_text="32").first.click()
+    wait_for(plot, "gd.data.map(t => t.name).includes(arg)", "gear 32 back", arg="2 fixed models")
     ticks = "Array.from(gd.querySelectorAll('.xaxislayer-above .xtick text'), e => e.textContent)"
-    shares = nb.panel.locator(".acllab-shape-share")
+    shares = cell.locator(".acllab-shape-share")
     first = figure_state(plot, ticks)
     old_share = shares.first.inner_text()
     press(nb, ".acllab-shape-mix", "ArrowRight")
     new = wait_changed(plot, ticks, first, "ShapeExplorer mix slider")
+    expect(shares.first).not_to_have_text(old_share)
     share = shares.first.inner_text().lstrip("= ")
-    assert share != old_share.lstrip("= ") and f"1 ({share})" in new, (share, new)
+    assert f"1 ({share})" in new, (share, new)
+
+    # every weight to 0: the readout is the slider's own text box
+    mix = cell.locator(".acllab-shape-mix")
+    for k in range(mix.count()):
+        readout = mix.nth(k).locator(".widget-readout")
+        if readout.inner_text().strip() != "0.00":
+            readout.fill("0")
+            readout.press("Enter")
+            expect(readout).to_have_text("0.00")
+    wait_title(plot, "^no traffic", "ShapeExplorer with every weight at 0")
+    wait_for(plot, "Array.from(gd.querySelectorAll('.annotation-text'), e => e.textContent)"
+                   ".some(t => t.includes('traffic slider above 0'))",
+             "ShapeExplorer: no note across the empty panels")
+    for k in range(shares.count()):
+        expect(shares.nth(k)).to_have_text("= 0%")
+    readout = cell.locator(".acllab-shape-summary")
+    expect(readout).to_contain_text("no deployment to propose")
+    expect(readout).not_to_contain_text("best")
+    problems = layout_problems(output, sliders=((".acllab-shape-mix",),))
+    assert not problems, "ShapeExplorer, no traffic:\n" + "\n".join(problems)
+    nb.shot("shape-explorer-no-traffic")
+    press(nb, ".acllab-shape-mix", "ArrowRight")     # batch 1 again: a deployment again
+    wait_title(plot, "^budget .*best: ", "ShapeExplorer with traffic again")
+    expect(shares.first).to_have_text("= 100%")
     nb.shot("shape-explorer")
+
+
+def check_lesson08_figures(nb) -> None:
+    """Lesson 08's own two-panel figure: its key sits under the left plot it belongs to
+    (it sat right of the right plot), and nothing in it is clipped, covered or overlapping."""
+    cell = nb.panel.locator(".jp-CodeCell", has_text="extra time per batch").first
+    plot = cell.locator(".js-plotly-plot").first
+    plot.scroll_into_view_if_needed()
+    assert_drawn(plot, "lesson 08's throughput figure")
+    legend = wait_for(plot, "(l => l && l.getBoundingClientRect().width > 0 && (r => "
+                            "[r.left, r.right])(l.getBoundingClientRect()))("
+                            "gd.querySelector('.legend'))", "its key")
+    panels = figure_state(plot, "Array.from(gd.querySelectorAll('.nsewdrag'), e => "
+                                "(r => [r.left, r.right])(e.getBoundingClientRect()))"
+                                ".sort((a, b) => a[0] - b[0])")
+    assert len(panels) == 2, panels
+    assert legend[1] < panels[1][0], f"the key {legend} is not left of the right plot {panels}"
+    check_own_figures(nb)
 
 
 # Every figure's title, and where plotly's modebar sits, in page coordinates.
@@ -344,6 +486,8 @@ def check_titles_clear_of_modebar(nb) -> None:
         plot = plots.nth(k)
         plot.scroll_into_view_if_needed()
         plot.hover()                     # the modebar is laid out when the plot is hovered
+        wait_for(plot, "!!(gd._fullLayout && gd.querySelector('.modebar'))",
+                 f"figure {k} drawn, with its modebar")
         fig = plot.evaluate("gd => (" + FIGURE_BOXES + ")([gd])[0]")
         if fig["title"] and fig["t"] and fig["m"] and overlap(fig["t"], fig["m"]) > 0:
             clashes.append(f"figure {k}: {fig['title'][:70]!r} title {fig['t']} "
@@ -360,11 +504,12 @@ def check_quiet_teardown(nb) -> None:
 
 INTERACTIONS = {
     "02": [check_memory_map, check_quiet_teardown],
-    "03": [check_copy_path, check_quiet_teardown],
+    "03": [check_copy_path, check_own_figures, check_quiet_teardown],
     "04": [check_timelines, check_stepper, check_quiet_teardown],
     "05": [check_timelines],
     "06": [check_timelines, check_pipeline_explorer],
-    "08": [check_shape_explorer],
+    "07": [check_own_figures],
+    "08": [check_lesson08_figures, check_shape_explorer],
     "10": [check_timelines],
 }
 
@@ -431,11 +576,11 @@ def test_a_lessons_own_plotly_figures_use_the_pages_one_plotly_js(notebook):
     renderer, which would load and run a second plotly.js first."""
     notebook.run_all()
     plots = notebook.panel.locator(".js-plotly-plot")
-    assert plots.count() >= 2
+    expect(plots.nth(1)).to_be_attached()               # two figures at least
     foreign = notebook.panel.locator(".js-plotly-plot:not(.acllab-plot)").count()
     assert foreign == 0, f"{foreign} plot(s) drawn by JupyterLab's plotly renderer"
-    heatmaps = notebook.panel.locator(".acllab-plot .hm, .acllab-plot image").count()
-    assert heatmaps > 0, "the predictions figure (heatmaps) is not drawn"
+    heatmaps = notebook.panel.locator(".acllab-plot .hm, .acllab-plot image")
+    expect(heatmaps.first).to_be_attached()  # "the predictions figure (heatmaps) is not drawn"
 
 
 @pytest.mark.parametrize("notebook", ["01-devices-and-contexts.ipynb"], indirect=True)

@@ -15,6 +15,7 @@ from acllab import acl, session
 from acllab.hardware import PROFILES, MiB, ceil_div, transfer_ns
 from widgets.copy_path import (
     COLOURS,
+    KEY,
     LANES,
     SIZES,
     CopyPath,
@@ -103,7 +104,7 @@ def test_the_figure_shows_both_paths_with_frames():
     pinned, pageable = cp.runs()
     fig = cp.to_figure()
     assert isinstance(fig, go.Figure)
-    assert [t.name for t in fig.data] == ["whole copy", "copied so far", "now"]
+    assert [t.name for t in fig.data][:3] == ["whole copy", "copied so far", "now"]
     segs = [*pinned.segments, *pageable.segments]
     ghost = fig.data[0]
     assert list(ghost.base) == [s.start_ns / 1000 for s in segs]
@@ -130,6 +131,44 @@ def test_bandwidths_replace_the_profiles_figures():
     assert "link 6 GB/s" in cp.summary() and "host memcpy 20 GB/s" in cp.summary()
     with pytest.raises(ValueError):
         CopyPath(size_bytes=0)
+
+
+@pytest.mark.parametrize("size", [4 * 1024, 5 * MiB])
+def test_every_colour_in_the_lanes_has_an_entry_in_the_figures_key(size):
+    """The lanes' colours (latency, DMA, host memcpy, and pale for what is not copied yet)
+    and the 'now' line each have a legend entry; the key's entries draw nothing in the plot."""
+    cp = CopyPath(size_bytes=size)
+    for fig in (cp.to_figure(), go.Figure(cp.widget().children[4])):
+        assert fig.layout.showlegend is True
+        shown = [t for t in fig.data if t.showlegend is not False]   # plotly's default: shown
+        names = {t.name: t for t in shown}
+        assert set(names) == {*KEY.values(), "pale: not copied yet", "now"}, set(names)
+        drawn = set(fig.data[0].marker.color) | set(fig.data[1].marker.color)
+        keyed = {t.marker.color for t in shown if t.mode == "markers"
+                 and (t.marker.opacity or 1) == 1}
+        assert drawn <= keyed, (drawn, keyed)               # every colour drawn has a key
+        for kind, label in KEY.items():
+            assert names[label].marker.color == COLOURS[kind]
+            assert list(names[label].x) == [None]              # a key entry only
+        pale = names["pale: not copied yet"]
+        assert pale.marker.opacity == fig.data[0].marker.opacity < 1
+        assert names["now"] is fig.data[2]                     # the cursor line
+        assert fig.layout.legend.itemclick is False            # nothing to hide by clicking
+
+
+def test_the_sliders_start_level():
+    """One label width for the four sliders, and the step slider first in its row (Play
+    after it), so every track starts at one x; they started after labels of their own
+    widths, and the step slider after the Play buttons."""
+    cp = CopyPath(size_bytes=MiB)
+    box = cp.widget()
+    sliders = (cp.size_slider, cp.link_slider, cp.host_slider, cp.step_slider)
+    widths = {s.style.description_width for s in sliders}
+    assert len(widths) == 1 and widths != {"initial"} and widths != {""}, widths
+    assert len({s.layout.margin for s in sliders}) == 1      # kinds of slider differ by 2 px
+    assert [c for c in box.children if c in sliders] == list(sliders[:3])
+    row = box.children[3]
+    assert row.children[0] is cp.step_slider and row.children[1] is cp.play
 
 
 def test_the_widget_redraws_from_its_sliders():

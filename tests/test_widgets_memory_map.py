@@ -279,3 +279,35 @@ def test_status_matches_get_mem_info_after_each_change_and_refresh_says_so(card)
     assert "device 1" in mm.widget().layout.title.text
     mm._picker.value = 0
     assert mem_info_text() in mm._status.value and "device 0" in mm._status.value
+
+
+def keyed(fig) -> dict[str, int]:
+    """Per colour drawn, how many legend entries it has."""
+    drawn = {}
+    for t in fig.data:
+        if len(t.x):
+            drawn.setdefault(t.marker.color, 0)
+    for t in fig.data:
+        if t.showlegend is not False and len(t.x):
+            drawn[t.marker.color] = drawn.get(t.marker.color, 0) + 1
+    return drawn
+
+
+@pytest.mark.parametrize("policy", [ACL_MEM_MALLOC_NORMAL_ONLY, ACL_MEM_MALLOC_HUGE_ONLY])
+def test_every_colour_drawn_has_one_key_entry_whichever_panel_draws_it(card, policy):
+    """A block in normal pages only (nothing in huge pages) is drawn in the lower panel; its
+    colours had no key entry when the key came from the upper panel's traces alone."""
+    mm = MemoryMap(card)
+    fw = mm.widget()
+    ptr, _ = acl.rt.malloc(5 * MiB + 100, policy)
+    for fig in (mm.to_figure(), fw):
+        if fig is fw:
+            mm.refresh()
+        entries = keyed(fig)
+        assert COLOURS["requested"] in entries and COLOURS["slack"] in entries
+        assert set(entries.values()) == {1}, entries          # one entry each, no more
+    acl.rt.free(ptr)                                          # now a cached block
+    mm.refresh()
+    entries = keyed(fw)
+    assert COLOURS["pooled"] in entries and COLOURS["requested"] not in entries
+    assert set(entries.values()) == {1}, entries

@@ -19,6 +19,7 @@ from widgets.pipeline_explorer import (
     PipelineSettings,
     comparison_figure,
     run_pipeline,
+    timeline_caption,
     timeline_figure,
 )
 
@@ -148,6 +149,44 @@ def test_timeline_figure_draws_either_run(seed_run):
     assert kernels[0] == kernels[1] > 20            # the same model runs, batch for batch
 
 
+@pytest.mark.parametrize("changes", [{}, {"batches": 8}, {"batch": 1, "batches": 1000},
+                                     {"buffers": 1, "huge_pages": False, "batches": 500}])
+def test_the_timeline_title_is_one_line_and_the_caption_says_the_rest(changes):
+    """A title of several lines grows upwards from its first line, into the "timeline of"
+    buttons above the figure, which hid it: the title stays one line (Timeline breaks a title
+    of more than 72 characters), and the caption above the figure says the rest."""
+    run = run_pipeline(PipelineSettings(**changes))
+    n = run.settings.batches
+    for which in ("double-stream", "serial"):
+        loop = run.double if which == "double-stream" else run.serial
+        title = timeline_figure(run, which).layout.title.text
+        assert "<br>" not in title and len(title) <= 72, title
+        assert title.startswith(f"the {which} loop: {loop.images_per_s:,.0f} img/s"), title
+        caption = timeline_caption(run, which)
+        assert f"{n:,} batches: {loop}" in caption
+        if run.extended:
+            assert f"first {run.simulated} of {n:,} batches drawn" in title
+            period = run.period_ns[1 if which == "double-stream" else 0] / 1e6
+            assert f"the other {n - run.simulated:,} repeat their period, {period:.2f} ms" \
+                in caption
+        else:
+            assert f"{n:,} batches drawn" in title and "repeat" not in caption
+
+
+def test_the_widget_shows_the_caption_of_the_timeline_shown():
+    explorer = PipelineExplorer(batches=8)
+    explorer.widget()
+    assert explorer._caption in explorer._view.children
+    index = explorer._view.children.index
+    assert index(explorer.controls["show"]) < index(explorer._caption) < index(
+        explorer._timeline)
+    assert explorer._caption.value.startswith("The double-stream loop")
+    explorer.controls["show"].value = "serial"
+    assert explorer._caption.value.startswith("The serial loop")
+    explorer.controls["buffers"].value = 1
+    assert explorer._caption.value == timeline_caption(explorer.run, "serial")
+
+
 # -- the widget, headless ----------------------------------------------------------------------
 
 def test_to_figure_is_a_static_plotly_figure(explorer):
@@ -215,3 +254,18 @@ def test_static_fallback_is_html_with_a_drawing():
     assert "image/svg+xml" not in bundle         # the notebook test counts Timeline SVGs
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert bundle["text/plain"].startswith("<PipelineExplorer: batch 8")
+
+
+def test_the_controls_share_one_label_width_and_two_buttons_fit_side_by_side():
+    """Labels of one width (each control started after a label of its own width), a third of
+    the row each, and toggle buttons as wide as their words: at 148 px each, the two buttons
+    of "input buffers" and "pages" did not fit their column and were stacked."""
+    explorer = PipelineExplorer(batches=8)
+    explorer.widget()
+    controls = explorer.controls
+    assert len({c.style.description_width for c in controls.values()}) == 1
+    assert "initial" not in {c.style.description_width for c in controls.values()}
+    for name in ("buffers", "huge_pages", "show"):
+        assert controls[name].style.button_width == "auto", name
+    for row in explorer._view.children[:2]:
+        assert [c.layout.width for c in row.children] == ["33%"] * 3

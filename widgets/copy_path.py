@@ -34,16 +34,21 @@ from acllab.constants import ACL_MEM_MALLOC_HUGE_ONLY, ACL_MEMCPY_HOST_TO_DEVICE
 from acllab.errors import AclWarning
 from acllab.hardware import DeviceProfile, MiB, get_profile
 
-from ._display import figure_widget, widget_bundle
+from ._display import TITLE_CLEAR, figure_widget, widget_bundle
 
 __all__ = ["CopyPath", "CopyRun", "Segment", "SweepPoint", "SweepChart", "run_copies",
-           "bandwidth_sweep", "LANES", "SIZES", "COLOURS"]
+           "bandwidth_sweep", "LANES", "SIZES", "COLOURS", "KEY"]
 
 KiB = 1024
 SIZES = tuple(4 * KiB << k for k in range(15))           # 4 KiB, 8 KiB ... 64 MiB
 LANES = ("pinned · DMA", "pageable · host memcpy into staging", "pageable · DMA")
 _LANE_Y = (0.0, 1.5, 2.5)                                # a gap between the two paths
 COLOURS = {"dma": "#1f77b4", "memcpy": "#9467bd", "latency": "#9e9e9e"}
+# the colour key (the figure's legend): what each colour of the lanes means
+KEY = {"latency": "fixed DMA latency", "dma": "DMA over the link",
+       "memcpy": "host memcpy into staging"}
+_PALE = "pale: not copied yet"
+_LABEL_WIDTH = "150px"     # every slider's label: their tracks start at one x
 _PATH_COLOURS = {"pinned": "#1f77b4", "pageable": "#ff7f0e"}
 
 
@@ -292,19 +297,29 @@ class CopyPath:
         colours = [COLOURS[s.kind] for s in segs]
         t_ns = self.progress * self._end_ns()
         done = self._done_data(t_ns)
-        ghost = go.Bar(name="whole copy", orientation="h", y=y, width=0.6,
+        ghost = go.Bar(name="whole copy", orientation="h", y=y, width=0.6, showlegend=False,
                        base=[s.start_ns / 1000 for s in segs],
                        x=[(s.end_ns - s.start_ns) / 1000 for s in segs],
                        marker={"color": colours, "opacity": 0.25, "line": {"width": 0}},
                        hovertext=[s.hover for s in segs], hoverinfo="text")
-        sent = go.Bar(name="copied so far", orientation="h", y=y, width=0.6,
+        sent = go.Bar(name="copied so far", orientation="h", y=y, width=0.6, showlegend=False,
                       base=[s.start_ns / 1000 for s in segs], x=done["x"],
                       marker={"color": colours, "line": {"width": 0.5, "color": "white"}},
                       hovertext=[s.hover for s in segs], hoverinfo="text")
         cursor = go.Scatter(name="now", x=done["cursor"], y=[-0.6, _LANE_Y[-1] + 0.6],
-                            mode="lines", hoverinfo="skip",
+                            mode="lines", hoverinfo="skip", showlegend=True, legendrank=900,
                             line={"color": "#c0392b", "width": 1, "dash": "dash"})
-        return [ghost, sent, cursor]
+        return [ghost, sent, cursor, *self._key()]
+
+    @staticmethod
+    def _key() -> list:
+        """The colour key: a legend entry per colour, drawing nothing in the plot."""
+        def entry(name: str, colour: str, opacity: float = 1.0):
+            return go.Scatter(name=name, x=[None], y=[None], mode="markers", hoverinfo="skip",
+                              showlegend=True, marker={"symbol": "square", "size": 11,
+                                                       "color": colour, "opacity": opacity})
+        return [*(entry(KEY[kind], COLOURS[kind]) for kind in ("latency", "dma", "memcpy")),
+                entry(_PALE, COLOURS["dma"], 0.25)]
 
     def _layout(self) -> dict:
         pinned, pageable = self.runs()
@@ -312,10 +327,14 @@ class CopyPath:
                  LANES[1],
                  f"{LANES[2]}<br><b>{_us(pageable.ns)}</b>, {pageable.gbps:.2f} GB/s"]
         end = self._end_ns() / 1000
-        return {"title": {"text": self._title(), "font": {"size": 13}},
-                "barmode": "overlay", "height": 300, "showlegend": False,
+        return {"title": {"text": self._title(), "font": {"size": 13}, **TITLE_CLEAR},
+                "barmode": "overlay", "height": 350, "showlegend": True,
+                "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1,
+                           "yanchor": "bottom", "font": {"size": 11}, "itemclick": False,
+                           "itemdoubleclick": False},
                 "hovermode": "closest", "template": "plotly_white",
-                "margin": {"l": 250, "r": 20, "t": 40, "b": 40},
+                # the title, then the key (two rows when the figure is narrow) above the plot
+                "margin": {"l": 250, "r": 20, "t": 100, "b": 40},
                 "xaxis": {"title": {"text": "time since the copy started (us)"},
                           "range": [0, end * 1.03]},
                 "yaxis": {"tickvals": list(_LANE_Y), "ticktext": ticks, "autorange": "reversed",
@@ -345,7 +364,7 @@ class CopyPath:
                                  "args": [[str(k)], {"mode": "immediate",
                                                      "frame": {"duration": 0, "redraw": True}}]}
                                 for k in range(self.steps + 1)]}],
-            height=360, margin={"b": 90})
+            height=410, margin={"b": 90})
         return fig
 
     # -- the widget ----------------------------------------------------------------------------
@@ -356,21 +375,23 @@ class CopyPath:
         import ipywidgets as ipw
 
         options = sorted(set(SIZES) | {self.size_bytes})
-        style = {"description_width": "initial"}
+        style = {"description_width": _LABEL_WIDTH}
+        # one margin too: a SelectionSlider's own sits 2 px left of a FloatSlider's
+        row = {"width": "60%", "margin": "2px 2px 2px 2px"}
         self.size_slider = ipw.SelectionSlider(
             options=[(_size(n), n) for n in options], value=self.size_bytes,
             description="copy size", continuous_update=False, style=style,
-            layout=ipw.Layout(width="60%"))
+            layout=ipw.Layout(**row))
         self.link_slider = ipw.FloatSlider(
             value=self.link_gbps, min=1.0, max=64.0, step=0.5, description="link (GB/s)",
-            continuous_update=False, style=style, layout=ipw.Layout(width="60%"))
+            continuous_update=False, style=style, layout=ipw.Layout(**row))
         self.host_slider = ipw.FloatSlider(
             value=self.host_gbps, min=1.0, max=64.0, step=0.5,
             description="host memcpy (GB/s)", continuous_update=False, style=style,
-            layout=ipw.Layout(width="60%"))
+            layout=ipw.Layout(**row))
         self.step_slider = ipw.IntSlider(value=round(self.progress * self.steps), min=0,
                                          max=self.steps, description="step", readout=False,
-                                         style=style, layout=ipw.Layout(width="60%"))
+                                         style=style, layout=ipw.Layout(**row))
         self.play = ipw.Play(value=self.step_slider.value, min=0, max=self.steps, step=1,
                              interval=80, description="play")
         ipw.jslink((self.play, "value"), (self.step_slider, "value"))
@@ -385,7 +406,7 @@ class CopyPath:
         self.step_slider.observe(self._stepped, names="value")
         self._update_readout()
         self._box = ipw.VBox([self.size_slider, self.link_slider, self.host_slider,
-                              ipw.HBox([self.play, self.step_slider]), self._fig, self.readout])
+                              ipw.HBox([self.step_slider, self.play]), self._fig, self.readout])
         return self._box
 
     @property

@@ -237,12 +237,17 @@ def _values(layout: MemoryLayout) -> tuple[list[dict], dict]:
     """What the map of ``layout`` draws, as plain values: per trace (panel by panel, one per
     legend entry) its bars, and the layout's texts, axis ranges and page lines by path."""
     traces, values, shapes = [], {"title.text": _title(layout)}, []
+    panels = [_bars(layout, page) for page in PAGES]
+    # Each colour's key entry comes from the first panel that draws it (a block in normal
+    # pages only had no entry when the key came from the huge-page panel alone).
+    keyed = {key: next((k for k, bars in enumerate(panels) if bars[key]), 0) for key in COLOURS}
     for k, page in enumerate(PAGES, start=1):
-        for bars in _bars(layout, page).values():
+        for key, bars in panels[k - 1].items():
             traces.append({"y": [ROWS[row] for *_, row in bars],
                            "base": [lo / MiB for lo, *_ in bars],
                            "x": [(hi - lo) / MiB for lo, hi, *_ in bars],
-                           "hovertext": [hover for _, _, hover, _ in bars]})
+                           "hovertext": [hover for _, _, hover, _ in bars],
+                           "showlegend": keyed[key] == k - 1})
         span = _span(layout, page)
         pages = span // HUGE_PAGE
         axis = "xaxis" if k == 1 else f"xaxis{k}"
@@ -270,7 +275,7 @@ def figure(layout: MemoryLayout) -> go.Figure:
     for k, _page in enumerate(PAGES, start=1):
         for key in COLOURS:
             fig.add_trace(go.Bar(
-                name=LEGEND[key], legendgroup=key, showlegend=k == 1, orientation="h",
+                name=LEGEND[key], legendgroup=key, orientation="h",
                 marker={"color": COLOURS[key], "line": {"width": 0.5, "color": "white"}},
                 hoverinfo="text", width=0.7, **next(bars)), row=k, col=1)
         axis = "xaxis" if k == 1 else f"xaxis{k}"

@@ -47,12 +47,13 @@ from acllab.teaching.pipeline import (
     run_pipeline,
 )
 
-from ._display import figure_widget, widget_bundle
+from ._display import TITLE_CLEAR, figure_widget, widget_bundle
 from ._update import update_in_place
 from .timeline import Timeline
 
 __all__ = ["PipelineSettings", "PipelineRun", "Comparison", "run_pipeline", "comparison_figure",
-           "timeline_figure", "PipelineExplorer", "BATCH_SIZES", "BATCH_COUNTS"]
+           "timeline_figure", "timeline_title", "timeline_caption", "PipelineExplorer",
+           "BATCH_SIZES", "BATCH_COUNTS"]
 
 _SERIAL_COLOUR, _DOUBLE_COLOUR = "#95a5a6", "#1f77b4"
 # the batches slider: a short run's warm-up weighs on its figures, the seed's 1,000 do not
@@ -98,30 +99,49 @@ def comparison_figure(run: PipelineRun) -> go.Figure:
             x=["serial", "double-stream"], y=values, name=_PANELS[col - 1],
             marker={"color": [_SERIAL_COLOUR, _DOUBLE_COLOUR]}, text=labels,
             textposition="auto", hoverinfo="x+y"), row=1, col=col)
-    fig.update_layout(title={"text": _title(run), "font": {"size": 13}}, showlegend=False,
+    fig.update_layout(title={"text": _title(run), "font": {"size": 13}, "x": 0,
+                             "xanchor": "left", **TITLE_CLEAR}, showlegend=False,
                       height=300, margin={"l": 50, "r": 20, "t": 70, "b": 30},
                       template="plotly_white")
     fig.update_yaxes(rangemode="tozero")
     return fig
 
 
+def timeline_title(run: PipelineRun, which: str = "double-stream") -> str:
+    """The timeline's title: one line, which loop, its throughput and the batches drawn.
+
+    One line on purpose: a title of several lines grows upwards from its first line, into
+    the controls above the figure (the "timeline of" buttons hid the long title's first
+    line). The rest is :func:`timeline_caption`, text above the figure."""
+    loop = run.double if which == "double-stream" else run.serial
+    n = run.settings.batches
+    drawn = (f"first {run.simulated} of {n:,} batches drawn" if run.extended
+             else f"{n:,} batches drawn")
+    return f"the {which} loop: {loop.images_per_s:,.0f} img/s; {drawn}"
+
+
+def timeline_caption(run: PipelineRun, which: str = "double-stream") -> str:
+    """What the timeline shows, in words: the loop's figures and, for a run extended by its
+    period, which batches were simulated and the period the rest repeat."""
+    double = which == "double-stream"
+    loop = run.double if double else run.serial
+    n = run.settings.batches
+    text = f"The {which} loop, {n:,} batches: {loop}."
+    if run.extended:
+        period = run.period_ns[1 if double else 0] / 1e6
+        text += (f" The timeline draws the {run.simulated} batches simulated; the other "
+                 f"{n - run.simulated:,} repeat their period, {period:.2f} ms a batch.")
+    return text
+
+
 def timeline_figure(run: PipelineRun, which: str = "double-stream") -> go.Figure:
     """The timeline of one of the two runs ('double-stream' or 'serial').
 
     It draws what was simulated: all the batches, or, for a run extended by its period, the
-    first few (the title says which, and the period the rest repeat)."""
-    double = which == "double-stream"
-    loop = run.double if double else run.serial
-    runtime = run.double_runtime if double else run.serial_runtime
-    n = run.settings.batches
-    if run.extended:
-        period = run.period_ns[1 if double else 0] / 1e6
-        title = (f"the {which} loop, {run.simulated} of {n:,} batches simulated (the other "
-                 f"{n - run.simulated:,} repeat its period, {period:.2f} ms); {n:,} batches: "
-                 f"{loop}")
-    else:
-        title = f"the {which} loop, {n:,} batches: {loop}"
-    return Timeline(runtime, title=title).to_figure()
+    first few (the title says which; :func:`timeline_caption` gives the period the rest
+    repeat)."""
+    runtime = run.double_runtime if which == "double-stream" else run.serial_runtime
+    return Timeline(runtime, title=timeline_title(run, which)).to_figure()
 
 
 # -- the widget ---------------------------------------------------------------------------------
@@ -140,7 +160,7 @@ class PipelineExplorer:
         self.show = show
         self.run = run_pipeline(self.settings)
         self.controls: dict = {}
-        self._figure = self._timeline = self._readout = self._view = None
+        self._figure = self._timeline = self._readout = self._view = self._caption = None
         self._timelines: OrderedDict = OrderedDict()     # (settings, show) -> its figure
 
     def __repr__(self) -> str:
@@ -200,6 +220,11 @@ class PipelineExplorer:
             _replace(self._timeline, self._timeline_json())
         if self._readout is not None:
             self._readout.value = self.summary_html()
+        if self._caption is not None:
+            self._caption.value = self._caption_html()
+
+    def _caption_html(self) -> str:
+        return html.escape(timeline_caption(self.run, self.show))
 
     # -- the widget ----------------------------------------------------------------------------
     def widget(self):
@@ -209,7 +234,10 @@ class PipelineExplorer:
         if self._view is not None:
             return self._view
         s = self.settings
-        style = {"description_width": "initial"}
+        # Three columns of one width, labels of one width: the controls of a column start at
+        # one x, and two toggle buttons fit side by side.
+        style = {"description_width": "96px"}
+        buttons = {**style, "button_width": "auto"}
         self.controls = {
             "batch": ipw.SelectionSlider(options=list(BATCH_SIZES), value=s.batch,
                                          description="batch size", continuous_update=False,
@@ -223,28 +251,32 @@ class PipelineExplorer:
                                              style=style),
             "buffers": ipw.ToggleButtons(options=[("1 (the seed's code)", 1), ("2", 2)],
                                          value=s.buffers, description="input buffers",
-                                         style=style),
+                                         style=buttons),
             "huge_pages": ipw.ToggleButtons(options=[("2 MB huge", True), ("4 KB", False)],
                                             value=s.huge_pages, description="pages",
-                                            style=style),
+                                            style=buttons),
             "batches": ipw.SelectionSlider(options=sorted({*BATCH_COUNTS, s.batches}),
                                            value=s.batches, description="batches",
                                            continuous_update=False, style=style),
             "show": ipw.ToggleButtons(options=["double-stream", "serial"], value=self.show,
-                                      description="timeline of", style=style),
+                                      description="timeline of", style=buttons),
         }
         for name, control in self.controls.items():
             control.add_class(f"acllab-pipeline-{name.replace('_', '-')}")
+            if name != "show":
+                control.layout.width = "33%"
             control.observe(lambda change, name=name: self.update(**{name: change["new"]}),
                             names="value")
         self._figure = figure_widget(self.to_figure())
         self._timeline = figure_widget(self._timeline_json(), validated=True)
         self._readout = ipw.HTML(self.summary_html())
+        self._caption = ipw.HTML(self._caption_html())
+        self._caption.add_class("acllab-pipeline-caption")
         c = self.controls
         self._view = ipw.VBox([
             ipw.HBox([c["batch"], c["link_gbps"], c["compute_scale"]]),
             ipw.HBox([c["buffers"], c["huge_pages"], c["batches"]]),
-            self._readout, self._figure, c["show"], self._timeline])
+            self._readout, self._figure, c["show"], self._caption, self._timeline])
         return self._view
 
     # -- display -------------------------------------------------------------------------------
@@ -253,7 +285,8 @@ class PipelineExplorer:
         runtime = self.run.double_runtime if self.show == "double-stream" else \
             self.run.serial_runtime
         svg = Timeline(runtime, title=f"{self.show} loop").to_svg()
-        return (f"{self.summary_html()}<div class='acllab-pipeline-timeline'>{svg}</div>"
+        return (f"{self.summary_html()}<p>{self._caption_html()}</p>"
+                f"<div class='acllab-pipeline-timeline'>{svg}</div>"
                 "<p><i>(static copy: run the notebook for the sliders)</i></p>")
 
     def _repr_mimebundle_(self, include=None, exclude=None):

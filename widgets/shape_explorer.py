@@ -31,7 +31,7 @@ from plotly.subplots import make_subplots
 from acllab.hardware import MiB
 from acllab.teaching.deploy import Comparison, Costing, compare, deployment_cost
 
-from ._display import figure_widget, widget_bundle
+from ._display import TITLE_CLEAR, figure_widget, widget_bundle
 
 __all__ = ["ShapeExplorer", "FigureView", "images_html", "bars_svg", "COLOURS"]
 
@@ -52,7 +52,7 @@ def bars_svg(title: str, labels: list[str], values: list[float | None], colours:
     left, row, top = 150, 26, 24
     height = top + row * len(labels) + 10
     top_value = max([v for v in values if v] + [line or 0, 1e-9])
-    plot = width - left - 90
+    plot = width - left - max(90, 8 + 7 * max(map(len, texts), default=0))   # room for texts
 
     def x(v: float) -> float:
         return left + plot * v / top_value
@@ -149,11 +149,11 @@ def _plotly_json(figure: go.Figure) -> dict:
 
 # -- the explorer ------------------------------------------------------------------------------
 
-def _bar_label(kind: str, comparison: Comparison, sep: str = " ") -> str:
+def _bar_label(kind: str, gears: tuple[int, ...], sep: str = " ") -> str:
     if kind == "dynamic":
         return f"1 dynamic{sep}model"
     if kind == "fixed":
-        n = len(comparison.gears)
+        n = len(gears)
         return f"{n} fixed{sep}model{'s' if n != 1 else ''}"
     return f"best in{sep}budget"
 
@@ -166,18 +166,50 @@ _MISSING = {"dynamic": "a dynamic model needs 2 or more gears",
             "fixed": "choose at least one gear", "best": "no deployment fits the budget"}
 
 
+# what stands under a bar that is not drawn (the figure's tick label; the static drawing's text)
+_MISSING_SHORT = {"dynamic": "needs 2+ gears", "fixed": "no gear chosen", "best": "none fits"}
+_MISSING_LINES = {"dynamic": "(needs<br>2+ gears)", "fixed": "(no gear<br>chosen)",
+                  "best": "(none<br>fits)"}      # under a narrow bar: two short lines
+_NO_TRAFFIC = ("no traffic: every weight is 0, so there is no request to serve and no "
+               "deployment to propose")
+_NO_TRAFFIC_HINT = "move a traffic slider above 0 to compare deployments"
+_OVER_OPACITY = 0.35
+
+
 def _over(c: Comparison) -> list[bool]:
     """Per summary bar: is that deployment over the budget (or unable to serve the mix)?"""
     return [cost is None or not cost.fits(c.budget_bytes) or bool(cost.unserved)
             for cost in (_costings(c)[k] for k in _BARS)]
 
 
+def _notes(c: Comparison, sep: str = "<br>") -> list[str]:
+    """Per summary bar, why it is drawn pale: over the budget, or a batch size of the mix that
+    none of its models takes (a deployment within the budget said "over budget")."""
+    out = []
+    for cost in (_costings(c)[k] for k in _BARS):
+        if cost is None:
+            out.append("")
+        elif cost.unserved:
+            sizes = ", ".join(map(str, cost.unserved))        # narrow under a bar: two lines
+            out.append(f"cannot<br>serve {sizes}" if sep == "<br>" else
+                       f"cannot serve batch {sizes}")
+        elif not cost.fits(c.budget_bytes):
+            out.append("over budget")
+        else:
+            out.append("")
+    return out
+
+
 def _summary_bars(c: Comparison, sep: str = " ") -> tuple[list, list, list, list, list]:
     """Labels, colours, hover texts, img/s and MiB of the three summary bars.
 
-    A deployment keeps its colour in every panel; one over the budget is hatched instead."""
+    A deployment keeps its colour in every panel; one over the budget is drawn pale, and its
+    value, written above the bar, says "over budget"."""
     costs = [_costings(c)[k] for k in _BARS]
-    labels = [_bar_label(k, c, sep) for k in _BARS]
+    labels = [_bar_label(k, c.gears, sep) for k in _BARS]
+    if sep == "<br>":                    # the figure: a missing bar's label says why
+        labels = [label + ("" if cost is not None else f"<br><i>{_MISSING_LINES[k]}</i>")
+                  for k, label, cost in zip(_BARS, labels, costs, strict=True)]
     colours = [COLOURS[k] for k in _BARS]
     hover = [str(cost) if cost is not None else _MISSING[k]
              for k, cost in zip(_BARS, costs, strict=True)]
@@ -215,53 +247,92 @@ class ShapeExplorer:
         return (f"<ShapeExplorer traffic {{{mix}}}, gears {list(self.gears)}, budget "
                 f"{self.budget_bytes / MiB:,.0f} MiB>")
 
-    def comparison(self) -> Comparison:
-        """The pure function's answer for the current controls."""
-        traffic = self.traffic if any(self.traffic.values()) else {self.batch_sizes[0]: 1.0}
-        return compare(traffic, self.gears, self.budget_bytes)
+    def comparison(self) -> Comparison | None:
+        """The pure function's answer for the current controls, or None when every traffic
+        weight is 0: with no request to serve there is nothing to compare, and the explorer
+        says so rather than proposing a deployment for a mix nobody sends."""
+        if not any(w > 0 for w in self.traffic.values()):
+            return None
+        return compare(self.traffic, self.gears, self.budget_bytes)
 
     # -- the figure ----------------------------------------------------------------------
-    def _traces(self, c: Comparison) -> list:
-        batches = list(c.traffic)
+    def _traces(self, c: Comparison | None) -> list:
+        batches = list(c.traffic) if c else []
         xs = [f"{b} ({c.traffic[b]:.0%})" for b in batches]
         traces = []
         for kind in ("dynamic", "fixed"):
-            cost = _costings(c)[kind]
+            cost = _costings(c)[kind] if c else None
             routes = [cost.routes.get(b) if cost else None for b in batches]
+            name = _bar_label(kind, self.gears)
             traces.append(go.Bar(
-                name=_bar_label(kind, c), x=xs, y=[r.time_ns / 1e6 if r else None
-                                                   for r in routes],
+                name=name, x=xs, y=[r.time_ns / 1e6 if r else None for r in routes],
                 marker={"color": COLOURS[kind]}, xaxis="x", yaxis="y", legendgroup=kind,
+                showlegend=cost is not None,        # no key for a deployment not drawn
                 hovertext=[str(r) + (f", {r.padding} padded image(s)" if r and r.padding
                                      else "") if r else "not served" for r in routes],
                 hoverinfo="text"))
+        if c is None:
+            empty = {"x": [], "y": [], "text": [], "hovertext": [],
+                     "marker": {"color": [], "opacity": []}}
+            return traces + [go.Bar(name=name, xaxis=f"x{k}", yaxis=f"y{k}",
+                                    showlegend=False, **empty)
+                             for name, k in (("throughput", 2), ("memory", 3))]
         labels, colours, hover, rate, memory = _summary_bars(c, "<br>")
         over = _over(c)
-        marker = {"color": colours,
-                  "pattern": {"shape": ["/" if o else "" for o in over], "solidity": 0.5,
-                              "fillmode": "replace"}}
-        note = ["<br>over budget" if o else "" for o in over]
-        traces.append(go.Bar(
-            name="throughput", x=labels, y=rate, marker=marker,
-            text=[(f"{v:,.0f}" if v else "n/a") + n for v, n in zip(rate, note, strict=True)],
-            textposition="auto",
-            xaxis="x2", yaxis="y2", hovertext=hover, hoverinfo="text", showlegend=False))
-        traces.append(go.Bar(
-            name="memory", x=labels, y=memory, marker=marker,
-            text=[(f"{v:,.0f}" if v else "n/a") + n for v, n in zip(memory, note, strict=True)],
-            textposition="auto",
-            xaxis="x3", yaxis="y3", hovertext=hover, hoverinfo="text", showlegend=False))
+        # An over-budget deployment keeps its colour, pale; its value stands above the bar,
+        # level and full size (text inside a bar is turned and shrunk to fit it).
+        marker = {"color": colours, "opacity": [_OVER_OPACITY if o else 1.0 for o in over]}
+        note = [f"<br><span style='color:#c0392b'>{n}</span>" if n else ""
+                for n in _notes(c)]
+        for name, k, values in (("throughput", 2, rate), ("memory", 3, memory)):
+            traces.append(go.Bar(
+                name=name, x=labels, y=values, marker=marker,
+                text=[("" if v is None else f"{v:,.0f}") + n
+                      for v, n in zip(values, note, strict=True)],
+                textposition="outside", textangle=0, constraintext="none", cliponaxis=False,
+                textfont={"size": 11}, xaxis=f"x{k}", yaxis=f"y{k}", hovertext=hover,
+                hoverinfo="text", showlegend=False))
         return traces
 
-    def _budget_shape(self, c: Comparison) -> dict:
+    def _ranges(self, c: Comparison | None) -> tuple[list, list]:
+        """The throughput and memory axes' ranges: room above the tallest bar (or the budget
+        line) for its value and an "over budget" line, written above the bars."""
+        budget = self.budget_bytes / MiB
+        if c is None:
+            return [0, 1], [0, budget * 1.4]
+        _, _, _, rate, memory = _summary_bars(c)
+        lines = max(n.count("<br>") + 2 if n else 1 for n in _notes(c))
+        room = 1 + 0.16 * lines
+        return ([0, max([v for v in rate if v] + [1.0]) * room],
+                [0, max([v for v in memory if v] + [budget]) * room])
+
+    def _budget_shape(self) -> dict:
+        budget = self.budget_bytes / MiB
         return {"type": "line", "xref": "x3 domain", "yref": "y3", "x0": 0, "x1": 1,
-                "y0": c.budget_bytes / MiB, "y1": c.budget_bytes / MiB,
+                "y0": budget, "y1": budget,
                 "line": {"color": "#c0392b", "width": 1.5, "dash": "dash"}}
 
-    def _title(self, c: Comparison) -> str:
+    def _title(self, c: Comparison | None) -> str:
+        budget = f"budget {self.budget_bytes / MiB:,.0f} MiB"
+        if c is None:
+            return _NO_TRAFFIC
         best = c.best
-        return (f"budget {c.budget_bytes / MiB:,.0f} MiB; best: {best.deployment}"
-                if best else f"budget {c.budget_bytes / MiB:,.0f} MiB: nothing fits")
+        return f"{budget}; best: {best.deployment}" if best else f"{budget}: nothing fits"
+
+    def _notice(self, c: Comparison | None) -> dict:
+        """The note across the empty panels when there is no traffic (hidden otherwise)."""
+        return {"text": _NO_TRAFFIC_HINT, "visible": c is None, "showarrow": False,
+                "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
+                "font": {"size": 13, "color": "#c0392b"}, "bgcolor": "white"}
+
+    @staticmethod
+    def _no_gear_note(c: Comparison | None) -> dict:
+        """The note in the time panel when no gear is chosen: no model, so no time to draw
+        (hidden otherwise)."""
+        return {"text": "no gear chosen: no model to time<br>toggle a gear above",
+                "visible": c is not None and not c.gears, "showarrow": False,
+                "xref": "x domain", "yref": "y domain", "x": 0.5, "y": 0.5,
+                "font": {"size": 12, "color": "#c0392b"}}
 
     def to_figure(self) -> go.Figure:
         """A static plotly figure for the current controls."""
@@ -272,15 +343,31 @@ class ShapeExplorer:
                                             "device memory (MiB)"))
         for i, trace in enumerate(self._traces(c)):
             fig.add_trace(trace, row=1, col=1 if i < 2 else i)
+        rate_range, memory_range = self._ranges(c)
         fig.update_layout(
-            title={"text": self._title(c), "font": {"size": 13}}, barmode="group",
-            height=360, template="plotly_white", margin={"l": 50, "r": 20, "t": 70, "b": 50},
-            legend={"orientation": "h", "y": -0.18, "x": 0}, shapes=[self._budget_shape(c)])
+            title={"text": self._title(c), "font": {"size": 13}, "x": 0, "xanchor": "left",
+                   **TITLE_CLEAR},
+            barmode="group", height=380, template="plotly_white",
+            margin={"l": 50, "r": 20, "t": 80, "b": 50},
+            legend={"orientation": "h", "y": -0.18, "x": 0}, shapes=[self._budget_shape()])
         fig.update_xaxes(tickangle=0)
         fig.update_xaxes(title={"text": "batch size (share of requests)", "standoff": 4},
                          row=1, col=1)
+        fig.update_yaxes(range=rate_range, row=1, col=2)
+        fig.update_yaxes(range=memory_range, row=1, col=3)
         fig.update_annotations(font_size=12)             # the panel titles
+        fig.add_annotation(self._notice(c))
+        fig.add_annotation(self._no_gear_note(c))
+        fig.update_layout(self._axes(c))
         return fig
+
+    @staticmethod
+    def _axes(c: Comparison | None) -> dict:
+        """With no traffic, no axes but the memory panel's (the budget line): nothing else
+        has a scale; with no gear, no time axis (no model to time)."""
+        shown = c is not None
+        return {"xaxis.visible": shown, "yaxis.visible": shown and bool(c.gears),
+                "xaxis2.visible": shown, "yaxis2.visible": shown, "xaxis3.visible": shown}
 
     def refresh(self) -> None:
         """Redraw the widget from the controls' current values (one batch update)."""
@@ -288,21 +375,29 @@ class ShapeExplorer:
             return
         c = self.comparison()
         traces = self._traces(c)
+        rate_range, memory_range = self._ranges(c)
         with self._fig.batch_update():
             for old, new in zip(self._fig.data, traces, strict=True):
                 old.update(x=new.x, y=new.y, hovertext=new.hovertext, name=new.name,
-                           marker=new.marker, text=new.text)
+                           marker=new.marker, text=new.text, showlegend=new.showlegend)
             self._fig.layout.title.text = self._title(c)
-            self._fig.layout.shapes = [self._budget_shape(c)]
+            self._fig.layout.shapes = [self._budget_shape()]
+            self._fig.layout.yaxis2.range = rate_range
+            self._fig.layout.yaxis3.range = memory_range
+            self._fig.layout.annotations[3].visible = c is None
+            self._fig.layout.annotations[4].visible = self._no_gear_note(c)["visible"]
+            self._fig.update_layout(self._axes(c))
         if self._readout is not None:
             self._readout.value = self.summary_html(c)
         self._update_shares(c)
 
     def _update_shares(self, c: Comparison | None = None) -> None:
         """Beside each weight slider, the share of requests it gives (what the chart uses)."""
-        c = c or self.comparison()
-        for b, label in getattr(self, "share_labels", {}).items():
-            label.value = f"= {c.traffic.get(b, 0.0):.0%}"
+        if c is None and self.share_labels:
+            c = self.comparison()
+        traffic = c.traffic if c else {}
+        for b, label in self.share_labels.items():
+            label.value = f"= {traffic.get(b, 0.0):.0%}"
 
     # -- the widget ----------------------------------------------------------------------
     def widget(self):
@@ -313,15 +408,16 @@ class ShapeExplorer:
             return self._view
         self._fig = figure_widget(self.to_figure())
         wide = {"description_width": "initial"}
+        label = {"description_width": "64px"}       # one width: the sliders start level
         for b in self.batch_sizes:
             s = ipw.FloatSlider(value=self.traffic[b], min=0.0, max=1.0, step=0.05,
                                 description=f"batch {b}", continuous_update=False,
-                                readout_format=".2f", style=wide,
+                                readout_format=".2f", style=label,
                                 layout=ipw.Layout(width="260px"))
             s.add_class("acllab-shape-mix")
             s.observe(self._changed, names="value")
             self.mix_sliders[b] = s
-            self.share_labels[b] = ipw.HTML(layout=ipw.Layout(width="48px"))
+            self.share_labels[b] = ipw.HTML(layout=ipw.Layout(width="56px"))
             self.share_labels[b].add_class("acllab-shape-share")
             t = ipw.ToggleButton(value=b in self.gears, description=str(b),
                                  tooltip=f"gear / fixed model of batch {b}",
@@ -337,12 +433,13 @@ class ShapeExplorer:
             layout=ipw.Layout(width="520px"))
         self.budget_slider.add_class("acllab-shape-budget")
         self.budget_slider.observe(self._changed, names="value")
-        self._readout = ipw.HTML(self.summary_html(self.comparison()))
+        self._readout = ipw.HTML(self.summary_html())
         self._update_shares()
         mix = ipw.VBox([ipw.HTML("<b>traffic mix</b>: a weight per batch size; beside it, "
                                  "its share of requests"),
                         *(ipw.HBox([s, self.share_labels[b]])
-                          for b, s in self.mix_sliders.items())])
+                          for b, s in self.mix_sliders.items())],
+                       layout=ipw.Layout(flex="0 0 auto", width="330px"))   # never squeezed
         gears = ipw.VBox([ipw.HTML("<b>gears</b> (one dynamic model with all of them, or "
                                    "one fixed model each)"),
                           ipw.HBox(list(self.gear_buttons.values())), self.budget_slider,
@@ -357,13 +454,17 @@ class ShapeExplorer:
         self.refresh()
 
     # -- text and static output ----------------------------------------------------------
-    def summary_html(self, c: Comparison | None = None) -> str:
-        """What the figure says, in a few lines of HTML."""
-        c = c or self.comparison()
+    def summary_html(self, c: Comparison | None | str = "now") -> str:
+        """What the figure says, in a few lines of HTML (``c``: the comparison drawn, by
+        default the controls' current one)."""
+        c = self.comparison() if c == "now" else c
+        if c is None:
+            return (f'<ul class="acllab-shape-summary" style="margin:2px 0"><li><b>'
+                    f"{_esc(_NO_TRAFFIC)}</b>: {_esc(_NO_TRAFFIC_HINT)}</li></ul>")
         rows = []
         for kind in _BARS:
             cost = _costings(c)[kind]
-            name = _esc(_bar_label(kind, c))
+            name = _esc(_bar_label(kind, c.gears))
             if cost is None:
                 rows.append(f"<li><b>{name}</b>: {_MISSING[kind]}</li>")
                 continue
@@ -376,16 +477,24 @@ class ShapeExplorer:
     def to_html(self) -> str:
         """The static fallback: throughput and memory as SVG bars, and the summary."""
         c = self.comparison()
+        head = ('<div class="acllab-shape-explorer"><p><b>ShapeExplorer</b> (static drawing; '
+                "run the notebook for the sliders): ")
+        if c is None:
+            return (f"{head}gears {_esc(list(self.gears))}, budget "
+                    f"{self.budget_bytes / MiB:,.0f} MiB</p>{self.summary_html(c)}</div>")
         labels, colours, _, rate, memory = _summary_bars(c)
+        notes = [f" ({n})" if n else "" for n in _notes(c, " ")]
+        none = [_MISSING_SHORT[k] for k in _BARS]
         svg_rate = bars_svg("throughput (img/s)", labels, rate, colours,
-                            [f"{v:,.0f}" if v else "n/a" for v in rate])
+                            [(f"{v:,.0f}" if v is not None else m) + n
+                             for v, n, m in zip(rate, notes, none, strict=True)])
         svg_mem = bars_svg("device memory (MiB)", labels, memory, colours,
-                           [f"{v:,.0f}" if v else "n/a" for v in memory],
+                           [(f"{v:,.0f}" if v is not None else m) + n
+                            for v, n, m in zip(memory, notes, none, strict=True)],
                            line=c.budget_bytes / MiB, line_label="budget")
         mix = ", ".join(f"{b}: {p:.0%}" for b, p in c.traffic.items())
-        return (f'<div class="acllab-shape-explorer"><p><b>ShapeExplorer</b> (static '
-                f"drawing; run the notebook for the sliders): traffic {{{_esc(mix)}}}, gears "
-                f"{_esc(list(c.gears))}, budget {c.budget_bytes / MiB:,.0f} MiB</p>"
+        return (f"{head}traffic {{{_esc(mix)}}}, gears {_esc(list(c.gears))}, budget "
+                f"{c.budget_bytes / MiB:,.0f} MiB</p>"
                 f"{svg_rate}{svg_mem}{self.summary_html(c)}</div>")
 
     def _repr_mimebundle_(self, include=None, exclude=None):
