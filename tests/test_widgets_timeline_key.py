@@ -314,3 +314,22 @@ def test_the_view_takes_in_host_work_after_the_last_device_task():
     assert hi - lo < 2 * (rt.host_ns - task.start_ns) + 100_000     # no stretch back to init
     acl.rt.free(dev)
     acl.rt.free_host(host)
+
+
+def test_the_top_margin_holds_every_row_of_the_colour_key():
+    """The key is plotly's horizontal legend above the lanes: the margin grows by a row of
+    KEY_ROW_PX for each row its entries take across the plot (long names wrap sooner), so the
+    key does not run over the title (PipelineExplorer's serial timeline had four rows in
+    room for three)."""
+    from widgets.timeline import KEY, KEY_ROW_PX, key_rows
+
+    names = list(KEY.values())
+    assert key_rows([]) == 0 and key_rows(names[:1]) == 1
+    assert key_rows(names) > key_rows(names[:6]) >= 1
+    assert key_rows(["x" * 200, "y"]) == 2                 # a long entry alone on its row
+    assert key_rows(["ab"] * 10, width_px=10_000) == 1
+    # a grid of columns as wide as the widest entry (lesson 06's serial loop drew 12 entries
+    # in 2 columns, 6 rows): 12 entries of which one is long take 6 rows in 600 px
+    assert key_rows(["AI Core work (kernel, model op, single op)"] + ["memset"] * 11,
+                    width_px=600) == 6
+    assert KEY_ROW_PX >= 19

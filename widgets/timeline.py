@@ -294,6 +294,23 @@ def time_unit(span_ns: float) -> tuple[str, int]:
     return UNITS[-1]
 
 
+KEY_ROW_PX = 21     # a row of plotly's horizontal legend at font size 10, as Chromium draws it
+
+
+def key_rows(names: list[str], width_px: int = PLOT_PX - 240) -> int:
+    """How many rows plotly's horizontal legend takes for entries ``names`` across about
+    ``width_px``: on one row if they fit there, else in a grid of columns as wide as the
+    widest entry (its swatch and gap, about 46 px, and its text, about 6 px a character at
+    font size 10), as plotly.js lays such a legend out."""
+    if not names:
+        return 0
+    widths = [46 + 6 * len(n) for n in names]
+    if sum(widths) <= width_px:
+        return 1
+    columns = max(1, width_px // max(widths))
+    return -(-len(names) // columns)
+
+
 def _wrap(text: str, width: int = 72) -> str:
     """Break a long title into lines (plotly does not wrap, and the modebar sits top right)."""
     lines, line = [], ""
@@ -420,10 +437,10 @@ class Timeline(LiveRedraw):
         cursor = min(max(rt.host_ns if self.cursor_ns is None else self.cursor_ns, lo), hi)
         n = len(self._lanes)
         title = _wrap(self._title(binned))
-        # the title, then the colour key: about three entries a row, 20 px each (two rows
-        # at least, so that a zoom that shows more kinds finds room for them)
-        rows = max(2, -(-sum(t.get("meta") == "key" for t in traces) // 3))
-        top = 38 + 16 * title.count("<br>") + 20 * rows
+        # the title, then the colour key (two rows at least, so that a zoom that shows more
+        # kinds finds room for them)
+        rows = max(2, key_rows([t["name"] for t in traces if t.get("meta") == "key"]))
+        top = 38 + 16 * title.count("<br>") + KEY_ROW_PX * rows
         fig = trusted_figure(traces)
         fig.update_layout(
             title={"text": title, "font": {"size": 13}, "x": 0, "xanchor": "left",
