@@ -248,6 +248,40 @@ def test_memset_async_timing_and_data(r):
     assert np.all(device_bytes(r, dev, n) == 7)
 
 
+def test_memset_async_fills_pinned_host_memory_when_the_stream_reaches_it(r):
+    """CANN 8.5.0 API reference, aclrtMemsetAsync: the address says host or device, and host
+    memory from aclrtMallocHost is allowed (Ascend's memcpy_host_device_async sample sets
+    its pinned buffer so). The bytes change when the task ends, not at the call (reading
+    them before, as here, is the sanitizer's host-read-before-sync: the next test)."""
+    n = 4096
+    host, content = pinned(r, n, 5)
+    stream, _ = acl.rt.create_stream()
+    dev, _ = acl.rt.malloc(1 << 20, NORMAL_ONLY)
+    acl.rt.memset_async(dev, 1 << 20, 0, 1 << 20, stream)        # ahead of it on the stream
+    assert acl.rt.memset_async(host, n, 0x2A, n, stream) == 0
+    assert np.array_equal(host_bytes(host, n), content)           # not yet
+    acl.rt.synchronize_stream(stream)
+    assert np.all(host_bytes(host, n) == 0x2A)
+    task = r.tasks[-1]
+    assert task.kind == "memset" and task.writes == ((host, n),)
+
+
+def test_reading_pinned_memory_before_its_memset_async_ends_is_a_finding(r):
+    from acllab.analysis.sanitizer import analyze
+
+    n = 1 << 16
+    host, _ = pinned(r, n, 6)
+    stream, _ = acl.rt.create_stream()
+    acl.rt.memset_async(host, n, 0, n, stream)
+    acl.util.ptr_to_bytes(host, n)                                # no synchronisation
+    acl.rt.synchronize_stream(stream)
+    assert "host-read-before-sync" in {f.kind for f in analyze(r)}
+    acl.rt.memset_async(host, n, 1, n, stream)
+    acl.rt.synchronize_stream(stream)
+    acl.util.ptr_to_bytes(host, n)                                # after it: no new finding
+    assert len([f for f in analyze(r) if f.kind == "host-read-before-sync"]) == 1
+
+
 def test_partial_memset_leaves_the_rest_uninitialised(r):
     dev, _ = acl.rt.malloc(256, NORMAL_ONLY)
     acl.rt.memset(dev + 64, 128, 0, 128)

@@ -338,7 +338,13 @@ def memset(dev_ptr, max_size, value, count):
 
 @api("aclrtMemsetAsync")
 def memset_async(dev_ptr, max_size, value, count, stream):
-    """Enqueue a memset on a stream."""
+    """Enqueue a memset on a stream: device memory, or pinned host memory (malloc_host).
+
+    CANN decides from the address whether the memory is the host's or the device's, and
+    host memory must come from an acl call such as aclrtMallocHost, else the behaviour is
+    undefined (CANN 8.5.0 API reference, aclrtMemsetAsync). Differs from hardware: acllab
+    refuses pageable host memory (not from acl) with 107000 instead of leaving it undefined.
+    """
     r = rt()
     plan = _plan_memset(r, dev_ptr, max_size, value, count)
     if plan is None:                     # count 0: success, the stream unchecked (as CANN)
@@ -348,6 +354,8 @@ def memset_async(dev_ptr, max_size, value, count, stream):
     s = r.stream_for(as_int(stream, "stream"))
     r.spend(r.profile.launch_ns)
     dev, region, off, value, n = plan
-    if region.kind != "device":
-        raise Fail(107000, "memset_async works on device memory only")
+    if region.kind == "pageable":
+        raise Fail(107000, "memset_async needs device memory or pinned host memory "
+                           "(acl.rt.malloc_host): on a card, host memory that no acl call "
+                           "allocated gives undefined behaviour")
     r.submit(memset_task(dev, region, off, value, n, s, "memset_async"), s)
