@@ -39,6 +39,7 @@ from ..acl import _api
 from ..acl import util as _util
 from ..errors import AclError, BudgetExceeded, Fail
 from ..model import CompiledModel, omfile
+from ..runtime import API_LOCK
 from . import wire
 from .endpoint import Endpoint
 
@@ -231,6 +232,7 @@ class DeviceServer:
                                  incoming=self._incoming)
         self._ops = {
             "host.register": self._register, "host.view": self._view,
+            "host.locate": self._locate,
             "thread.ident": self._thread_ident, "thread.started": start_thread,
             "thread.stopped": stop_thread, "sfn.call": self._call_sfn,
             "ctx.load": self._ctx_load,
@@ -399,6 +401,22 @@ class DeviceServer:
 
     def _view(self, ptr, shape, npy_type):
         return _ptr_to_numpy(self, ptr, shape, npy_type)
+
+    def _locate(self, ptr):
+        """[offset, size]: where the pinned buffer holding ``ptr`` lies in the shared arena
+        (from ``ptr`` to the buffer's end), or None. Not a pyACL call: it logs nothing and
+        costs no time, as a native program's driver maps its pinned memory itself."""
+        if type(ptr) is not int:
+            raise TypeError("host.locate takes an address")
+        with API_LOCK:
+            region = _api.rt().space.find(ptr)
+            if region is None or region.kind != "pinned" or self.arena is None:
+                return None
+            base = self.arena.offset_of(region)
+        if base is None:
+            return None
+        off = ptr - region.start
+        return [base + off, region.size - off]
 
     def _outgoing(self) -> list:
         out = []
