@@ -1,0 +1,667 @@
+"""AscendCL in C and C++ (issue 25): acllab's headers and libascendcl.so.
+
+Each program here is written in the Ascend samples' style against the headers ``acllab env``
+lays out, compiled with the system's compiler, and run on a device in this process (as
+``acllab profile`` runs it); its trace and API log are compared with those of its pyACL twin
+run in process: the same tasks at the same times, the same calls with the same codes. Runs
+on its own (the library starting its own device) and a missing compiler are checked too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import acllab
+from acllab import constants as C
+from acllab import errors, session
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("g++") is None,
+                                reason="needs the system's gcc and g++")
+
+
+@pytest.fixture(scope="module")
+def toolkit(tmp_path_factory):
+    """The toolkit tree, built once for this module in a cache of its own."""
+    from acllab import native
+
+    cache = tmp_path_factory.mktemp("cache")
+    env = {**os.environ, "ACLLAB_CACHE": str(cache)}
+    env.pop("CC", None)
+    env.pop("ACLLAB_CC", None)
+    latest = native.toolkit(env)
+    return latest, env
+
+
+def build(toolkit, tmp_path, source: str, name: str, cpp: bool = False) -> Path:
+    """Compile ``source`` as the samples' CMakeLists do: the tree's runtime/include, linked
+    against NPU_HOST_LIB's libascendcl.so."""
+    latest, _ = toolkit
+    src = tmp_path / (name + (".cpp" if cpp else ".c"))
+    src.write_text(textwrap.dedent(source))
+    exe = tmp_path / name
+    cmd = ["g++" if cpp else "gcc", "-Wall", "-Werror", "-O1",
+           f"-I{latest}/runtime/include", str(src), f"-L{latest}/runtime/lib64/stub",
+           "-lascendcl", "-pthread", "-o", str(exe)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return exe
+
+
+def run_here(toolkit, exe: Path, tmp_path: Path, args=()) -> tuple[int, str]:
+    """Run ``exe`` against a fresh runtime of this process; its exit code and stdout."""
+    from acllab.native.run import run_program
+
+    _, env = toolkit
+    acllab.reset()
+    out = tmp_path / "stdout.txt"
+    with open(out, "w") as f, warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # each failed call's explanation
+        code = run_program(str(exe), list(args), env=env, stdout=f, timeout=120)
+    return code, out.read_text()
+
+
+#: pyACL helpers a C program has no twin of (it writes pinned memory through its pointer)
+_PY_ONLY = {"ptr_to_numpy", "ptr_to_bytes"}
+
+
+def record(runtime) -> tuple[list, list]:
+    """What must match: every task (name, kind, stream, times, bytes, what it read and wrote)
+    and every call (name, times, code)."""
+    tasks = [(t.name, t.kind, t.start_ns, t.end_ns, t.nbytes, t.reads, t.writes)
+             for t in runtime.tasks]
+    log = [entry[:4] for entry in runtime.api_log
+           if isinstance(entry, tuple) and entry[0] not in _PY_ONLY]
+    return tasks, log
+
+
+def twin(fn) -> tuple[object, tuple[list, list]]:
+    acllab.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = fn(acllab.acl)
+    return out, record(session.current_runtime())
+
+
+# -- the headers ---------------------------------------------------------------------------
+
+HEADERS = ROOT / "acllab" / "native" / "include" / "acl"
+
+
+def _header_values() -> dict[str, int]:
+    text = "\n".join(p.read_text() for p in HEADERS.glob("*.h"))
+    values = {}
+    for name, value in re.findall(r"static const int (\w+) = (-?\d+);", text):
+        values[name] = int(value)
+    for name, value in re.findall(r"^\s+(ACL_\w+) = (-?(?:0x)?[0-9A-Fa-f]+),?$", text, re.M):
+        values[name] = int(value, 0)
+    for name, value in re.findall(r"#define (ACL_\w+) (0x[0-9A-Fa-f]+)U", text):
+        values[name] = int(value, 16)
+    return values
+
+
+def test_the_headers_give_every_error_code_and_constant_cann_s_value():
+    values = _header_values()
+    for name, code in errors.CODES.items():
+        assert values.get(name) == code, name
+    shared = [n for n in dir(C) if n.startswith("ACL_") and isinstance(getattr(C, n), int)
+              and n in values]
+    assert len(shared) > 60
+    for name in shared:
+        assert values[name] == getattr(C, name), name
+
+
+def test_the_check_rejects_a_header_with_a_wrong_value(monkeypatch, tmp_path):
+    for p in HEADERS.glob("*.h"):
+        (tmp_path / p.name).write_text(p.read_text().replace("= 207001;", "= 207011;"))
+    monkeypatch.setattr(sys.modules[__name__], "HEADERS", tmp_path)
+    with pytest.raises(AssertionError, match="ACL_ERROR_RT_MEMORY_ALLOCATION"):
+        test_the_headers_give_every_error_code_and_constant_cann_s_value()
+
+
+@pytest.mark.parametrize("compiler, flags", [
+    ("gcc", ["-std=c99", "-pedantic"]), ("g++", ["-std=c++11"]), ("g++", ["-std=c++17"])])
+def test_the_headers_build_cleanly_in_c_and_cpp(toolkit, tmp_path, compiler, flags):
+    latest, _ = toolkit
+    src = tmp_path / ("t.c" if compiler == "gcc" else "t.cpp")
+    src.write_text('#include "acl/acl.h"\n#include "acl/acl_rt.h"\n#include "acl/acl_mdl.h"\n'
+                   "int main(void) { aclrtStream s = 0; (void)s; return ACL_SUCCESS; }\n")
+    done = subprocess.run([compiler, *flags, "-Wall", "-Wextra", "-Werror",
+                           f"-I{latest}/runtime/include", "-c", str(src), "-o",
+                           str(tmp_path / "t.o")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_tree_is_laid_out_as_an_ascend_toolkit(toolkit):
+    latest, env = toolkit
+    from acllab import native
+
+    for rel in ("runtime/include/acl/acl.h", "runtime/include/acl/acl_rt.h",
+                "runtime/include/acl/acl_base.h", "runtime/include/acl/acl_mdl.h",
+                "runtime/include/acl/acl_op.h", "runtime/lib64/libascendcl.so",
+                "runtime/lib64/stub/libascendcl.so", "acllib/include/acl/acl.h"):
+        assert (latest / rel).is_file(), rel
+    exports = native.env_exports(env)
+    for var in ("DDK_PATH", "INSTALL_DIR", "NPU_HOST_LIB", "CPU_ARCH", "LD_LIBRARY_PATH",
+                "ASCEND_TOOLKIT_HOME", "THIRDPART_PATH"):
+        assert f"export {var}=" in exports
+    assert f"export NPU_HOST_LIB={latest}/runtime/lib64/stub\n" in exports
+    # a second build is the cached tree
+    assert native.toolkit(env) == latest
+
+
+# -- programs and their pyACL twins ----------------------------------------------------------
+
+RESOURCES_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include "acl/acl.h"
+
+#define CHECK(call) do { aclError ret_ = (call); if (ret_ != ACL_SUCCESS) { \
+    printf("%s failed: %d\n", #call, ret_); return 1; } } while (0)
+
+int main(void)
+{
+    int32_t deviceId = 0;
+    aclrtContext context;
+    aclrtStream stream;
+    aclrtRunMode runMode;
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(deviceId));
+    CHECK(aclrtCreateContext(&context, deviceId));
+    CHECK(aclrtCreateStream(&stream));
+    CHECK(aclrtGetRunMode(&runMode));
+    int32_t dev = -1;
+    CHECK(aclrtGetDevice(&dev));
+
+    const size_t size = 64 * 1024;
+    void *devBuf = NULL, *hostBuf = NULL;
+    CHECK(aclrtMalloc(&devBuf, size, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtMallocHost(&hostBuf, size));
+    float *in = (float *)hostBuf;
+    for (size_t i = 0; i < size / sizeof(float); i++) in[i] = (float)i * 0.5f;
+    CHECK(aclrtMemcpy(devBuf, size, hostBuf, size, ACL_MEMCPY_HOST_TO_DEVICE));
+
+    static float back[64 * 1024 / sizeof(float)];           /* pageable memory */
+    CHECK(aclrtMemcpy(back, sizeof back, devBuf, size, ACL_MEMCPY_DEVICE_TO_HOST));
+    double sum = 0;
+    for (size_t i = 0; i < size / sizeof(float); i++) sum += back[i];
+
+    CHECK(aclrtMemset(devBuf, size, 0x3f, size / 2));
+    CHECK(aclrtMemcpyAsync(hostBuf, size, devBuf, size, ACL_MEMCPY_DEVICE_TO_HOST, stream));
+    CHECK(aclrtSynchronizeStream(stream));
+    unsigned char *bytes = (unsigned char *)hostBuf;
+    size_t freeMem = 0, totalMem = 0;
+    CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &freeMem, &totalMem));
+
+    printf("run mode %d device %d\n", (int)runMode, dev);
+    printf("sum %.1f\n", sum);
+    printf("after memset %02x %02x %.1f\n", bytes[0], bytes[size / 2 - 1], in[size / 8]);
+    printf("memory %s\n", freeMem < totalMem ? "in use" : "free");
+
+    CHECK(aclrtFree(devBuf));
+    CHECK(aclrtFreeHost(hostBuf));
+    CHECK(aclrtDestroyStream(stream));
+    CHECK(aclrtDestroyContext(context));
+    CHECK(aclrtResetDevice(deviceId));
+    CHECK(aclFinalize());
+    return 0;
+}
+"""
+
+
+def resources_twin(acl):
+    acl.init()
+    acl.rt.set_device(0)
+    context, _ = acl.rt.create_context(0)
+    stream, _ = acl.rt.create_stream()
+    run_mode, _ = acl.rt.get_run_mode()
+    dev, _ = acl.rt.get_device()
+    size = 64 * 1024
+    dev_buf, _ = acl.rt.malloc(size, C.ACL_MEM_MALLOC_HUGE_FIRST)
+    host_buf, _ = acl.rt.malloc_host(size)
+    host = acl.util.ptr_to_numpy(host_buf, (size,), C.NPY_UINT8)
+    host.view(np.float32)[:] = np.arange(size // 4, dtype=np.float32) * 0.5
+    acl.rt.memcpy(dev_buf, size, host_buf, size, C.ACL_MEMCPY_HOST_TO_DEVICE)
+    back = bytearray(size)
+    acl.rt.memcpy(acl.util.bytes_to_ptr(back), size, dev_buf, size, C.ACL_MEMCPY_DEVICE_TO_HOST)
+    total = float(np.frombuffer(bytes(back), dtype=np.float32).astype(np.float64).sum())
+    acl.rt.memset(dev_buf, size, 0x3F, size // 2)
+    acl.rt.memcpy_async(host_buf, size, dev_buf, size, C.ACL_MEMCPY_DEVICE_TO_HOST, stream)
+    acl.rt.synchronize_stream(stream)
+    free_mem, total_mem, _ = acl.rt.get_mem_info(C.ACL_HBM_MEM)
+    lines = [f"run mode {run_mode} device {dev}", f"sum {total:.1f}",
+             f"after memset {host[0]:02x} {host[size // 2 - 1]:02x} "
+             f"{host.view(np.float32)[size // 8]:.1f}",
+             f"memory {'in use' if free_mem < total_mem else 'free'}"]
+    del host
+    acl.rt.free(dev_buf)
+    acl.rt.free_host(host_buf)
+    acl.rt.destroy_stream(stream)
+    acl.rt.destroy_context(context)
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return "\n".join(lines) + "\n"
+
+
+def test_resources_and_memory_match_the_pyacl_twin(toolkit, tmp_path):
+    exe = build(toolkit, tmp_path, RESOURCES_C, "resources")
+    code, out = run_here(toolkit, exe, tmp_path)
+    native = record(session.current_runtime())
+    expected, python = twin(resources_twin)
+    assert code == 0, out
+    assert out == expected
+    assert "sum 67104768.0" in out and "after memset 3f 3f" in out   # the bytes really moved
+    assert native == python
+    assert len(native[0]) >= 4 and len(native[1]) >= 20
+
+
+DOUBLE_BUFFER_CPP = r"""
+#include <cstdio>
+#include <vector>
+#include "acl/acl.h"
+
+#define CHECK(call) do { aclError ret_ = (call); if (ret_ != ACL_SUCCESS) { \
+    std::printf("%s failed: %d\n", #call, ret_); return 1; } } while (0)
+
+class Pipeline {
+public:
+    std::vector<void *> devIn, devOut;
+    std::vector<aclrtEvent> copied, consumed;
+    aclrtStream copyStream = nullptr, computeStream = nullptr;
+};
+
+int main()
+{
+    const int batches = 6;
+    const size_t batchBytes = 256 * 1024;
+    CHECK(aclInit(nullptr));
+    CHECK(aclrtSetDevice(0));
+    aclrtContext context;
+    CHECK(aclrtCreateContext(&context, 0));
+    Pipeline p;
+    CHECK(aclrtCreateStream(&p.copyStream));
+    CHECK(aclrtCreateStream(&p.computeStream));
+    void *host = nullptr;
+    CHECK(aclrtMallocHost(&host, batchBytes * batches));
+    for (size_t i = 0; i < batchBytes * batches; i++)
+        static_cast<unsigned char *>(host)[i] = static_cast<unsigned char>(i % 251);
+    for (int k = 0; k < 2; k++) {
+        void *a, *b;
+        CHECK(aclrtMalloc(&a, batchBytes, ACL_MEM_MALLOC_HUGE_FIRST));
+        CHECK(aclrtMalloc(&b, batchBytes, ACL_MEM_MALLOC_HUGE_FIRST));
+        p.devIn.push_back(a);
+        p.devOut.push_back(b);
+        aclrtEvent e1, e2;
+        CHECK(aclrtCreateEvent(&e1));
+        CHECK(aclrtCreateEvent(&e2));
+        p.copied.push_back(e1);
+        p.consumed.push_back(e2);
+    }
+    aclrtEvent start, stop;
+    CHECK(aclrtCreateEvent(&start));
+    CHECK(aclrtCreateEvent(&stop));
+    CHECK(aclrtRecordEvent(start, p.copyStream));
+    for (int i = 0; i < batches; i++) {
+        int k = i % 2;
+        if (i >= 2) CHECK(aclrtStreamWaitEvent(p.copyStream, p.consumed[k]));
+        char *src = static_cast<char *>(host) + i * batchBytes;
+        CHECK(aclrtMemcpyAsync(p.devIn[k], batchBytes, src, batchBytes,
+                               ACL_MEMCPY_HOST_TO_DEVICE, p.copyStream));
+        CHECK(aclrtRecordEvent(p.copied[k], p.copyStream));
+        CHECK(aclrtStreamWaitEvent(p.computeStream, p.copied[k]));
+        CHECK(aclrtMemcpyAsync(p.devOut[k], batchBytes, p.devIn[k], batchBytes,
+                               ACL_MEMCPY_DEVICE_TO_DEVICE, p.computeStream));
+        CHECK(aclrtRecordEvent(p.consumed[k], p.computeStream));
+    }
+    CHECK(aclrtRecordEvent(stop, p.computeStream));
+    CHECK(aclrtSynchronizeStream(p.computeStream));
+    CHECK(aclrtSynchronizeEvent(stop));
+    float ms = 0;
+    CHECK(aclrtEventElapsedTime(&ms, start, stop));
+    aclrtEventRecordedStatus status;
+    CHECK(aclrtQueryEventStatus(stop, &status));
+    unsigned char last[8];
+    CHECK(aclrtMemcpy(last, sizeof last, p.devOut[(batches - 1) % 2], sizeof last,
+                      ACL_MEMCPY_DEVICE_TO_HOST));
+    std::printf("elapsed %.6f ms, status %d, last %d %d\n", ms, static_cast<int>(status),
+                last[0], last[7]);
+    for (int k = 0; k < 2; k++) {
+        CHECK(aclrtFree(p.devIn[k]));
+        CHECK(aclrtFree(p.devOut[k]));
+        CHECK(aclrtDestroyEvent(p.copied[k]));
+        CHECK(aclrtDestroyEvent(p.consumed[k]));
+    }
+    CHECK(aclrtDestroyEvent(start));
+    CHECK(aclrtDestroyEvent(stop));
+    CHECK(aclrtFreeHost(host));
+    CHECK(aclrtDestroyStream(p.copyStream));
+    CHECK(aclrtDestroyStream(p.computeStream));
+    CHECK(aclrtDestroyContext(context));
+    CHECK(aclrtResetDevice(0));
+    CHECK(aclFinalize());
+    return 0;
+}
+"""
+
+
+def double_buffer_twin(acl):
+    batches, nbytes = 6, 256 * 1024
+    acl.init()
+    acl.rt.set_device(0)
+    context, _ = acl.rt.create_context(0)
+    copy_stream, _ = acl.rt.create_stream()
+    compute_stream, _ = acl.rt.create_stream()
+    host, _ = acl.rt.malloc_host(nbytes * batches)
+    view = acl.util.ptr_to_numpy(host, (nbytes * batches,), C.NPY_UINT8)
+    view[:] = (np.arange(nbytes * batches) % 251).astype(np.uint8)
+    dev_in, dev_out, copied, consumed = [], [], [], []
+    for _ in range(2):
+        dev_in.append(acl.rt.malloc(nbytes, C.ACL_MEM_MALLOC_HUGE_FIRST)[0])
+        dev_out.append(acl.rt.malloc(nbytes, C.ACL_MEM_MALLOC_HUGE_FIRST)[0])
+        copied.append(acl.rt.create_event()[0])
+        consumed.append(acl.rt.create_event()[0])
+    start, _ = acl.rt.create_event()
+    stop, _ = acl.rt.create_event()
+    acl.rt.record_event(start, copy_stream)
+    for i in range(batches):
+        k = i % 2
+        if i >= 2:
+            acl.rt.stream_wait_event(copy_stream, consumed[k])
+        acl.rt.memcpy_async(dev_in[k], nbytes, host + i * nbytes, nbytes,
+                            C.ACL_MEMCPY_HOST_TO_DEVICE, copy_stream)
+        acl.rt.record_event(copied[k], copy_stream)
+        acl.rt.stream_wait_event(compute_stream, copied[k])
+        acl.rt.memcpy_async(dev_out[k], nbytes, dev_in[k], nbytes,
+                            C.ACL_MEMCPY_DEVICE_TO_DEVICE, compute_stream)
+        acl.rt.record_event(consumed[k], compute_stream)
+    acl.rt.record_event(stop, compute_stream)
+    acl.rt.synchronize_stream(compute_stream)
+    acl.rt.synchronize_event(stop)
+    ms, _ = acl.rt.event_elapsed_time(start, stop)
+    status, _ = acl.rt.query_event_status(stop)
+    last = bytearray(8)
+    acl.rt.memcpy(acl.util.bytes_to_ptr(last), 8, dev_out[(batches - 1) % 2], 8,
+                  C.ACL_MEMCPY_DEVICE_TO_HOST)
+    text = (f"elapsed {np.float32(ms):.6f} ms, status {status}, last {last[0]} {last[7]}\n")
+    del view
+    for k in range(2):
+        acl.rt.free(dev_in[k])
+        acl.rt.free(dev_out[k])
+        acl.rt.destroy_event(copied[k])
+        acl.rt.destroy_event(consumed[k])
+    acl.rt.destroy_event(start)
+    acl.rt.destroy_event(stop)
+    acl.rt.free_host(host)
+    acl.rt.destroy_stream(copy_stream)
+    acl.rt.destroy_stream(compute_stream)
+    acl.rt.destroy_context(context)
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return text
+
+
+def test_a_cpp_double_buffer_with_events_matches_the_pyacl_twin(toolkit, tmp_path):
+    exe = build(toolkit, tmp_path, DOUBLE_BUFFER_CPP, "double_buffer", cpp=True)
+    code, out = run_here(toolkit, exe, tmp_path)
+    native = record(session.current_runtime())
+    expected, python = twin(double_buffer_twin)
+    assert code == 0, out
+    assert out == expected
+    first = 5 * 256 * 1024
+    assert f"last {first % 251} {(first + 7) % 251}" in out
+    assert native == python
+    # the copy stream and the compute stream overlap: the events did their work
+    memcpys = [t for t in session.current_runtime().tasks if t.kind == "memcpy"]
+    assert len(memcpys) == 13
+
+
+def test_the_comparison_rejects_a_program_that_differs(toolkit, tmp_path):
+    """A C program that waits on one event fewer than its twin gives another trace."""
+    racy = DOUBLE_BUFFER_CPP.replace(
+        "if (i >= 2) CHECK(aclrtStreamWaitEvent(p.copyStream, p.consumed[k]));", "")
+    exe = build(toolkit, tmp_path, racy, "racy", cpp=True)
+    code, _ = run_here(toolkit, exe, tmp_path)
+    native = record(session.current_runtime())
+    _, python = twin(double_buffer_twin)
+    assert code == 0
+    assert native != python
+
+
+BAD_INPUT_C = r"""
+#include <stdio.h>
+#include "acl/acl.h"
+
+int main(void)
+{
+    void *dev = NULL;
+    aclrtStream stream = NULL;
+    aclrtEvent event = NULL;
+    printf("%d\n", aclrtMalloc(&dev, 1024, ACL_MEM_MALLOC_HUGE_FIRST));   /* before aclInit */
+    printf("%d\n", aclInit(NULL));
+    printf("%d\n", aclInit(NULL));                                         /* twice */
+    printf("%d\n", aclrtSetDevice(99));
+    printf("%d\n", aclrtSetDevice(0));
+    printf("%d\n", aclrtMalloc(&dev, 0, ACL_MEM_MALLOC_HUGE_FIRST));
+    printf("%d\n", aclrtMalloc(&dev, 4096, (aclrtMemMallocPolicy)77));
+    printf("%d\n", aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST));
+    printf("%d\n", aclrtFree((void *)0x1234));
+    char small[16];
+    printf("%d\n", aclrtMemcpy(small, sizeof small, dev, 64, ACL_MEMCPY_DEVICE_TO_HOST));
+    printf("%d\n", aclrtMemcpy(dev, 4096, small, sizeof small, (aclrtMemcpyKind)9));
+    printf("%d\n", aclrtMemcpy(dev, 4096, dev, 8192, ACL_MEMCPY_DEVICE_TO_DEVICE));
+    printf("%d\n", aclrtCreateStream(&stream));
+    printf("%d\n", aclrtDestroyStream(stream));
+    printf("%d\n", aclrtDestroyStream(stream));                            /* twice */
+    printf("%d\n", aclrtCreateEvent(&event));
+    printf("%d\n", aclrtEventElapsedTime(&(float){0}, event, event));   /* never recorded */
+    printf("%d\n", aclrtDestroyEvent(event));
+    printf("%d\n", aclrtFree(dev));
+    printf("%d\n", aclrtFree(dev));                                        /* twice */
+    printf("%d\n", aclrtFreeHost(small));
+    printf("%d\n", aclrtResetDevice(0));
+    printf("%d\n", aclFinalize());
+    printf("%d\n", aclFinalize());                                         /* twice */
+    /* null out-parameters: refused here before any call, as CANN checks them */
+    printf("%d %d %d\n", aclrtMalloc(NULL, 16, ACL_MEM_MALLOC_HUGE_FIRST),
+           aclrtCreateStream(NULL), aclrtGetDevice(NULL));
+    printf("%s\n", aclGetRecentErrMsg());
+    return 0;
+}
+"""
+
+
+def bad_input_twin(acl):
+    out = []
+    out.append(acl.rt.malloc(1024, C.ACL_MEM_MALLOC_HUGE_FIRST)[1])
+    out += [acl.init(), acl.init(), acl.rt.set_device(99), acl.rt.set_device(0)]
+    out.append(acl.rt.malloc(0, C.ACL_MEM_MALLOC_HUGE_FIRST)[1])
+    out.append(acl.rt.malloc(4096, 77)[1])
+    dev, ret = acl.rt.malloc(4096, C.ACL_MEM_MALLOC_HUGE_FIRST)
+    out += [ret, acl.rt.free(0x1234)]
+    small = bytearray(16)
+    ptr = acl.util.bytes_to_ptr(small)
+    out.append(acl.rt.memcpy(ptr, 16, dev, 64, C.ACL_MEMCPY_DEVICE_TO_HOST))
+    out.append(acl.rt.memcpy(dev, 4096, ptr, 16, 9))
+    out.append(acl.rt.memcpy(dev, 4096, dev, 8192, C.ACL_MEMCPY_DEVICE_TO_DEVICE))
+    stream, ret = acl.rt.create_stream()
+    out += [ret, acl.rt.destroy_stream(stream), acl.rt.destroy_stream(stream)]
+    event, ret = acl.rt.create_event()
+    out += [ret, acl.rt.event_elapsed_time(event, event)[1], acl.rt.destroy_event(event)]
+    out += [acl.rt.free(dev), acl.rt.free(dev), acl.rt.free_host(ptr)]
+    out += [acl.rt.reset_device(0), acl.finalize(), acl.finalize()]
+    return out
+
+
+def test_bad_input_gives_the_codes_pyacl_gives(toolkit, tmp_path):
+    exe = build(toolkit, tmp_path, BAD_INPUT_C, "bad_input")
+    code, out = run_here(toolkit, exe, tmp_path)
+    native = record(session.current_runtime())
+    codes, python = twin(bad_input_twin)
+    lines = out.splitlines()
+    assert code == 0, out
+    assert [int(x) for x in lines[:len(codes)]] == codes
+    assert lines[len(codes)] == "100000 100000 100000"
+    assert "returned 100000 ACL_ERROR_INVALID_PARAM" in lines[-1] and "null pointer" in lines[-1]
+    assert len(set(codes)) >= 6 and 0 in codes       # varied codes, and successes between
+    assert native == python
+
+
+THREADS_CPP = r"""
+#include <cstdio>
+#include <thread>
+#include "acl/acl.h"
+
+int main()
+{
+    aclInit(nullptr);
+    aclrtSetDevice(0);
+    aclrtContext context;
+    aclrtCreateContext(&context, 0);
+    aclrtContext mine = nullptr;
+    std::printf("main has a context: %d\n", aclrtGetCurrentContext(&mine) == 0 && mine == context);
+    int before = -1, set = -1, after = -1, same = 0, copied = -1;
+    std::thread worker([&] {
+        aclrtContext c = nullptr;
+        before = aclrtGetCurrentContext(&c);             /* a new thread has none */
+        set = aclrtSetCurrentContext(context);
+        after = aclrtGetCurrentContext(&c);
+        same = c == context;
+        aclrtStream s;
+        aclrtCreateStream(&s);
+        void *dev;
+        aclrtMalloc(&dev, 256, ACL_MEM_MALLOC_HUGE_FIRST);
+        int data[64];
+        for (int i = 0; i < 64; i++) data[i] = i * i;
+        aclrtMemcpyAsync(dev, 256, data, 256, ACL_MEMCPY_HOST_TO_DEVICE, s);
+        int back[64] = {0};
+        aclrtMemcpyAsync(back, 256, dev, 256, ACL_MEMCPY_DEVICE_TO_HOST, s);
+        aclrtSynchronizeStream(s);
+        copied = back[63];
+        aclrtFree(dev);
+        aclrtDestroyStream(s);
+    });
+    worker.join();
+    std::printf("worker: before %s, set %d, after %d, same %d, copied %d\n",
+                before != 0 ? "fails" : "succeeds", set, after, same, copied);
+    aclrtDestroyContext(context);
+    aclrtResetDevice(0);
+    aclFinalize();
+    return 0;
+}
+"""
+
+
+def test_each_thread_has_its_own_current_context(toolkit, tmp_path):
+    exe = build(toolkit, tmp_path, THREADS_CPP, "threads", cpp=True)
+    code, out = run_here(toolkit, exe, tmp_path)
+    assert code == 0, out
+    assert out == ("main has a context: 1\n"
+                   "worker: before fails, set 0, after 0, same 1, copied 3969\n")
+    # the twin in Python: a thread of its own gets no context either
+    def thread_twin(acl):
+        acl.init()
+        acl.rt.set_device(0)
+        context, _ = acl.rt.create_context(0)
+        seen = {}
+
+        def body():
+            seen["before"] = acl.rt.get_context()[1]
+        t = threading.Thread(target=body)
+        t.start()
+        t.join()
+        acl.rt.destroy_context(context)
+        acl.rt.reset_device(0)
+        acl.finalize()
+        return seen["before"]
+
+    before, _ = twin(thread_twin)
+    assert before != 0
+
+
+# -- on its own, and faults -----------------------------------------------------------------
+
+def test_a_program_runs_on_its_own_with_a_device_it_starts(toolkit, tmp_path):
+    exe = build(toolkit, tmp_path, RESOURCES_C, "alone")
+    latest, env = toolkit
+    env = {**env, "LD_LIBRARY_PATH": f"{latest}/runtime/lib64"}
+    env.pop("ACLLAB_DEVICE", None)
+    done = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=120)
+    expected, _ = twin(resources_twin)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected
+
+
+def test_writing_through_a_device_pointer_faults_as_on_a_card(toolkit, tmp_path):
+    source = RESOURCES_C.replace("    CHECK(aclrtFree(devBuf));",
+                                 "    *(volatile int *)devBuf = 1;\n    CHECK(aclrtFree(devBuf));")
+    exe = build(toolkit, tmp_path, source, "fault")
+    code, _ = run_here(toolkit, exe, tmp_path)
+    assert code == 128 + 11                          # SIGSEGV
+
+
+# -- the command line -----------------------------------------------------------------------
+
+def _acllab(args, env, cwd=None):
+    return subprocess.run([sys.executable, "-m", "acllab", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_acllab_env_exports_evaluate_and_build_a_program_with_them(toolkit, tmp_path):
+    _, env = toolkit
+    env = {**env, "PYTHONPATH": str(ROOT)}
+    (tmp_path / "main.c").write_text(textwrap.dedent(RESOURCES_C))
+    script = ('eval "$(' + f"{sys.executable} -m acllab env" + ')" && '
+              'gcc -I"$DDK_PATH/runtime/include" main.c -L"$NPU_HOST_LIB" -lascendcl -o main '
+              '&& ./main')
+    done = subprocess.run(["bash", "-c", script], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    expected, _ = twin(resources_twin)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected
+
+
+def test_acllab_profile_runs_a_native_program_and_writes_its_trace(toolkit, tmp_path):
+    _, env = toolkit
+    exe = build(toolkit, tmp_path, DOUBLE_BUFFER_CPP, "main", cpp=True)
+    done = _acllab(["profile", "--out", str(tmp_path / "t.json"), str(exe)],
+                   {**env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "elapsed" in done.stdout and "== acllab profile" in done.stdout
+    assert "tasks: 38 (event_record 14, event_wait 10, memcpy 13, staging 1)" in done.stdout
+    assert (tmp_path / "t.json").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("how", ["named", "none"])
+def test_a_missing_compiler_gives_a_clear_message_not_a_traceback(tmp_path, how):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ACLLAB_CACHE": str(tmp_path / "cache")}
+    if how == "named":
+        env["CC"] = str(tmp_path / "no-such-cc")
+        why = "names no program"
+    else:
+        env.pop("CC", None)
+        env.pop("ACLLAB_CC", None)
+        env["PATH"] = str(tmp_path)              # no cc, gcc or clang (and no ziglang)
+        why = "no C compiler was found"
+    done = _acllab(["env"], env)
+    assert done.returncode == 2
+    assert why in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
+    exe = tmp_path / "prog"
+    exe.write_bytes(b"\x7fELF")
+    exe.chmod(0o755)
+    done = _acllab(["profile", str(exe)], env)
+    assert done.returncode == 2
+    assert why in done.stderr and "Traceback" not in done.stderr
