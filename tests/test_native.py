@@ -591,6 +591,68 @@ def test_each_thread_has_its_own_current_context(toolkit, tmp_path):
     assert before != 0
 
 
+CONCURRENT_CPP = r"""
+#include <cstdio>
+#include <thread>
+#include <vector>
+#include "acl/acl.h"
+
+int main()
+{
+    aclInit(nullptr);
+    aclrtSetDevice(0);
+    aclrtContext context;
+    aclrtCreateContext(&context, 0);
+    const int threads = 4, rounds = 25;
+    std::vector<int> good(threads, 0);
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; t++) {
+        workers.emplace_back([&, t] {
+            aclrtSetCurrentContext(context);
+            aclrtStream s;
+            aclrtCreateStream(&s);
+            void *dev, *pin;
+            aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST);
+            aclrtMallocHost(&pin, 4096);
+            for (int i = 0; i < rounds; i++) {
+                int data[1024], back[1024];
+                for (int j = 0; j < 1024; j++) data[j] = t * 100000 + i * 1000 + j;
+                aclrtMemcpyAsync(dev, 4096, data, 4096, ACL_MEMCPY_HOST_TO_DEVICE, s);
+                aclrtMemcpyAsync(pin, 4096, dev, 4096, ACL_MEMCPY_DEVICE_TO_HOST, s);
+                aclrtSynchronizeStream(s);
+                aclrtMemcpy(back, sizeof back, pin, 4096, ACL_MEMCPY_HOST_TO_HOST);
+                bool same = true;
+                for (int j = 0; j < 1024; j++)
+                    same = same && back[j] == data[j] && static_cast<int *>(pin)[j] == data[j];
+                good[t] += same;
+            }
+            aclrtFree(dev);
+            aclrtFreeHost(pin);
+            aclrtDestroyStream(s);
+        });
+    }
+    for (auto &w : workers) w.join();
+    for (int t = 0; t < threads; t++) std::printf("%d ", good[t]);
+    std::printf("\n");
+    aclrtDestroyContext(context);
+    aclrtResetDevice(0);
+    aclFinalize();
+    return 0;
+}
+"""
+
+
+def test_threads_copying_at_once_each_see_their_own_bytes(toolkit, tmp_path):
+    """Four threads at once, each through its own stack buffer, pinned buffer and stream:
+    every round trip gives back its own bytes (a buffer's changes travel on its thread's
+    channel, and the device's writes reach the thread whose call made them)."""
+    exe = build(toolkit, tmp_path, CONCURRENT_CPP, "concurrent", cpp=True)
+    for _ in range(3):
+        code, out = run_here(toolkit, exe, tmp_path)
+        assert code == 0, out
+        assert out == "25 25 25 25 \n"
+
+
 # -- on its own, and faults -----------------------------------------------------------------
 
 def test_a_program_runs_on_its_own_with_a_device_it_starts(toolkit, tmp_path):

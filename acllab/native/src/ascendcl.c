@@ -297,7 +297,11 @@ static int channel(void) {
 /* -- host memory ------------------------------------------------------------------------ */
 
 typedef struct { unsigned char *local; size_t size; uint64_t sim; } Pinned;
-typedef struct { unsigned char *local; size_t size; uint64_t sim; unsigned char *snap; } Pageable;
+/* A registered host buffer: its bytes as the device last saw them (snap), and the channel
+ * whose messages carry its changes (owner: the thread that last named it in a call). The
+ * server applies a message's memory changes on that message's channel, in order with its
+ * calls, so a buffer's changes travel on the channel of the thread that uses it. */
+typedef struct { unsigned char *local; size_t size; uint64_t sim; unsigned char *snap; int owner; } Pageable;
 
 static Pinned *pinned;
 static int npinned, cappinned;
@@ -321,8 +325,9 @@ static int safe_read(const void *p, void *out, size_t k) {
     return 1;
 }
 
-/* The mem list for the next message: written and dead pageable buffers (pmu held). */
-static uint32_t mem_items(Buf *b) {
+/* The mem list for the next message on channel ch: the buffers it owns that changed, and
+ * the dead ones (pmu held). */
+static uint32_t mem_items(Buf *b, int ch) {
     uint32_t count = 0;
     Buf tmp = {0};
     for (int j = 0; j < ndead; j++) {
@@ -332,6 +337,7 @@ static uint32_t mem_items(Buf *b) {
     ndead = 0;
     for (int j = 0; j < npageable; j++) {
         Pageable *e = &pageable[j];
+        if (e->owner != ch) continue;
         unsigned char *now = malloc(e->size ? e->size : 1);
         if (!now) continue;
         if (!safe_read(e->local, now, e->size)) {     /* unmapped since: the buffer died */
@@ -406,9 +412,10 @@ static int recv_all(unsigned char *p, size_t k) {
 /* Send one message: the fields already encoded in body (nfields of them), plus mem. */
 static int send_msg(const Buf *body, uint32_t nfields) {
     Buf mem = {0}, out = {0};
+    int ch = channel();
     pthread_mutex_lock(&wmu);
     pthread_mutex_lock(&pmu);
-    uint32_t has_mem = mem_items(&mem) ? 1 : 0;
+    uint32_t has_mem = mem_items(&mem, ch) ? 1 : 0;
     pthread_mutex_unlock(&pmu);
     put_be(&out, 0, 4);
     e_map(&out, nfields + has_mem);
@@ -806,6 +813,7 @@ static int pinned_sim(const void *p, uint64_t *sim) {
  * process cannot read, for the device to judge). */
 static uint64_t host_addr(const void *p, size_t k) {
     uint64_t sim;
+    int ch = channel();
     if (!p) return 0;
     if (pinned_sim(p, &sim)) return sim;
     const unsigned char *q = p;
@@ -816,6 +824,7 @@ static uint64_t host_addr(const void *p, size_t k) {
         Pageable *e = &pageable[j];
         if (q >= e->local && q + need <= e->local + e->size) {
             sim = e->sim + (uint64_t)(q - e->local);
+            e->owner = ch;
             pthread_mutex_unlock(&pmu);
             return sim;
         }
@@ -845,6 +854,7 @@ static uint64_t host_addr(const void *p, size_t k) {
     pageable[npageable].size = need;
     pageable[npageable].sim = sim;
     pageable[npageable].snap = copy;
+    pageable[npageable].owner = ch;
     npageable++;
     pthread_mutex_unlock(&pmu);
     return sim;
