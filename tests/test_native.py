@@ -591,6 +591,155 @@ def test_each_thread_has_its_own_current_context(toolkit, tmp_path):
     assert before != 0
 
 
+MODEL_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "acl/acl.h"
+#define CHECK(call) do { aclError ret_ = (call); if (ret_ != ACL_SUCCESS) { \
+    printf("%s failed: %d\n", #call, ret_); return 1; } } while (0)
+int main(int argc, char **argv) {
+    const char *path = argc > 1 ? argv[1] : "tiny.om";
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    aclrtContext context; CHECK(aclrtCreateContext(&context, 0));
+    aclrtStream stream; CHECK(aclrtCreateStream(&stream));
+    uint32_t modelId;
+    CHECK(aclmdlLoadFromFile(path, &modelId));
+    aclmdlDesc *desc = aclmdlCreateDesc();
+    CHECK(aclmdlGetDesc(desc, modelId));
+    size_t nin = aclmdlGetNumInputs(desc), nout = aclmdlGetNumOutputs(desc);
+    size_t inSize = aclmdlGetInputSizeByIndex(desc, 0);
+    size_t outSize = aclmdlGetOutputSizeByIndex(desc, 0);
+    aclmdlIODims dims; CHECK(aclmdlGetInputDims(desc, 0, &dims));
+    printf("inputs %zu outputs %zu in %zu B out %zu B, input %s [", nin, nout, inSize, outSize,
+           dims.name);
+    for (size_t i = 0; i < dims.dimCount; i++)
+        printf("%s%lld", i ? "," : "", (long long)dims.dims[i]);
+    int type = (int)aclmdlGetInputDataType(desc, 0);
+    int format = (int)aclmdlGetInputFormat(desc, 0);
+    const char *outName = aclmdlGetOutputNameByIndex(desc, 0);
+    printf("] type %d format %d, output %s\n", type, format, outName);
+    void *inDev, *outDev;
+    CHECK(aclrtMalloc(&inDev, inSize, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtMalloc(&outDev, outSize, ACL_MEM_MALLOC_HUGE_FIRST));
+    float *image = malloc(inSize);
+    for (size_t i = 0; i < inSize / sizeof(float); i++) image[i] = (float)((i * 37) % 17) / 17.0f;
+    CHECK(aclrtMemcpy(inDev, inSize, image, inSize, ACL_MEMCPY_HOST_TO_DEVICE));
+    aclmdlDataset *input = aclmdlCreateDataset(), *output = aclmdlCreateDataset();
+    aclDataBuffer *inBuf = aclCreateDataBuffer(inDev, inSize);
+    aclDataBuffer *outBuf = aclCreateDataBuffer(outDev, outSize);
+    CHECK(aclmdlAddDatasetBuffer(input, inBuf));
+    CHECK(aclmdlAddDatasetBuffer(output, outBuf));
+    CHECK(aclmdlExecute(modelId, input, output));
+    CHECK(aclmdlExecuteAsync(modelId, input, output, stream));
+    CHECK(aclrtSynchronizeStream(stream));
+    aclDataBuffer *got = aclmdlGetDatasetBuffer(output, 0);
+    void *outAddr = aclGetDataBufferAddr(got);
+    size_t outLen = aclGetDataBufferSizeV2(got);
+    float *result = malloc(outLen);
+    CHECK(aclrtMemcpy(result, outLen, outAddr, outLen, ACL_MEMCPY_DEVICE_TO_HOST));
+    size_t best = 0;
+    for (size_t i = 1; i < outLen / sizeof(float); i++) if (result[i] > result[best]) best = i;
+    printf("top class %zu score %.6f of %zu\n", best, result[best], outLen / sizeof(float));
+    CHECK(aclDestroyDataBuffer(inBuf)); CHECK(aclDestroyDataBuffer(outBuf));
+    CHECK(aclmdlDestroyDataset(input)); CHECK(aclmdlDestroyDataset(output));
+    CHECK(aclmdlDestroyDesc(desc));
+    CHECK(aclmdlUnload(modelId));
+    CHECK(aclrtFree(inDev)); CHECK(aclrtFree(outDev));
+    free(image); free(result);
+    CHECK(aclrtDestroyStream(stream)); CHECK(aclrtDestroyContext(context));
+    CHECK(aclrtResetDevice(0)); CHECK(aclFinalize());
+    return 0;
+}
+"""
+
+
+def model_twin(acl, path):
+    acl.init()
+    acl.rt.set_device(0)
+    context, _ = acl.rt.create_context(0)
+    stream, _ = acl.rt.create_stream()
+    model_id, _ = acl.mdl.load_from_file(path)
+    desc = acl.mdl.create_desc()
+    acl.mdl.get_desc(desc, model_id)
+    nin, nout = acl.mdl.get_num_inputs(desc), acl.mdl.get_num_outputs(desc)
+    in_size = acl.mdl.get_input_size_by_index(desc, 0)
+    out_size = acl.mdl.get_output_size_by_index(desc, 0)
+    dims, _ = acl.mdl.get_input_dims(desc, 0)
+    text = (f"inputs {nin} outputs {nout} in {in_size} B out {out_size} B, input "
+            f"{dims['name']} [{','.join(map(str, dims['dims']))}] type "
+            f"{acl.mdl.get_input_data_type(desc, 0)} format {acl.mdl.get_input_format(desc, 0)}"
+            f", output {acl.mdl.get_output_name_by_index(desc, 0)}\n")
+    in_dev, _ = acl.rt.malloc(in_size, C.ACL_MEM_MALLOC_HUGE_FIRST)
+    out_dev, _ = acl.rt.malloc(out_size, C.ACL_MEM_MALLOC_HUGE_FIRST)
+    image = (np.arange(in_size // 4) * 37 % 17).astype(np.float32) / np.float32(17)
+    host_image = bytearray(image.tobytes())
+    acl.rt.memcpy(in_dev, in_size, acl.util.bytes_to_ptr(host_image), in_size,
+                  C.ACL_MEMCPY_HOST_TO_DEVICE)
+    inputs, outputs = acl.mdl.create_dataset(), acl.mdl.create_dataset()
+    in_buf = acl.create_data_buffer(in_dev, in_size)
+    out_buf = acl.create_data_buffer(out_dev, out_size)
+    acl.mdl.add_dataset_buffer(inputs, in_buf)
+    acl.mdl.add_dataset_buffer(outputs, out_buf)
+    acl.mdl.execute(model_id, inputs, outputs)
+    acl.mdl.execute_async(model_id, inputs, outputs, stream)
+    acl.rt.synchronize_stream(stream)
+    got = acl.mdl.get_dataset_buffer(outputs, 0)
+    out_addr, out_len = acl.get_data_buffer_addr(got), acl.get_data_buffer_size_v2(got)
+    result = bytearray(out_len)
+    acl.rt.memcpy(acl.util.bytes_to_ptr(result), out_len, out_addr, out_len,
+                  C.ACL_MEMCPY_DEVICE_TO_HOST)
+    scores = np.frombuffer(bytes(result), dtype=np.float32)
+    best = int(np.argmax(scores))
+    text += f"top class {best} score {scores[best]:.6f} of {scores.size}\n"
+    acl.destroy_data_buffer(in_buf)
+    acl.destroy_data_buffer(out_buf)
+    acl.mdl.destroy_dataset(inputs)
+    acl.mdl.destroy_dataset(outputs)
+    acl.mdl.destroy_desc(desc)
+    acl.mdl.unload(model_id)
+    acl.rt.free(in_dev)
+    acl.rt.free(out_dev)
+    acl.rt.destroy_stream(stream)
+    acl.rt.destroy_context(context)
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return text
+
+
+@pytest.mark.parametrize("shape", ["data:1,1,16,16", "data:4,1,16,16"])
+def test_a_model_loaded_and_run_from_c_matches_the_pyacl_twin(toolkit, tmp_path, shape):
+    from acllab.model import atc_main
+
+    om = tmp_path / "tiny"
+    assert atc_main(["--model", "zoo:tiny", "--output", str(om), "--soc_version", "Ascend310",
+                     "--input_shape", shape]) == 0
+    exe = build(toolkit, tmp_path, MODEL_C, "model")
+    code, out = run_here(toolkit, exe, tmp_path, [f"{om}.om"])
+    native = record(session.current_runtime())
+    expected, python = twin(lambda acl: model_twin(acl, f"{om}.om"))
+    assert code == 0, out
+    assert out == expected
+    assert f"[{shape[5:]}]" in out and "top class" in out
+    assert native == python
+    assert any(t.kind not in ("memcpy", "staging", "event_record", "event_wait")
+               for t in session.current_runtime().tasks)          # the model's own tasks
+
+
+def test_a_model_that_is_not_there_gives_pyacl_s_code(toolkit, tmp_path):
+    exe = build(toolkit, tmp_path, MODEL_C, "model")
+    code, out = run_here(toolkit, exe, tmp_path, [str(tmp_path / "missing.om")])
+    assert code == 1
+    acllab.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acllab.acl.init()
+        acllab.acl.rt.set_device(0)
+        _, ret = acllab.acl.mdl.load_from_file(str(tmp_path / "missing.om"))
+    assert ret != 0
+    assert out.strip().endswith(f"aclmdlLoadFromFile(path, &modelId) failed: {ret}")
+
+
 CONCURRENT_CPP = r"""
 #include <cstdio>
 #include <thread>

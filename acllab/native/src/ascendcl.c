@@ -254,6 +254,7 @@ typedef struct Waiter {
 } Waiter;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char start_cwd[4096];      /* where the program started (the server's directory) */
 static int sock = -1;
 static int lost;                       /* the connection is gone: every call fails */
 static char lost_why[1024];
@@ -628,6 +629,7 @@ static int connect_path(const char *path) {
 
 static void start(void) {
     const char *path = getenv("ACLLAB_DEVICE");
+    if (!getcwd(start_cwd, sizeof start_cwd)) start_cwd[0] = 0;
     char why[600];
     if (path && *path) {
         sock = connect_path(path);
@@ -1162,4 +1164,257 @@ aclError aclrtMemcpy2dAsync(void *dst, size_t dpitch, const void *src, size_t sp
     uint64_t d = host_addr(dst, span2d(dpitch, width, height));
     STATUS("acl.rt.memcpy2d_async", "uuuuuuiu", d, (uint64_t)dpitch, s, (uint64_t)spitch,
            (uint64_t)width, (uint64_t)height, (int64_t)kind, H(stream));
+}
+
+/* -- data buffers --------------------------------------------------------------------------- */
+
+/* The local pointer for an address the device gave back (the inverse of host_addr). */
+static void *local_of(uint64_t sim) {
+    void *out = (void *)(uintptr_t)sim;
+    pthread_mutex_lock(&pmu);
+    for (int j = npinned - 1; j >= 0; j--) {
+        if (sim >= pinned[j].sim && sim < pinned[j].sim + (pinned[j].size ? pinned[j].size : 1)) {
+            out = pinned[j].local + (sim - pinned[j].sim);
+            goto done;
+        }
+    }
+    for (int j = npageable - 1; j >= 0; j--) {
+        if (sim >= pageable[j].sim && sim < pageable[j].sim + pageable[j].size) {
+            out = pageable[j].local + (sim - pageable[j].sim);
+            goto done;
+        }
+    }
+done:
+    pthread_mutex_unlock(&pmu);
+    return out;
+}
+
+/* A call whose C function returns its value (pyACL's bare functions): the value, or 0. */
+static int64_t bare(const char *op, const char *fmt, uint64_t a, uint64_t b) {
+    int code;
+    V *v = fmt[0] == 0 ? call(&code, op, "") : fmt[1] == 0 ? call(&code, op, fmt, a)
+                                                           : call(&code, op, fmt, a, b);
+    int64_t out = is_int(v) ? v->i : 0;
+    vfree(v);
+    return out;
+}
+
+aclDataBuffer *aclCreateDataBuffer(void *data, size_t size) {
+    uint64_t d = host_addr(data, size);
+    return (aclDataBuffer *)(uintptr_t)bare("acl.create_data_buffer", "uu", d, (uint64_t)size);
+}
+aclError aclDestroyDataBuffer(const aclDataBuffer *dataBuffer) {
+    STATUS("acl.destroy_data_buffer", "u", H(dataBuffer));
+}
+aclError aclUpdateDataBuffer(aclDataBuffer *dataBuffer, void *data, size_t size) {
+    uint64_t d = host_addr(data, size);
+    STATUS("acl.update_data_buffer", "uuu", H(dataBuffer), d, (uint64_t)size);
+}
+void *aclGetDataBufferAddr(const aclDataBuffer *dataBuffer) {
+    return local_of((uint64_t)bare("acl.get_data_buffer_addr", "u", H(dataBuffer), 0));
+}
+uint32_t aclGetDataBufferSize(const aclDataBuffer *dataBuffer) {
+    return (uint32_t)bare("acl.get_data_buffer_size", "u", H(dataBuffer), 0);
+}
+size_t aclGetDataBufferSizeV2(const aclDataBuffer *dataBuffer) {
+    return (size_t)bare("acl.get_data_buffer_size_v2", "u", H(dataBuffer), 0);
+}
+size_t aclDataTypeSize(aclDataType dataType) {
+    return (size_t)bare("acl.data_type_size", "i", (uint64_t)(int64_t)dataType, 0);
+}
+
+/* -- models ------------------------------------------------------------------------------ */
+
+/* A path as the device server should read it: as given while the program is still in the
+ * directory it started in (the server's), else made absolute. */
+static const char *server_path(const char *path, char *buf, size_t k) {
+    char now[4096];
+    if (!path || path[0] == '/' || !getcwd(now, sizeof now) || strcmp(now, start_cwd) == 0)
+        return path;
+    snprintf(buf, k, "%s/%s", now, path);
+    return buf;
+}
+
+aclError aclmdlLoadFromFile(const char *modelPath, uint32_t *modelId) {
+    NEED(modelId, "aclmdlLoadFromFile");
+    char buf[8192];
+    OUT1(uint32_t, modelId, "acl.mdl.load_from_file", "s",
+         server_path(modelPath, buf, sizeof buf));
+}
+aclError aclmdlLoadFromMem(const void *model, size_t modelSize, uint32_t *modelId) {
+    NEED(modelId, "aclmdlLoadFromMem");
+    uint64_t m = host_addr(model, modelSize);
+    OUT1(uint32_t, modelId, "acl.mdl.load_from_mem", "uu", m, (uint64_t)modelSize);
+}
+aclError aclmdlLoadFromFileWithMem(const char *modelPath, uint32_t *modelId, void *workPtr,
+                                   size_t workSize, void *weightPtr, size_t weightSize) {
+    NEED(modelId, "aclmdlLoadFromFileWithMem");
+    char buf[8192];
+    OUT1(uint32_t, modelId, "acl.mdl.load_from_file_with_mem", "suuuu",
+         server_path(modelPath, buf, sizeof buf), H(workPtr), (uint64_t)workSize,
+         H(weightPtr), (uint64_t)weightSize);
+}
+aclError aclmdlQuerySize(const char *fileName, size_t *workSize, size_t *weightSize) {
+    NEED(workSize, "aclmdlQuerySize");
+    NEED(weightSize, "aclmdlQuerySize");
+    char buf[8192];
+    int code;
+    V *v = call(&code, "acl.mdl.query_size", "s", server_path(fileName, buf, sizeof buf));
+    if (!v) return code;
+    int r = ret_of(v);
+    if (r == 0) { *workSize = (size_t)int_at(v, 0); *weightSize = (size_t)int_at(v, 1); }
+    vfree(v);
+    return r;
+}
+aclError aclmdlUnload(uint32_t modelId) { STATUS("acl.mdl.unload", "u", (uint64_t)modelId); }
+aclError aclmdlExecute(uint32_t modelId, const aclmdlDataset *input, aclmdlDataset *output) {
+    STATUS("acl.mdl.execute", "uuu", (uint64_t)modelId, H(input), H(output));
+}
+aclError aclmdlExecuteAsync(uint32_t modelId, const aclmdlDataset *input, aclmdlDataset *output,
+                            aclrtStream stream) {
+    STATUS("acl.mdl.execute_async", "uuuu", (uint64_t)modelId, H(input), H(output), H(stream));
+}
+
+aclmdlDesc *aclmdlCreateDesc(void) {
+    return (aclmdlDesc *)(uintptr_t)bare("acl.mdl.create_desc", "", 0, 0);
+}
+aclError aclmdlDestroyDesc(aclmdlDesc *modelDesc) {
+    STATUS("acl.mdl.destroy_desc", "u", H(modelDesc));
+}
+aclError aclmdlGetDesc(aclmdlDesc *modelDesc, uint32_t modelId) {
+    STATUS("acl.mdl.get_desc", "uu", H(modelDesc), (uint64_t)modelId);
+}
+size_t aclmdlGetNumInputs(aclmdlDesc *modelDesc) {
+    return (size_t)bare("acl.mdl.get_num_inputs", "u", H(modelDesc), 0);
+}
+size_t aclmdlGetNumOutputs(aclmdlDesc *modelDesc) {
+    return (size_t)bare("acl.mdl.get_num_outputs", "u", H(modelDesc), 0);
+}
+size_t aclmdlGetInputSizeByIndex(aclmdlDesc *modelDesc, size_t index) {
+    return (size_t)bare("acl.mdl.get_input_size_by_index", "uu", H(modelDesc), (uint64_t)index);
+}
+size_t aclmdlGetOutputSizeByIndex(aclmdlDesc *modelDesc, size_t index) {
+    return (size_t)bare("acl.mdl.get_output_size_by_index", "uu", H(modelDesc), (uint64_t)index);
+}
+
+static aclError dims(const char *op, const char *api, const aclmdlDesc *modelDesc, size_t index,
+                     aclmdlIODims *out) {
+    NEED(out, api);
+    int code;
+    V *v = call(&code, op, "uu", H(modelDesc), (uint64_t)index);
+    if (!v) return code;
+    int r = ret_of(v);
+    const V *d = item(v, 0);
+    if (r == 0 && d && d->t == 'm') {
+        memset(out, 0, sizeof *out);
+        V *name = get(d, "name"), *list = get(d, "dims");
+        if (name && name->t == 's') snprintf(out->name, sizeof out->name, "%s", name->s);
+        if (is_seq(list)) {
+            out->dimCount = list->n < ACL_MAX_DIM_CNT ? list->n : ACL_MAX_DIM_CNT;
+            for (size_t j = 0; j < out->dimCount; j++)
+                out->dims[j] = is_int(list->a[j]) ? list->a[j]->i : 0;
+        }
+    }
+    vfree(v);
+    return r;
+}
+aclError aclmdlGetInputDims(const aclmdlDesc *modelDesc, size_t index, aclmdlIODims *d) {
+    return dims("acl.mdl.get_input_dims", "aclmdlGetInputDims", modelDesc, index, d);
+}
+aclError aclmdlGetOutputDims(const aclmdlDesc *modelDesc, size_t index, aclmdlIODims *d) {
+    return dims("acl.mdl.get_output_dims", "aclmdlGetOutputDims", modelDesc, index, d);
+}
+aclError aclmdlGetCurOutputDims(const aclmdlDesc *modelDesc, size_t index, aclmdlIODims *d) {
+    return dims("acl.mdl.get_cur_output_dims", "aclmdlGetCurOutputDims", modelDesc, index, d);
+}
+
+/* Names live as long as the program (CANN's live as long as the description). */
+static const char *intern(const char *s) {
+    static char **names;
+    static int n, cap;
+    static pthread_mutex_t nmu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&nmu);
+    for (int j = 0; j < n; j++)
+        if (strcmp(names[j], s) == 0) { pthread_mutex_unlock(&nmu); return names[j]; }
+    if (n == cap) {
+        int c = cap ? 2 * cap : 16;
+        char **p = realloc(names, (size_t)c * sizeof(char *));
+        if (!p) { pthread_mutex_unlock(&nmu); return ""; }
+        names = p;
+        cap = c;
+    }
+    char *copy = strdup(s);
+    if (!copy) { pthread_mutex_unlock(&nmu); return ""; }
+    names[n++] = copy;
+    pthread_mutex_unlock(&nmu);
+    return copy;
+}
+
+static const char *name_by_index(const char *op, const aclmdlDesc *modelDesc, size_t index) {
+    int code;
+    V *v = call(&code, op, "uu", H(modelDesc), (uint64_t)index);
+    const char *out = v && v->t == 's' ? intern(v->s) : "";
+    vfree(v);
+    return out;
+}
+const char *aclmdlGetInputNameByIndex(const aclmdlDesc *modelDesc, size_t index) {
+    return name_by_index("acl.mdl.get_input_name_by_index", modelDesc, index);
+}
+const char *aclmdlGetOutputNameByIndex(const aclmdlDesc *modelDesc, size_t index) {
+    return name_by_index("acl.mdl.get_output_name_by_index", modelDesc, index);
+}
+aclError aclmdlGetInputIndexByName(const aclmdlDesc *modelDesc, const char *name, size_t *index) {
+    NEED(index, "aclmdlGetInputIndexByName");
+    OUT1(size_t, index, "acl.mdl.get_input_index_by_name", "us", H(modelDesc), name);
+}
+aclError aclmdlGetOutputIndexByName(const aclmdlDesc *modelDesc, const char *name, size_t *index) {
+    NEED(index, "aclmdlGetOutputIndexByName");
+    OUT1(size_t, index, "acl.mdl.get_output_index_by_name", "us", H(modelDesc), name);
+}
+aclDataType aclmdlGetInputDataType(const aclmdlDesc *modelDesc, size_t index) {
+    int code;
+    V *v = call(&code, "acl.mdl.get_input_data_type", "uu", H(modelDesc), (uint64_t)index);
+    aclDataType out = is_int(v) ? (aclDataType)v->i : ACL_DT_UNDEFINED;
+    vfree(v);
+    return out;
+}
+aclDataType aclmdlGetOutputDataType(const aclmdlDesc *modelDesc, size_t index) {
+    int code;
+    V *v = call(&code, "acl.mdl.get_output_data_type", "uu", H(modelDesc), (uint64_t)index);
+    aclDataType out = is_int(v) ? (aclDataType)v->i : ACL_DT_UNDEFINED;
+    vfree(v);
+    return out;
+}
+aclFormat aclmdlGetInputFormat(const aclmdlDesc *modelDesc, size_t index) {
+    int code;
+    V *v = call(&code, "acl.mdl.get_input_format", "uu", H(modelDesc), (uint64_t)index);
+    aclFormat out = is_int(v) ? (aclFormat)v->i : ACL_FORMAT_UNDEFINED;
+    vfree(v);
+    return out;
+}
+aclFormat aclmdlGetOutputFormat(const aclmdlDesc *modelDesc, size_t index) {
+    int code;
+    V *v = call(&code, "acl.mdl.get_output_format", "uu", H(modelDesc), (uint64_t)index);
+    aclFormat out = is_int(v) ? (aclFormat)v->i : ACL_FORMAT_UNDEFINED;
+    vfree(v);
+    return out;
+}
+
+aclmdlDataset *aclmdlCreateDataset(void) {
+    return (aclmdlDataset *)(uintptr_t)bare("acl.mdl.create_dataset", "", 0, 0);
+}
+aclError aclmdlDestroyDataset(const aclmdlDataset *dataset) {
+    STATUS("acl.mdl.destroy_dataset", "u", H(dataset));
+}
+aclError aclmdlAddDatasetBuffer(aclmdlDataset *dataset, aclDataBuffer *dataBuffer) {
+    int code;
+    V *v = call(&code, "acl.mdl.add_dataset_buffer", "uu", H(dataset), H(dataBuffer));
+    return fin(code, v);        /* pyACL gives (dataset, ret): the code is the last item */
+}
+size_t aclmdlGetDatasetNumBuffers(const aclmdlDataset *dataset) {
+    return (size_t)bare("acl.mdl.get_dataset_num_buffers", "u", H(dataset), 0);
+}
+aclDataBuffer *aclmdlGetDatasetBuffer(const aclmdlDataset *dataset, size_t index) {
+    return (aclDataBuffer *)(uintptr_t)bare("acl.mdl.get_dataset_buffer", "uu", H(dataset),
+                                            (uint64_t)index);
 }

@@ -182,6 +182,19 @@ typedef enum {
     ACL_MEMTYPE_HOST = 1
 } aclMemType;
 
+typedef struct aclDataBuffer aclDataBuffer;
+
+/* data buffers: an address and a size, as a model's inputs and outputs take them */
+ACL_FUNC_VISIBILITY aclDataBuffer *aclCreateDataBuffer(void *data, size_t size);
+ACL_FUNC_VISIBILITY aclError aclDestroyDataBuffer(const aclDataBuffer *dataBuffer);
+ACL_FUNC_VISIBILITY aclError aclUpdateDataBuffer(aclDataBuffer *dataBuffer, void *data,
+                                                 size_t size);
+ACL_FUNC_VISIBILITY void *aclGetDataBufferAddr(const aclDataBuffer *dataBuffer);
+ACL_DEPRECATED_MESSAGE("aclGetDataBufferSize is deprecated, use aclGetDataBufferSizeV2 instead")
+ACL_FUNC_VISIBILITY uint32_t aclGetDataBufferSize(const aclDataBuffer *dataBuffer);
+ACL_FUNC_VISIBILITY size_t aclGetDataBufferSizeV2(const aclDataBuffer *dataBuffer);
+ACL_FUNC_VISIBILITY size_t aclDataTypeSize(aclDataType dataType);
+
 /* The explanation of this thread's most recent failed call, or NULL when there is none. */
 ACL_FUNC_VISIBILITY const char *aclGetRecentErrMsg(void);
 
