@@ -740,6 +740,126 @@ def test_a_model_that_is_not_there_gives_pyacl_s_code(toolkit, tmp_path):
     assert out.strip().endswith(f"aclmdlLoadFromFile(path, &modelId) failed: {ret}")
 
 
+CALLBACK_CPP = r"""
+#include <cstdio>
+#include <atomic>
+#include <pthread.h>
+#include <vector>
+#include "acl/acl.h"
+
+static std::atomic<bool> g_exit(false), g_ready(false);
+static std::vector<int> g_seen;
+
+static void *ProcessCallback(void *arg)
+{
+    aclrtContext ctx = *static_cast<aclrtContext *>(arg);
+    aclrtSetCurrentContext(ctx);
+    g_ready = true;
+    while (!g_exit) {
+        (void)aclrtProcessReport(100);
+    }
+    return nullptr;
+}
+
+static void CallBackFunc(void *userData)
+{
+    int batch = *static_cast<int *>(userData);
+    g_seen.push_back(batch);
+}
+
+int main()
+{
+    aclInit(nullptr);
+    aclrtSetDevice(0);
+    aclrtContext context;
+    aclrtCreateContext(&context, 0);
+    aclrtStream stream;
+    aclrtCreateStream(&stream);
+    pthread_t tid;
+    pthread_create(&tid, nullptr, ProcessCallback, &context);
+    while (!g_ready) {
+    }
+    printf("subscribe %d\n", aclrtSubscribeReport(static_cast<uint64_t>(tid), stream));
+    void *dev, *host;
+    aclrtMalloc(&dev, 1 << 20, ACL_MEM_MALLOC_HUGE_FIRST);
+    aclrtMallocHost(&host, 1 << 20);
+    int batches[4] = {0, 1, 2, 3};
+    for (int i = 0; i < 4; i++) {
+        aclrtMemcpyAsync(dev, 1 << 20, host, 1 << 20, ACL_MEMCPY_HOST_TO_DEVICE, stream);
+        printf("launch %d\n", aclrtLaunchCallback(CallBackFunc, &batches[i],
+               i % 2 ? ACL_CALLBACK_BLOCK : ACL_CALLBACK_NO_BLOCK, stream));
+    }
+    printf("sync %d\n", aclrtSynchronizeStream(stream));
+    printf("unsubscribe %d\n", aclrtUnSubscribeReport(static_cast<uint64_t>(tid), stream));
+    g_exit = true;
+    pthread_join(tid, nullptr);
+    printf("seen");
+    for (int b : g_seen) printf(" %d", b);
+    printf("\n");
+    aclrtFree(dev);
+    aclrtFreeHost(host);
+    aclrtDestroyStream(stream);
+    aclrtDestroyContext(context);
+    aclrtResetDevice(0);
+    aclFinalize();
+    return 0;
+}
+"""
+
+
+def callback_twin(acl):
+    out = []
+    acl.init()
+    acl.rt.set_device(0)
+    context, _ = acl.rt.create_context(0)
+    stream, _ = acl.rt.create_stream()
+    done, ready, seen = threading.Event(), threading.Event(), []
+
+    def process():
+        acl.rt.set_context(context)
+        ready.set()
+        while not done.is_set():
+            acl.rt.process_report(100)
+
+    thread = threading.Thread(target=process)
+    thread.start()
+    ready.wait()
+    out.append(f"subscribe {acl.rt.subscribe_report(thread.ident, stream)}")
+    dev, _ = acl.rt.malloc(1 << 20, C.ACL_MEM_MALLOC_HUGE_FIRST)
+    host, _ = acl.rt.malloc_host(1 << 20)
+    for i in range(4):
+        acl.rt.memcpy_async(dev, 1 << 20, host, 1 << 20, C.ACL_MEMCPY_HOST_TO_DEVICE, stream)
+        ret = acl.rt.launch_callback(seen.append, i, C.ACL_CALLBACK_BLOCK if i % 2
+                                     else C.ACL_CALLBACK_NO_BLOCK, stream)
+        out.append(f"launch {ret}")
+    out.append(f"sync {acl.rt.synchronize_stream(stream)}")
+    out.append(f"unsubscribe {acl.rt.unsubscribe_report(thread.ident, stream)}")
+    done.set()
+    thread.join()
+    out.append("seen" + "".join(f" {b}" for b in seen))
+    acl.rt.free(dev)
+    acl.rt.free_host(host)
+    acl.rt.destroy_stream(stream)
+    acl.rt.destroy_context(context)
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return "\n".join(out) + "\n"
+
+
+def test_callbacks_on_a_report_thread_match_the_pyacl_twin(toolkit, tmp_path):
+    """The samples' pattern: a pthread loops on aclrtProcessReport, the main thread subscribes
+    it to a stream and launches blocking and non-blocking callbacks between copies."""
+    exe = build(toolkit, tmp_path, CALLBACK_CPP, "callbacks", cpp=True)
+    code, out = run_here(toolkit, exe, tmp_path)
+    native = record(session.current_runtime())
+    expected, python = twin(callback_twin)
+    assert code == 0, out
+    assert out == expected
+    assert "seen 0 1 2 3" in out and "launch 0" in out
+    assert native == python
+    assert sum(t.name == "HostCallback" for t in session.current_runtime().tasks) == 4
+
+
 CONCURRENT_CPP = r"""
 #include <cstdio>
 #include <thread>

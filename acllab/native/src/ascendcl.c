@@ -283,16 +283,46 @@ static void lose(const char *why) {
     }
 }
 
+/* Channels given to threads by id before they called anything (aclrtSubscribeReport names
+ * the report thread by its pthread_t): mu held. */
+typedef struct { uint64_t tid; int ch; } Named;
+static Named *named;
+static int nnamed, capnamed;
+
+static int named_channel(uint64_t tid, int make) {
+    for (int j = 0; j < nnamed; j++)
+        if (named[j].tid == tid) return named[j].ch;
+    if (!make) return -1;
+    if (nnamed == capnamed) {
+        int cap = capnamed ? 2 * capnamed : 8;
+        Named *p = realloc(named, (size_t)cap * sizeof(Named));
+        if (!p) return -1;
+        named = p;
+        capnamed = cap;
+    }
+    named[nnamed].tid = tid;
+    named[nnamed].ch = next_ch++;
+    return named[nnamed++].ch;
+}
+
 static int channel(void) {
     if (my_ch < 0) {
-        if ((pid_t)syscall(SYS_gettid) == getpid()) my_ch = 0;    /* the main thread */
-        else {
-            pthread_mutex_lock(&mu);
-            my_ch = next_ch++;
-            pthread_mutex_unlock(&mu);
-        }
+        int main_thread = (pid_t)syscall(SYS_gettid) == getpid();
+        pthread_mutex_lock(&mu);
+        if (main_thread) my_ch = 0;
+        else my_ch = named_channel((uint64_t)pthread_self(), 1);
+        pthread_mutex_unlock(&mu);
     }
     return my_ch;
+}
+
+/* The channel of the thread with id tid (this one's, or one it will have). */
+static int channel_of(uint64_t tid) {
+    if (tid == (uint64_t)pthread_self()) return channel();
+    pthread_mutex_lock(&mu);
+    int ch = named_channel(tid, 1);
+    pthread_mutex_unlock(&mu);
+    return ch;
 }
 
 /* -- host memory ------------------------------------------------------------------------ */
@@ -491,23 +521,76 @@ static void route(V *msg) {
     vfree(msg);
 }
 
-/* Answer a request of the server's. This library hands the server no function of the
- * program's yet, so there is nothing it may ask: every request gets an error reply. */
-static void serve(V *req) {
-    V *mem = get(req, "mem");
-    if (mem) apply_mem(mem);
-    V *id = get(req, "id"), *ch = get(req, "ch"), *op = get(req, "op");
+/* Callbacks handed to the device (aclrtLaunchCallback): an id for each (fn, userData). */
+typedef struct { aclrtCallback fn; void *data; } Callback;
+static Callback *callbacks;
+static int ncallbacks, capcallbacks;
+static pthread_mutex_t cmu = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t callback_id(aclrtCallback fn, void *data) {
+    pthread_mutex_lock(&cmu);
+    for (int j = 0; j < ncallbacks; j++)
+        if (callbacks[j].fn == fn && callbacks[j].data == data) {
+            pthread_mutex_unlock(&cmu);
+            return j + 1;
+        }
+    if (ncallbacks == capcallbacks) {
+        int cap = capcallbacks ? 2 * capcallbacks : 16;
+        Callback *p = realloc(callbacks, (size_t)cap * sizeof(Callback));
+        if (!p) { pthread_mutex_unlock(&cmu); return 0; }
+        callbacks = p;
+        capcallbacks = cap;
+    }
+    callbacks[ncallbacks].fn = fn;
+    callbacks[ncallbacks].data = data;
+    int64_t id = ++ncallbacks;
+    pthread_mutex_unlock(&cmu);
+    return id;
+}
+
+static void reply_error(const V *id, const V *ch, const char *type, const char *text) {
     Buf b = {0};
     e_str(&b, "k"); e_str(&b, "e");
     e_str(&b, "id"); e_int(&b, is_int(id) ? id->i : 0);
     e_str(&b, "ch"); e_int(&b, is_int(ch) ? ch->i : 0);
-    e_str(&b, "type"); e_str(&b, "LookupError");
-    char text[300];
-    snprintf(text, sizeof text, "the C library serves no operation %s",
-             op && op->t == 's' ? op->s : "?");
+    e_str(&b, "type"); e_str(&b, type);
     e_str(&b, "msg"); e_str(&b, text);
     send_msg(&b, 5);
     free(b.p);
+}
+
+/* Answer a request of the server's: fn.call runs a callback the program launched (the
+ * device calls it when its stream reaches it); nothing else is served. */
+static void serve(V *req) {
+    V *mem = get(req, "mem");
+    if (mem) apply_mem(mem);
+    V *id = get(req, "id"), *ch = get(req, "ch"), *op = get(req, "op"), *args = get(req, "args");
+    if (op && op->t == 's' && strcmp(op->s, "fn.call") == 0) {
+        V *f = is_seq(args) && args->n ? args->a[0] : NULL;
+        V *fid = f && f->t == 'x' && strcmp(f->s, "cfn") == 0 ? get(f->a[0], "id") : NULL;
+        Callback cb = {0};
+        pthread_mutex_lock(&cmu);
+        if (is_int(fid) && fid->i >= 1 && fid->i <= ncallbacks) cb = callbacks[fid->i - 1];
+        pthread_mutex_unlock(&cmu);
+        if (!cb.fn) {
+            reply_error(id, ch, "LookupError", "no such callback");
+        } else {
+            cb.fn(cb.data);
+            Buf b = {0};
+            e_str(&b, "k"); e_str(&b, "r");
+            e_str(&b, "id"); e_int(&b, is_int(id) ? id->i : 0);
+            e_str(&b, "ch"); e_int(&b, is_int(ch) ? ch->i : 0);
+            e_str(&b, "v"); e_none(&b);
+            send_msg(&b, 4);
+            free(b.p);
+        }
+        vfree(req);
+        return;
+    }
+    char text[300];
+    snprintf(text, sizeof text, "the C library serves no operation %s",
+             op && op->t == 's' ? op->s : "?");
+    reply_error(id, ch, "LookupError", text);
     vfree(req);
 }
 
@@ -724,6 +807,21 @@ static V *call(int *code, const char *op, const char *fmt, ...) {
         case 'f': e_double(&a, va_arg(ap, double)); break;
         case 's': { const char *s = va_arg(ap, const char *); if (s) e_str(&a, s); else e_none(&a); break; }
         case 'N': e_none(&a); break;
+        case 'c': {                     /* a callback: its id, as a client function */
+            int64_t id = va_arg(ap, int64_t);
+            e_tag(&a, 'x');
+            unsigned char k = 3;
+            put(&a, &k, 1);
+            put(&a, "cfn", 3);
+            e_map(&a, 5);
+            e_str(&a, "id"); e_int(&a, id);
+            e_str(&a, "name"); e_str(&a, "aclrtCallback");
+            e_str(&a, "qualname"); e_str(&a, "aclrtCallback");
+            e_str(&a, "module"); e_none(&a);
+            e_str(&a, "params");
+            e_list(&a, 1); e_list(&a, 3); e_str(&a, "user_data"); e_int(&a, 1); e_bool(&a, 1);
+            break;
+        }
         }
     }
     va_end(ap);
@@ -1041,6 +1139,45 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
     if (r == 0) *ms = x && x->t == 'd' ? (float)x->d : (float)int_at(v, 0);
     vfree(v);
     return r;
+}
+
+/* -- callbacks ------------------------------------------------------------------------------ */
+
+/* The server's thread for a thread of this program (named by its pthread_t), as the
+ * protocol's thread.ident gives it: what the runtime knows the report thread as. */
+static int server_thread(uint64_t threadId, uint64_t *out) {
+    int code;
+    V *v = call(&code, "thread.ident", "i", (int64_t)channel_of(threadId));
+    if (!is_int(v)) { vfree(v); return code ? code : ACL_ERROR_FAILURE; }
+    *out = (uint64_t)v->i;
+    vfree(v);
+    return 0;
+}
+
+aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream) {
+    uint64_t tid;
+    int code = server_thread(threadId, &tid);
+    if (code) return code;
+    STATUS("acl.rt.subscribe_report", "uu", tid, H(stream));
+}
+aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream) {
+    uint64_t tid;
+    int code = server_thread(threadId, &tid);
+    if (code) return code;
+    STATUS("acl.rt.unsubscribe_report", "uu", tid, H(stream));
+}
+aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBlockType blockType,
+                             aclrtStream stream) {
+    NEED(fn, "aclrtLaunchCallback");
+    int64_t id = callback_id(fn, userData);
+    if (!id) {
+        fail_here("aclrtLaunchCallback", ACL_ERROR_BAD_ALLOC, "out of host memory");
+        return ACL_ERROR_BAD_ALLOC;
+    }
+    STATUS("acl.rt.launch_callback", "cNiu", id, (int64_t)blockType, H(stream));
+}
+aclError aclrtProcessReport(int32_t timeout) {
+    STATUS("acl.rt.process_report", "i", (int64_t)timeout);
 }
 
 /* -- memory ------------------------------------------------------------------------------- */
