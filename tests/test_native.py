@@ -975,6 +975,27 @@ def test_acllab_profile_runs_a_native_program_and_writes_its_trace(toolkit, tmp_
     assert (tmp_path / "t.json").stat().st_size > 1000
 
 
+def test_acllab_profile_sanitize_finds_the_race_of_a_loop_one_wait_short(toolkit, tmp_path):
+    """The double buffer without its copy stream's wait on ``consumed[k]``: the next batch's
+    copy overwrites a buffer the compute stream still reads; the race is reported and the
+    exit code is 1, while the loop with the wait has no finding."""
+    _, env = toolkit
+    env = {**env, "PYTHONPATH": str(ROOT)}
+    good = build(toolkit, tmp_path, DOUBLE_BUFFER_CPP, "good", cpp=True)
+    racy = build(toolkit, tmp_path, DOUBLE_BUFFER_CPP.replace(
+        "if (i >= 2) CHECK(aclrtStreamWaitEvent(p.copyStream, p.consumed[k]));", ""),
+        "racy", cpp=True)
+    done = _acllab(["profile", "--sanitize", "--out", str(tmp_path / "g.json"), str(good)],
+                   env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "acllab sanitizer: no problems found" in done.stdout
+    done = _acllab(["profile", "--sanitize", "--out", str(tmp_path / "r.json"), str(racy)],
+                   env, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "acllab sanitizer: 2 problems" in done.stdout
+    assert done.stdout.count("[race] task") == 2 and "MemcpyHostToDevice" in done.stdout
+
+
 @pytest.mark.parametrize("how", ["named", "none"])
 def test_a_missing_compiler_gives_a_clear_message_not_a_traceback(tmp_path, how):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ACLLAB_CACHE": str(tmp_path / "cache")}
