@@ -922,6 +922,62 @@ def test_threads_copying_at_once_each_see_their_own_bytes(toolkit, tmp_path):
         assert out == "25 25 25 25 \n"
 
 
+MANY_BUFFERS_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "acl/acl.h"
+
+int main(void)
+{
+    aclInit(NULL);
+    aclrtSetDevice(0);
+    void *dev;
+    aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST);
+    enum { N = 150 };
+    unsigned char *bufs[N];
+    int good = 0;
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++) {
+            if (round == 0) bufs[i] = malloc(4096);
+            for (int j = 0; j < 4096; j++) bufs[i][j] = (unsigned char)(i + j + round);
+            aclrtMemcpy(dev, 4096, bufs[i], 4096, ACL_MEMCPY_HOST_TO_DEVICE);
+            for (int j = 0; j < 4096; j++) bufs[i][j] = 0;
+            aclrtMemcpy(bufs[i], 4096, dev, 4096, ACL_MEMCPY_DEVICE_TO_HOST);
+            int same = 1;
+            for (int j = 0; j < 4096; j++) same &= bufs[i][j] == (unsigned char)(i + j + round);
+            good += same;
+        }
+    }
+    /* a pointer to nothing: the device's code, not a crash in the library */
+    int bogus = aclrtMemcpy(dev, 4096, (void *)0x10, 4096, ACL_MEMCPY_HOST_TO_DEVICE);
+    printf("%d of %d round trips, bogus source %d\n", good, 2 * N, bogus);
+    for (int i = 0; i < N; i++) free(bufs[i]);
+    aclrtFree(dev);
+    aclrtResetDevice(0);
+    aclFinalize();
+    return 0;
+}
+"""
+
+
+def test_more_host_buffers_than_the_library_keeps_in_step_still_round_trip(toolkit, tmp_path):
+    """150 malloc buffers named twice each: the library keeps 64 in step and re-registers
+    the ones it forgot; a source pointer to nothing gets the device's code."""
+    exe = build(toolkit, tmp_path, MANY_BUFFERS_C, "many")
+    code, out = run_here(toolkit, exe, tmp_path)
+    assert code == 0, out
+    acllab.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acl = acllab.acl
+        acl.init()
+        acl.rt.set_device(0)
+        dev, _ = acl.rt.malloc(4096, C.ACL_MEM_MALLOC_HUGE_FIRST)
+        expected = acl.rt.memcpy(dev, 4096, 0x10, 4096, C.ACL_MEMCPY_HOST_TO_DEVICE)
+    assert expected != 0
+    assert out == f"300 of 300 round trips, bogus source {expected}\n"
+
+
 # -- on its own, and faults -----------------------------------------------------------------
 
 def test_a_program_runs_on_its_own_with_a_device_it_starts(toolkit, tmp_path):
