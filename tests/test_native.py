@@ -991,6 +991,49 @@ def test_a_program_runs_on_its_own_with_a_device_it_starts(toolkit, tmp_path):
     assert done.stdout == expected
 
 
+STATIC_TEARDOWN_CPP = r"""
+#include <cstdio>
+#include "acl/acl.h"
+struct Resource {
+    void *dev = nullptr;
+    Resource() {}
+    void init()
+    {
+        aclInit(nullptr);
+        aclrtSetDevice(0);
+        aclrtMalloc(&dev, 64, ACL_MEM_MALLOC_HUGE_FIRST);
+    }
+    ~Resource() {
+        int a = aclrtFree(dev), b = aclrtResetDevice(0), c = aclFinalize();
+        std::printf("teardown %d %d %d\n", a, b, c);
+    }
+};
+static Resource g;
+int main() { g.init(); std::printf("main done\n"); return 0; }
+"""
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["profile", "alone"])
+def test_a_static_destructor_may_still_release_resources(toolkit, tmp_path, alone):
+    """A global object whose destructor frees, resets and finalizes (as the samples'
+    resource classes do when global): the connection outlives the program's exit handlers
+    and static destructors."""
+    exe = build(toolkit, tmp_path, STATIC_TEARDOWN_CPP, "teardown", cpp=True)
+    if alone:
+        latest, env = toolkit
+        done = subprocess.run([str(exe)], env={**env, "LD_LIBRARY_PATH":
+                                               f"{latest}/runtime/lib64"},
+                              capture_output=True, text=True, timeout=120)
+        code, out = done.returncode, done.stdout
+        assert "connection" not in done.stderr
+    else:
+        code, out = run_here(toolkit, exe, tmp_path)
+        log = [entry[0] for entry in session.current_runtime().api_log]
+        assert log[-3:] == ["free", "reset_device", "finalize"]
+    assert code == 0
+    assert out == "main done\nteardown 0 0 0\n"
+
+
 def test_writing_through_a_device_pointer_faults_as_on_a_card(toolkit, tmp_path):
     source = RESOURCES_C.replace("    CHECK(aclrtFree(devBuf));",
                                  "    *(volatile int *)devBuf = 1;\n    CHECK(aclrtFree(devBuf));")
