@@ -77,17 +77,17 @@ def run_here(toolkit, exe: Path, tmp_path: Path, args=()) -> tuple[int, str]:
 _PY_ONLY = {"ptr_to_numpy", "ptr_to_bytes"}
 
 
-def record(runtime) -> tuple[list, list]:
-    """What must match: every task (name, kind, stream, times, bytes, what it read and wrote)
-    and every call (name, times, code)."""
+def record(runtime) -> tuple[list, list, list]:
+    """What must match: every task (name, kind, times, bytes, what it read and wrote), every
+    call (name, times, code) and the runtime's log (aclAppLog's messages among them)."""
     tasks = [(t.name, t.kind, t.start_ns, t.end_ns, t.nbytes, t.reads, t.writes)
              for t in runtime.tasks]
     log = [entry[:4] for entry in runtime.api_log
            if isinstance(entry, tuple) and entry[0] not in _PY_ONLY]
-    return tasks, log
+    return tasks, log, list(runtime.acl_log)
 
 
-def twin(fn) -> tuple[object, tuple[list, list]]:
+def twin(fn) -> tuple[object, tuple[list, list, list]]:
     acllab.reset()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -185,6 +185,9 @@ int main(void)
     CHECK(aclrtGetRunMode(&runMode));
     int32_t dev = -1;
     CHECK(aclrtGetDevice(&dev));
+    int64_t cores = 0;
+    CHECK(aclGetDeviceCapability(0, ACL_DEVICE_INFO_AI_CORE_NUM, &cores));
+    ACL_APP_LOG(ACL_INFO, "device %d has %lld AI cores", dev, (long long)cores);
 
     const size_t size = 64 * 1024;
     void *devBuf = NULL, *hostBuf = NULL;
@@ -229,6 +232,8 @@ def resources_twin(acl):
     stream, _ = acl.rt.create_stream()
     run_mode, _ = acl.rt.get_run_mode()
     dev, _ = acl.rt.get_device()
+    cores, _ = acl.get_device_capability(0, C.ACL_DEVICE_INFO_AI_CORE_NUM)
+    acl.app_log(acl.ACL_INFO, f"device {dev} has {cores} AI cores")
     size = 64 * 1024
     dev_buf, _ = acl.rt.malloc(size, C.ACL_MEM_MALLOC_HUGE_FIRST)
     host_buf, _ = acl.rt.malloc_host(size)
@@ -266,6 +271,7 @@ def test_resources_and_memory_match_the_pyacl_twin(toolkit, tmp_path):
     assert "sum 67104768.0" in out and "after memset 3f 3f" in out   # the bytes really moved
     assert native == python
     assert len(native[0]) >= 4 and len(native[1]) >= 20
+    assert [e[1:] for e in native[2]] == [("INFO", "APP", "device 0 has 2 AI cores")]
 
 
 DOUBLE_BUFFER_CPP = r"""

@@ -1044,6 +1044,27 @@ aclError aclrtSynchronizeDevice(void) { STATUS0("acl.rt.synchronize_device"); }
     if (r_ == 0) { *(out) = (T)x_; } \
     return r_; } while (0)
 
+aclError aclGetDeviceCapability(uint32_t deviceId, aclDeviceInfo deviceInfo, int64_t *value) {
+    NEED(value, "aclGetDeviceCapability");
+    OUT1(int64_t, value, "acl.get_device_capability", "ii", (int64_t)deviceId,
+         (int64_t)deviceInfo);
+}
+
+/* Differs from hardware: the message (formatted here) goes to acllab's log as acl.app_log's
+ * does; the function, file and line CANN's log line names are not kept. */
+void aclAppLog(aclLogLevel logLevel, const char *func, const char *file, uint32_t line,
+               const char *fmt, ...) {
+    (void)func; (void)file; (void)line;
+    char text[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt ? fmt : "", ap);
+    va_end(ap);
+    int code;
+    V *v = call(&code, "acl.app_log", "is", (int64_t)logLevel, text);
+    vfree(v);
+}
+
 aclError aclrtGetDevice(int32_t *deviceId) {
     NEED(deviceId, "aclrtGetDevice");
     OUT1_0(int32_t, deviceId, "acl.rt.get_device");
