@@ -1122,3 +1122,62 @@ def test_a_missing_compiler_gives_a_clear_message_not_a_traceback(tmp_path, how)
     done = _acllab(["profile", str(exe)], env)
     assert done.returncode == 2
     assert why in done.stderr and "Traceback" not in done.stderr
+
+
+# -- the notebook's %%ascendcl ----------------------------------------------------------------
+
+CELL = r"""
+#include <cstdio>
+#include "acl/acl.h"
+
+int main(int argc, char **argv)
+{
+    std::printf("init %d\n", aclInit(nullptr));       /* the kernel already initialised */
+    std::printf("set device %d\n", aclrtSetDevice(0));  /* a thread of its own: no context */
+    void *dev = nullptr;
+    int ret = aclrtMalloc(&dev, 1024, ACL_MEM_MALLOC_HUGE_FIRST);
+    std::printf("malloc %d, args %d %s\n", ret, argc, argc > 1 ? argv[1] : "-");
+    aclrtFree(dev);
+    return 3;
+}
+"""
+
+
+def test_a_cell_magic_runs_c_plus_plus_on_the_kernel_s_device(toolkit, tmp_path, capsys,
+                                                              monkeypatch):
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+
+    _, env = toolkit
+    monkeypatch.setenv("ACLLAB_CACHE", env["ACLLAB_CACHE"])
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "widgets.ascendcl_magic")
+    acllab.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acl = acllab.acl
+        acl.init()
+        acl.rt.set_device(0)
+        shell.run_cell_magic("ascendcl", "-- hello", CELL)
+    out = capsys.readouterr().out
+    assert out == ("init 100002\nset device 0\nmalloc 0, args 2 hello\n"
+                   "(the program exited with code 3)\n")
+    names = [entry[0] for entry in session.current_runtime().api_log]
+    assert names[:2] == ["init", "set_device"]                 # the notebook's own calls
+    assert names[2:] == ["init", "set_device", "malloc", "free"]   # the cell's, same device
+
+
+def test_a_cell_that_does_not_compile_shows_the_compiler_s_message(toolkit, monkeypatch):
+    import io
+
+    from widgets.ascendcl_magic import run_cell
+
+    _, env = toolkit
+    monkeypatch.setenv("ACLLAB_CACHE", env["ACLLAB_CACHE"])
+    out = io.StringIO()
+    assert run_cell("--c", "int main(void) { return undeclared; }\n", out) == 2
+    assert "does not compile" in out.getvalue() and "undeclared" in out.getvalue()
+    out = io.StringIO()
+    monkeypatch.setenv("CXX", "/no/such/compiler")
+    assert run_cell("", "int main() {}\n", out) == 2
+    assert "names no program" in out.getvalue() and "Traceback" not in out.getvalue()
