@@ -1425,3 +1425,28 @@ def test_a_cell_that_does_not_compile_shows_the_compiler_s_message(toolkit, monk
     monkeypatch.setenv("CXX", "/no/such/compiler")
     assert run_cell("", "int main() {}\n", out) == 2
     assert "names no program" in out.getvalue() and "Traceback" not in out.getvalue()
+
+
+def test_without_a_system_compiler_the_ziglang_package_builds_the_library(tmp_path):
+    """No cc, gcc or clang on PATH and no CC: the ziglang package's ``zig cc`` builds
+    libascendcl.so, and a program linked against it runs (needs ziglang importable)."""
+    pytest.importorskip("ziglang")
+    from acllab import native
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "ACLLAB_CC")}
+    env.update(PATH=str(bare), ACLLAB_CACHE=str(tmp_path / "cache"))
+    assert native.find_compiler(env)[1:] == ["-m", "ziglang", "cc"]
+    latest = native.toolkit(env)
+    exe = tmp_path / "main"
+    src = tmp_path / "main.c"
+    src.write_text(textwrap.dedent(RESOURCES_C))
+    subprocess.run(["gcc", f"-I{latest}/runtime/include", str(src),
+                    f"-L{latest}/runtime/lib64/stub", "-lascendcl", "-o", str(exe)], check=True)
+    done = subprocess.run([str(exe)], env={**os.environ, "LD_LIBRARY_PATH":
+                                           f"{latest}/runtime/lib64"},
+                          capture_output=True, text=True, timeout=120)
+    expected, _ = twin(resources_twin)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected

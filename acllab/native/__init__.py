@@ -55,8 +55,8 @@ class CompilerMissing(NativeBuildError):
     """No C compiler: none named, none on PATH, and no ziglang package."""
 
 
-def _which(name: str) -> str | None:
-    return shutil.which(name)
+def _which(name: str, env) -> str | None:
+    return shutil.which(name, path=env.get("PATH", os.defpath))
 
 
 def find_compiler(env: dict | None = None, cpp: bool = False) -> list[str]:
@@ -71,14 +71,14 @@ def find_compiler(env: dict | None = None, cpp: bool = False) -> list[str]:
         named = env.get(var, "").strip()
         if named:
             words = shlex.split(named)
-            if words and _which(words[0]):
+            if words and _which(words[0], env):
                 return words
             raise CompilerMissing(
                 f"acllab cannot build libascendcl.so: {var}={named!r} names no program on "
                 f"PATH. Set {var} to a C compiler (gcc, clang), unset it to use the system's, "
                 "or install the ziglang package (pip install ziglang).")
     for name in ("cc", "gcc", "clang"):
-        path = _which(name)
+        path = _which(name, env)
         if path:
             return [path]
     try:
@@ -99,14 +99,14 @@ def _find_cxx(env) -> list[str]:
         named = env.get(var, "").strip()
         if named:
             words = shlex.split(named)
-            if words and _which(words[0]):
+            if words and _which(words[0], env):
                 return words
             raise CompilerMissing(
                 f"acllab cannot build the program: {var}={named!r} names no program on PATH. "
                 f"Set {var} to a C++ compiler (g++, clang++), unset it to use the system's, "
                 "or install the ziglang package (pip install ziglang).")
     for name in ("c++", "g++", "clang++"):
-        path = _which(name)
+        path = _which(name, env)
         if path:
             return [path]
     try:
