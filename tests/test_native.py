@@ -1228,6 +1228,64 @@ def test_more_host_buffers_than_the_library_keeps_in_step_still_round_trip(toolk
     assert out == f"300 of 300 round trips, bogus source {expected}\n"
 
 
+DVPP_MEMORY_C = r"""
+#include <stdio.h>
+#include "acl/acl.h"
+#include "acl/ops/acl_dvpp.h"
+
+int main(void)
+{
+    void *pic = NULL, *dev = NULL;
+    int r[9];
+    r[0] = aclInit(NULL);
+    r[1] = aclrtSetDevice(0);
+    r[2] = acldvppMalloc(&pic, 1 << 20);
+    r[3] = aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST);
+    r[4] = aclrtMemcpy(pic, 4096, dev, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE);
+    r[5] = acldvppFree(pic);
+    r[6] = acldvppFree(pic);                     /* twice */
+    r[7] = aclrtFree(dev);
+    r[8] = aclrtResetDevice(0);
+    for (int i = 0; i < 9; i++) printf("%d\n", r[i]);
+    printf("%d\n", aclFinalize());
+    return 0;
+}
+"""
+
+
+def test_dvpp_memory_through_libacl_dvpp_is_the_same_library(toolkit, tmp_path):
+    """The samples link -lacl_dvpp beside -lascendcl: it is the same library under another
+    name, loaded once, so DVPP memory and device memory live on one device."""
+    latest, _ = toolkit
+    for name in ("libacl_dvpp.so", "stub/libacl_dvpp.so"):
+        assert (latest / "runtime" / "lib64" / name).resolve() == \
+            (latest / "runtime" / "lib64" / name).parent.joinpath("libascendcl.so").resolve()
+    src = tmp_path / "dvpp.c"
+    src.write_text(DVPP_MEMORY_C)
+    exe = tmp_path / "dvpp"
+    subprocess.run(["gcc", "-Wall", f"-I{latest}/runtime/include", str(src),
+                    f"-L{latest}/runtime/lib64/stub", "-lacl_dvpp", "-lascendcl", "-o",
+                    str(exe)], check=True)
+    code, out = run_here(toolkit, exe, tmp_path)
+
+    def dvpp_twin(acl):
+        r = [acl.init(), acl.rt.set_device(0)]
+        pic, ret = acl.media.dvpp_malloc(1 << 20)
+        r.append(ret)
+        dev, ret = acl.rt.malloc(4096, C.ACL_MEM_MALLOC_HUGE_FIRST)
+        r.append(ret)
+        r.append(acl.rt.memcpy(pic, 4096, dev, 4096, C.ACL_MEMCPY_DEVICE_TO_DEVICE))
+        r += [acl.media.dvpp_free(pic), acl.media.dvpp_free(pic), acl.rt.free(dev),
+              acl.rt.reset_device(0), acl.finalize()]
+        return "".join(f"{x}\n" for x in r)
+
+    native = record(session.current_runtime())
+    expected, python = twin(dvpp_twin)
+    assert code == 0
+    assert out.splitlines()[:6] == ["0"] * 6 and out.splitlines()[6] != "0"
+    assert out == expected and native == python
+
+
 # -- on its own, and faults -----------------------------------------------------------------
 
 def test_a_program_runs_on_its_own_with_a_device_it_starts(toolkit, tmp_path):

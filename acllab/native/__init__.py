@@ -11,6 +11,8 @@ the system's C compiler, an install tree laid out as an Ascend toolkit's::
         runtime/include/acl/acl.h, acl_base.h, acl_rt.h, acl_mdl.h, acl_op.h
         runtime/lib64/libascendcl.so          (what the program loads)
         runtime/lib64/stub/libascendcl.so     (what the samples' CMakeLists link against)
+        runtime/lib64[/stub]/libacl_dvpp.so   (the same library under the name DVPP
+                                               programs link)
 
 :func:`env_exports` gives the shell exports the samples' build files and READMEs read
 (``eval "$(acllab env)"``), and :mod:`acllab.native.run` runs a native program against a
@@ -45,6 +47,13 @@ INCLUDE_DIR = HERE / "include"
 
 #: Compiler flags for the library (C99 with GNU extensions: the headers' attributes).
 CFLAGS = ["-std=gnu99", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden"]
+
+
+#: The tree's layout (part of its key: a change here builds a new tree).
+LAYOUT = 2
+
+#: Other AscendCL libraries the samples' build files link, provided as names of this one.
+COMPANIONS = ("acl_dvpp",)
 
 
 class NativeBuildError(RuntimeError):
@@ -166,7 +175,8 @@ def _key(cc: list[str]) -> str:
     for path in sorted(SOURCE_DIR.rglob("*")) + sorted(INCLUDE_DIR.rglob("*")):
         if path.is_file():
             h.update(str(path.relative_to(HERE)).encode() + b"\0" + path.read_bytes())
-    h.update("\0".join([*cc, sys.executable, _python_path(), *CFLAGS]).encode())
+    h.update("\0".join([*cc, sys.executable, _python_path(), *CFLAGS, *COMPANIONS,
+                         str(LAYOUT)]).encode())
     return h.hexdigest()[:16]
 
 
@@ -207,6 +217,11 @@ def toolkit(env: dict | None = None) -> Path:
             raise NativeBuildError(f"acllab cannot build libascendcl.so: {shlex.join(cmd)} "
                                    f"exited with {done.returncode}:\n{done.stderr.strip()}")
         shutil.copy2(out, lib / "stub" / "libascendcl.so")
+        # the other libraries the samples link (-lacl_dvpp): names of the same library, so
+        # that the loader maps it once (one connection, one set of handles)
+        for name in COMPANIONS:
+            os.symlink("libascendcl.so", lib / f"lib{name}.so")
+            os.symlink("libascendcl.so", lib / "stub" / f"lib{name}.so")
         # older samples read the tree as acllib/include and acllib/lib64
         (tree / "acllib").mkdir()
         os.symlink("../runtime/include", tree / "acllib" / "include")

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "acl/acl.h"
+#include "acl/ops/acl_dvpp.h"
 
 #ifndef ACLLAB_PYTHON
 #define ACLLAB_PYTHON "python3"
@@ -1585,3 +1586,11 @@ aclDataBuffer *aclmdlGetDatasetBuffer(const aclmdlDataset *dataset, size_t index
     return (aclDataBuffer *)(uintptr_t)bare("acl.mdl.get_dataset_buffer", "uu", H(dataset),
                                             (uint64_t)index);
 }
+
+/* -- DVPP memory ------------------------------------------------------------------------------ */
+
+aclError acldvppMalloc(void **devPtr, size_t size) {
+    NEED(devPtr, "acldvppMalloc");
+    OUT1(void *, devPtr, "acl.media.dvpp_malloc", "u", (uint64_t)size);
+}
+aclError acldvppFree(void *devPtr) { STATUS("acl.media.dvpp_free", "u", H(devPtr)); }
