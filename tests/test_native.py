@@ -1341,6 +1341,192 @@ def test_single_operators_match_the_pyacl_twin(toolkit, tmp_path):
     assert sum(t.kind == "single_op" for t in session.current_runtime().tasks) == 3
 
 
+DYNAMIC_CPP = r"""
+#include <cstdio>
+#include <vector>
+#include "acl/acl.h"
+
+/* Load a model, describe its gears, pick one and run it. kind: b (batch), h (image size),
+ * d (ND dims). */
+static void run(const char *path, char kind)
+{
+    uint32_t id = 0;
+    int ret = aclmdlLoadFromFile(path, &id);
+    aclmdlDesc *desc = aclmdlCreateDesc();
+    aclmdlGetDesc(desc, id);
+    size_t nin = aclmdlGetNumInputs(desc), nout = aclmdlGetNumOutputs(desc);
+    std::printf("%c load %d, %zu inputs\n", kind, ret, nin);
+    aclmdlDataset *in = aclmdlCreateDataset(), *out = aclmdlCreateDataset();
+    std::vector<void *> mem;
+    for (size_t i = 0; i < nin + nout; i++) {
+        size_t size = i < nin ? aclmdlGetInputSizeByIndex(desc, i)
+                              : aclmdlGetOutputSizeByIndex(desc, i - nin);
+        void *dev = nullptr;
+        aclrtMalloc(&dev, size, ACL_MEM_MALLOC_HUGE_FIRST);
+        aclrtMemset(dev, size, 0, size);
+        mem.push_back(dev);
+        aclmdlAddDatasetBuffer(i < nin ? in : out, aclCreateDataBuffer(dev, size));
+    }
+    size_t hidden = 0;
+    int found = aclmdlGetInputIndexByName(desc, ACL_DYNAMIC_TENSOR_NAME, &hidden);
+    if (kind == 'b') {
+        aclmdlBatch batch;
+        ret = aclmdlGetDynamicBatch(desc, &batch);
+        std::printf("batch %d:", ret);
+        for (size_t i = 0; i < batch.batchCount; i++)
+            std::printf(" %llu", (unsigned long long)batch.batch[i]);
+        ret = aclmdlSetDynamicBatchSize(id, in, hidden, batch.batch[1]);
+        int bad = aclmdlSetDynamicBatchSize(id, in, hidden, 3);
+        std::printf(", hidden %d at %zu, set %d, bad %d\n", found, hidden, ret, bad);
+    } else if (kind == 'h') {
+        aclmdlHW hw;
+        ret = aclmdlGetDynamicHW(desc, 0, &hw);
+        std::printf("hw %d:", ret);
+        for (size_t i = 0; i < hw.hwCount; i++)
+            std::printf(" %llux%llu", (unsigned long long)hw.hw[i][0],
+                        (unsigned long long)hw.hw[i][1]);
+        ret = aclmdlSetDynamicHWSize(id, in, hidden, hw.hw[0][0], hw.hw[0][1]);
+        std::printf(", set %d\n", ret);
+    } else {
+        size_t gears = 0;
+        ret = aclmdlGetInputDynamicGearCount(desc, (size_t)-1, &gears);
+        std::vector<aclmdlIODims> dims(gears);
+        int ret2 = aclmdlGetInputDynamicDims(desc, (size_t)-1, dims.data(), gears);
+        std::printf("dims %d %d %zu:", ret, ret2, gears);
+        for (auto &d : dims) {
+            std::printf(" [");
+            for (size_t j = 0; j < d.dimCount; j++)
+                std::printf("%s%lld", j ? "," : "", (long long)d.dims[j]);
+            std::printf("]");
+        }
+        ret = aclmdlSetInputDynamicDims(id, in, hidden, &dims[gears - 1]);
+        aclmdlIODims none = dims[0];
+        none.dimCount = 0;
+        ret2 = aclmdlSetInputDynamicDims(id, in, hidden, &none);
+        std::printf(", set %d, empty %d\n", ret, ret2);
+    }
+    ret = aclmdlExecute(id, in, out);
+    aclmdlIODims cur;
+    int ret2 = aclmdlGetCurOutputDims(desc, 0, &cur);
+    std::printf("execute %d, current output %d:", ret, ret2);
+    for (size_t j = 0; j < cur.dimCount; j++) std::printf(" %lld", (long long)cur.dims[j]);
+    std::printf("\n");
+    for (size_t i = 0; i < nin + nout; i++) {
+        aclmdlDataset *ds = i < nin ? in : out;
+        aclDestroyDataBuffer(aclmdlGetDatasetBuffer(ds, i < nin ? i : i - nin));
+        aclrtFree(mem[i]);
+    }
+    aclmdlDestroyDataset(in);
+    aclmdlDestroyDataset(out);
+    aclmdlDestroyDesc(desc);
+    aclmdlUnload(id);
+}
+
+int main(int argc, char **argv)
+{
+    aclInit(nullptr);
+    aclrtSetDevice(0);
+    run(argv[1], 'b');
+    run(argv[2], 'h');
+    run(argv[3], 'd');
+    aclrtResetDevice(0);
+    aclFinalize();
+    return argc == 4 ? 0 : 1;
+}
+"""
+
+
+def dynamic_twin(acl, paths):
+    out = []
+
+    def run(path, kind):
+        model_id, ret = acl.mdl.load_from_file(path)
+        desc = acl.mdl.create_desc()
+        acl.mdl.get_desc(desc, model_id)
+        nin, nout = acl.mdl.get_num_inputs(desc), acl.mdl.get_num_outputs(desc)
+        out.append(f"{kind} load {ret}, {nin} inputs")
+        ins, outs = acl.mdl.create_dataset(), acl.mdl.create_dataset()
+        mem = []
+        for i in range(nin + nout):
+            size = (acl.mdl.get_input_size_by_index(desc, i) if i < nin
+                    else acl.mdl.get_output_size_by_index(desc, i - nin))
+            dev, _ = acl.rt.malloc(size, C.ACL_MEM_MALLOC_HUGE_FIRST)
+            acl.rt.memset(dev, size, 0, size)
+            mem.append(dev)
+            acl.mdl.add_dataset_buffer(ins if i < nin else outs,
+                                       acl.create_data_buffer(dev, size))
+        hidden, found = acl.mdl.get_input_index_by_name(desc, C.ACL_DYNAMIC_TENSOR_NAME)
+        if kind == "b":
+            batch, ret = acl.mdl.get_dynamic_batch(desc)
+            text = f"batch {ret}:" + "".join(f" {b}" for b in batch["batch"])
+            ret = acl.mdl.set_dynamic_batch_size(model_id, ins, hidden, batch["batch"][1])
+            bad = acl.mdl.set_dynamic_batch_size(model_id, ins, hidden, 3)
+            out.append(f"{text}, hidden {found} at {hidden}, set {ret}, bad {bad}")
+        elif kind == "h":
+            hw, ret = acl.mdl.get_dynamic_hw(desc, 0)
+            text = f"hw {ret}:" + "".join(f" {h}x{w}" for h, w in hw["hw"])
+            ret = acl.mdl.set_dynamic_hw_size(model_id, ins, hidden, *hw["hw"][0])
+            out.append(f"{text}, set {ret}")
+        else:
+            gears, ret = acl.mdl.get_input_dynamic_gear_count(desc, -1)
+            dims, ret2 = acl.mdl.get_input_dynamic_dims(desc, -1, gears)
+            text = f"dims {ret} {ret2} {gears}:" + "".join(
+                " [" + ",".join(map(str, d["dims"])) + "]" for d in dims)
+            ret = acl.mdl.set_input_dynamic_dims(model_id, ins, hidden, dims[-1])
+            ret2 = acl.mdl.set_input_dynamic_dims(model_id, ins, hidden,
+                                                  dict(dims[0], dimCount=0))
+            out.append(f"{text}, set {ret}, empty {ret2}")
+        ret = acl.mdl.execute(model_id, ins, outs)
+        cur, ret2 = acl.mdl.get_cur_output_dims(desc, 0)
+        out.append(f"execute {ret}, current output {ret2}:" +
+                   "".join(f" {d}" for d in cur["dims"]))
+        for i in range(nin + nout):
+            ds = ins if i < nin else outs
+            acl.destroy_data_buffer(acl.mdl.get_dataset_buffer(ds, i if i < nin else i - nin))
+            acl.rt.free(mem[i])
+        acl.mdl.destroy_dataset(ins)
+        acl.mdl.destroy_dataset(outs)
+        acl.mdl.destroy_desc(desc)
+        acl.mdl.unload(model_id)
+
+    acl.init()
+    acl.rt.set_device(0)
+    for path, kind in zip(paths, "bhd", strict=True):
+        run(path, kind)
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return "\n".join(out) + "\n"
+
+
+def test_dynamic_batch_image_size_and_dims_match_the_pyacl_twin(toolkit, tmp_path):
+    """Models with batch gears, image-size gears and ND dims gears: the gears as the
+    description gives them, one chosen through the hidden input, a gear the model lacks and
+    an empty dims refused, the current output dims after running."""
+    from acllab.model import atc_main, compile_model, save
+    from tests.test_acl_mdl_dynamic_dims import GEARS, GRAPH, SHAPE
+
+    paths = [str(tmp_path / n) for n in ("batch.om", "hw.om", "dims.om")]
+    assert atc_main(["--model", "zoo:tiny", "--output", paths[0][:-3], "--soc_version",
+                     "Ascend310", "--input_shape", "data:-1,1,16,16",
+                     "--dynamic_batch_size", "1,4,16"]) == 0
+    assert atc_main(["--model", "zoo:tiny", "--output", paths[1][:-3], "--soc_version",
+                     "Ascend310", "--input_shape", "data:1,1,-1,-1",
+                     "--dynamic_image_size", "16,16;32,32"]) == 0
+    save(compile_model(dict(GRAPH), input_shape=SHAPE, dynamic_dims=GEARS, input_format="ND"),
+         paths[2])
+    exe = build(toolkit, tmp_path, DYNAMIC_CPP, "dynamic", cpp=True)
+    code, out = run_here(toolkit, exe, tmp_path, paths)
+    native = record(session.current_runtime())
+    expected, python = twin(lambda acl: dynamic_twin(acl, paths))
+    assert code == 0, out
+    assert out == expected
+    assert "batch 0: 1 4 16, hidden 0 at 1, set 0, bad 145013\n" in out    # 3 is no gear
+    assert "hw 0: 16x16 32x32, set 0" in out
+    assert "dims 0 0 3: [1,2,1,3,4,4] [3,2,3,3,6,5] [2,2,2,3,8,8], set 0, empty 100000" in out
+    assert out.count("execute 0") == 3
+    assert native == python
+
+
 CONCURRENT_CPP = r"""
 #include <cstdio>
 #include <thread>

@@ -840,6 +840,20 @@ static V *call(int *code, const char *op, const char *fmt, ...) {
             }
             break;
         }
+        case 'M': {                     /* an aclmdlIODims, as pyACL's dims map */
+            const aclmdlIODims *d = va_arg(ap, const aclmdlIODims *);
+            if (!d || d->dimCount > ACL_MAX_DIM_CNT) { e_none(&a); break; }
+            e_map(&a, 3);
+            e_str(&a, "name");
+            char name[ACL_MAX_TENSOR_NAME_LEN + 1];
+            memcpy(name, d->name, ACL_MAX_TENSOR_NAME_LEN);
+            name[ACL_MAX_TENSOR_NAME_LEN] = 0;
+            e_str(&a, name);
+            e_str(&a, "dimCount"); e_int(&a, (int64_t)d->dimCount);
+            e_str(&a, "dims"); e_list(&a, (uint32_t)d->dimCount);
+            for (size_t j = 0; j < d->dimCount; j++) e_int(&a, d->dims[j]);
+            break;
+        }
         case 'c': {                     /* a callback: its id, as a client function */
             int64_t id = va_arg(ap, int64_t);
             e_tag(&a, 'x');
@@ -1491,6 +1505,19 @@ size_t aclmdlGetOutputSizeByIndex(aclmdlDesc *modelDesc, size_t index) {
     return (size_t)bare("acl.mdl.get_output_size_by_index", "uu", H(modelDesc), (uint64_t)index);
 }
 
+/* An aclmdlIODims from pyACL's dims map. */
+static void fill_dims(const V *d, aclmdlIODims *out) {
+    memset(out, 0, sizeof *out);
+    if (!d || d->t != 'm') return;
+    V *name = get(d, "name"), *list = get(d, "dims");
+    if (name && name->t == 's') snprintf(out->name, sizeof out->name, "%s", name->s);
+    if (is_seq(list)) {
+        out->dimCount = list->n < ACL_MAX_DIM_CNT ? list->n : ACL_MAX_DIM_CNT;
+        for (size_t j = 0; j < out->dimCount; j++)
+            out->dims[j] = is_int(list->a[j]) ? list->a[j]->i : 0;
+    }
+}
+
 static aclError dims(const char *op, const char *api, const aclmdlDesc *modelDesc, size_t index,
                      aclmdlIODims *out) {
     NEED(out, api);
@@ -1499,16 +1526,7 @@ static aclError dims(const char *op, const char *api, const aclmdlDesc *modelDes
     if (!v) return code;
     int r = ret_of(v);
     const V *d = item(v, 0);
-    if (r == 0 && d && d->t == 'm') {
-        memset(out, 0, sizeof *out);
-        V *name = get(d, "name"), *list = get(d, "dims");
-        if (name && name->t == 's') snprintf(out->name, sizeof out->name, "%s", name->s);
-        if (is_seq(list)) {
-            out->dimCount = list->n < ACL_MAX_DIM_CNT ? list->n : ACL_MAX_DIM_CNT;
-            for (size_t j = 0; j < out->dimCount; j++)
-                out->dims[j] = is_int(list->a[j]) ? list->a[j]->i : 0;
-        }
-    }
+    if (r == 0 && d && d->t == 'm') fill_dims(d, out);
     vfree(v);
     return r;
 }
@@ -1592,6 +1610,84 @@ aclFormat aclmdlGetOutputFormat(const aclmdlDesc *modelDesc, size_t index) {
     aclFormat out = is_int(v) ? (aclFormat)v->i : ACL_FORMAT_UNDEFINED;
     vfree(v);
     return out;
+}
+
+aclError aclmdlGetDynamicBatch(const aclmdlDesc *modelDesc, aclmdlBatch *batch) {
+    NEED(batch, "aclmdlGetDynamicBatch");
+    int code;
+    V *v = call(&code, "acl.mdl.get_dynamic_batch", "u", H(modelDesc));
+    if (!v) return code;
+    int r = ret_of(v);
+    const V *m = item(v, 0);
+    if (r == 0) {
+        memset(batch, 0, sizeof *batch);
+        V *list = get(m, "batch");
+        if (is_seq(list)) {
+            batch->batchCount = list->n < ACL_MAX_BATCH_NUM ? list->n : ACL_MAX_BATCH_NUM;
+            for (size_t j = 0; j < batch->batchCount; j++)
+                batch->batch[j] = is_int(list->a[j]) ? (uint64_t)list->a[j]->i : 0;
+        }
+    }
+    vfree(v);
+    return r;
+}
+aclError aclmdlGetDynamicHW(const aclmdlDesc *modelDesc, size_t index, aclmdlHW *hw) {
+    NEED(hw, "aclmdlGetDynamicHW");
+    int code;
+    V *v = call(&code, "acl.mdl.get_dynamic_hw", "ui", H(modelDesc), (int64_t)index);
+    if (!v) return code;
+    int r = ret_of(v);
+    const V *m = item(v, 0);
+    if (r == 0) {
+        memset(hw, 0, sizeof *hw);
+        V *list = get(m, "hw");
+        if (is_seq(list)) {
+            hw->hwCount = list->n < ACL_MAX_HW_NUM ? list->n : ACL_MAX_HW_NUM;
+            for (size_t j = 0; j < hw->hwCount; j++) {
+                V *pair = list->a[j];
+                hw->hw[j][0] = (uint64_t)int_at(pair, 0);
+                hw->hw[j][1] = (uint64_t)int_at(pair, 1);
+            }
+        }
+    }
+    vfree(v);
+    return r;
+}
+/* index is reserved (-1, that is SIZE_MAX in C): it travels as the signed value pyACL takes */
+aclError aclmdlGetInputDynamicGearCount(const aclmdlDesc *modelDesc, size_t index,
+                                        size_t *gearCount) {
+    NEED(gearCount, "aclmdlGetInputDynamicGearCount");
+    OUT1(size_t, gearCount, "acl.mdl.get_input_dynamic_gear_count", "ui", H(modelDesc),
+         (int64_t)index);
+}
+aclError aclmdlGetInputDynamicDims(const aclmdlDesc *modelDesc, size_t index, aclmdlIODims *dims,
+                                   size_t gearCount) {
+    NEED(dims, "aclmdlGetInputDynamicDims");
+    int code;
+    V *v = call(&code, "acl.mdl.get_input_dynamic_dims", "uiu", H(modelDesc), (int64_t)index,
+                (uint64_t)gearCount);
+    if (!v) return code;
+    int r = ret_of(v);
+    const V *list = item(v, 0);
+    if (r == 0 && is_seq(list))
+        for (uint32_t j = 0; j < list->n && j < gearCount; j++) fill_dims(list->a[j], &dims[j]);
+    vfree(v);
+    return r;
+}
+aclError aclmdlSetDynamicBatchSize(uint32_t modelId, aclmdlDataset *dataset, size_t index,
+                                   uint64_t batchSize) {
+    STATUS("acl.mdl.set_dynamic_batch_size", "uuuu", (uint64_t)modelId, H(dataset),
+           (uint64_t)index, batchSize);
+}
+aclError aclmdlSetDynamicHWSize(uint32_t modelId, aclmdlDataset *dataset, size_t index,
+                                uint64_t height, uint64_t width) {
+    STATUS("acl.mdl.set_dynamic_hw_size", "uuuuu", (uint64_t)modelId, H(dataset),
+           (uint64_t)index, height, width);
+}
+aclError aclmdlSetInputDynamicDims(uint32_t modelId, aclmdlDataset *dataset, size_t index,
+                                   const aclmdlIODims *dims) {
+    STATUS("acl.mdl.set_input_dynamic_dims", "uuuM", (uint64_t)modelId, H(dataset),
+           (uint64_t)index, dims);
 }
 
 aclmdlDataset *aclmdlCreateDataset(void) {
