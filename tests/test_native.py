@@ -1527,6 +1527,25 @@ def test_dynamic_batch_image_size_and_dims_match_the_pyacl_twin(toolkit, tmp_pat
     assert native == python
 
 
+def test_a_report_thread_s_prologue_runs_before_the_subscribe_so_runs_repeat(toolkit,
+                                                                             tmp_path):
+    """Without the program's own handshake, the report thread's aclrtSetCurrentContext could
+    land anywhere among the main thread's calls; aclrtSubscribeReport waits for the thread's
+    first aclrtProcessReport (as pyACL's start_thread waits for a Python report thread's), so
+    every run gives the same log and trace."""
+    source = CALLBACK_CPP.replace("    while (!g_ready) {\n    }\n", "")
+    assert source != CALLBACK_CPP
+    exe = build(toolkit, tmp_path, source, "no_handshake", cpp=True)
+    runs = []
+    for _ in range(4):
+        code, out = run_here(toolkit, exe, tmp_path)
+        assert code == 0 and "seen 0 1 2 3" in out
+        runs.append(record(session.current_runtime()))
+    assert all(r == runs[0] for r in runs)
+    names = [entry[0] for entry in runs[0][1]]
+    assert names.index("set_context") < names.index("subscribe_report")
+
+
 CONCURRENT_CPP = r"""
 #include <cstdio>
 #include <thread>
