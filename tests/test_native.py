@@ -1778,6 +1778,24 @@ def test_a_static_destructor_may_still_release_resources(toolkit, tmp_path, alon
     assert out == "main done\nteardown 0 0 0\n"
 
 
+@pytest.mark.parametrize("how", ["no python", "no server"])
+def test_a_device_that_cannot_be_reached_gives_failure_codes_and_says_why(toolkit, tmp_path,
+                                                                         how):
+    exe = build(toolkit, tmp_path, RESOURCES_C, "unreachable")
+    latest, env = toolkit
+    env = {**env, "LD_LIBRARY_PATH": f"{latest}/runtime/lib64"}
+    if how == "no python":
+        env["ACLLAB_PYTHON"] = str(tmp_path / "no-python")
+        why = "cannot start the device"
+    else:
+        env["ACLLAB_DEVICE"] = str(tmp_path / "no.sock")
+        why = "cannot connect to the device server"
+    done = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stdout == "aclInit(NULL) failed: 500001\n"
+    assert why in done.stderr and "every AscendCL call now fails with 500001" in done.stderr
+
+
 def test_writing_through_a_device_pointer_faults_as_on_a_card(toolkit, tmp_path):
     source = RESOURCES_C.replace("    CHECK(aclrtFree(devBuf));",
                                  "    *(volatile int *)devBuf = 1;\n    CHECK(aclrtFree(devBuf));")
