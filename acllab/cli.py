@@ -3,7 +3,13 @@
     acllab profile [--out FILE] [--device ascend910b] [--sanitize] SCRIPT.py [ARGS...]
         run an unmodified pyACL script on the simulated device (its ``import acl`` resolves to
         acllab), print a summary, and write the trace as Chrome Trace Event JSON (Perfetto);
-        with --sanitize, also print the sanitizer's findings and exit 1 if there are any
+        with --sanitize, also print the sanitizer's findings and exit 1 if there are any.
+        SCRIPT may also be a native program (C or C++ built against ``acllab env``'s
+        headers and libascendcl.so): it runs on the same device, with the same summary
+    acllab env
+        shell exports for acllab's AscendCL install tree (``eval "$(acllab env)"``): DDK_PATH,
+        INSTALL_DIR, NPU_HOST_LIB, CPU_ARCH, LD_LIBRARY_PATH... (libascendcl.so is built
+        from the C source in acllab.native on first use, with the system's C compiler)
     acllab atc --model zoo:resnet50 --output resnet50 --input_shape "data:32,3,224,224" ...
         compile a graph into an .om file, with atc's flags (run ``acllab atc --help``)
     acllab atc --singleop ops.json --soc_version Ascend310 --output op_models
@@ -116,7 +122,18 @@ def _cmd_profile(ns: argparse.Namespace) -> int:
         print(f"acllab profile: no such script: {ns.script}", file=sys.stderr)
         return 2
     session.configure(ns.device) if ns.device else session.reset()
-    code = run_script(ns.script, ns.args)
+    native = _is_native(ns.script)
+    if native:
+        from . import native as _native
+        from .native.run import run_program
+
+        try:
+            code = run_program(ns.script, ns.args)
+        except _native.NativeBuildError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+    else:
+        code = run_script(ns.script, ns.args)
     runtime = session.current_runtime()
     out = ns.out or f"{Path(ns.script).stem}.trace.json"
     print()
@@ -133,6 +150,23 @@ def _cmd_profile(ns: argparse.Namespace) -> int:
         if findings and code == 0:
             code = 1
     return code
+
+
+def _is_native(path: str) -> bool:
+    from .native.run import is_native
+
+    return is_native(path)
+
+
+def _cmd_env(ns: argparse.Namespace) -> int:
+    from . import native
+
+    try:
+        sys.stdout.write(native.env_exports())
+    except native.NativeBuildError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    return 0
 
 
 def _cmd_smi(ns: argparse.Namespace) -> int:
@@ -190,6 +224,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     p.set_defaults(func=_cmd_profile)
+    v = sub.add_parser("env", help="shell exports for acllab's AscendCL headers and "
+                                   "libascendcl.so (eval \"$(acllab env)\")")
+    v.set_defaults(func=_cmd_env)
     s = sub.add_parser("smi", help="an npu-smi info view of the simulated devices")
     s.add_argument("--device", help="device profile: ascend310 (default) or ascend910b")
     s.add_argument("--devices", type=int, help="number of devices")

@@ -343,7 +343,7 @@ class DeviceClient:
         raise LookupError(f"the client serves no operation {op!r}")
 
     # -- host memory -----------------------------------------------------------------------
-    def _outgoing(self) -> list:
+    def _outgoing(self, ch: int = 0) -> list:
         out: list = []
         dead = [addr for addr, e in self._pageable.items()
                 if sys.getrefcount(e.obj) <= _BASELINE]

@@ -66,9 +66,10 @@ class _Channel:
 class Endpoint:
     """A connection over ``sock`` (a stream socket). ``serve(op, args, kw, ch)`` answers the
     peer's requests (return the value; raise to send an error);
-    ``encode_error(exc) -> dict`` describes an exception for the error reply; ``outgoing()``
-    gives the ``mem`` list for the next message, ``incoming(mem)`` takes the peer's (both
-    called in the thread that sends or takes the message)."""
+    ``encode_error(exc) -> dict`` describes an exception for the error reply;
+    ``outgoing(ch)`` gives the ``mem`` list for the next message (on channel ``ch``),
+    ``incoming(mem)`` takes the peer's (both called in the thread that sends or takes the
+    message)."""
 
     def __init__(self, sock: socket.socket, serve: Callable, *, name: str = "",
                  limit: int = wire.MAX_FRAME, encode_error: Callable | None = None,
@@ -125,7 +126,7 @@ class Endpoint:
         with self._wlock:
             mem = self._carry
             if self.outgoing is not None:
-                mem = mem + self.outgoing()
+                mem = mem + self.outgoing(msg.get("ch", 0))
             if mem:
                 msg["mem"] = mem
             try:

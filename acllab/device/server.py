@@ -39,6 +39,7 @@ from ..acl import _api
 from ..acl import util as _util
 from ..errors import AclError, BudgetExceeded, Fail
 from ..model import CompiledModel, omfile
+from ..runtime import API_LOCK
 from . import wire
 from .endpoint import Endpoint
 
@@ -224,13 +225,14 @@ class DeviceServer:
         self._ref_ids: dict[int, int] = {}            # id(obj) -> ref id
         self._callables: dict[int, ClientCallable] = {}
         self._kernels: dict[int, kernels.Kernel] = {}
-        self._pageable: dict[int, list] = {}          # addr -> [copy, region, version]
+        self._pageable: dict[int, list] = {}  # addr -> [copy, region, {channel: version sent}]
         self._local = threading.local()
         self.endpoint = Endpoint(sock, self.serve, name=name, limit=limit,
                                  encode_error=self._error, outgoing=self._outgoing,
                                  incoming=self._incoming)
         self._ops = {
             "host.register": self._register, "host.view": self._view,
+            "host.locate": self._locate,
             "thread.ident": self._thread_ident, "thread.started": start_thread,
             "thread.stopped": stop_thread, "sfn.call": self._call_sfn,
             "ctx.load": self._ctx_load,
@@ -400,12 +402,35 @@ class DeviceServer:
     def _view(self, ptr, shape, npy_type):
         return _ptr_to_numpy(self, ptr, shape, npy_type)
 
-    def _outgoing(self) -> list:
+    def _locate(self, ptr):
+        """[offset, size]: where the pinned buffer holding ``ptr`` lies in the shared arena
+        (from ``ptr`` to the buffer's end), or None. Not a pyACL call: it logs nothing and
+        costs no time, as a native program's driver maps its pinned memory itself."""
+        if type(ptr) is not int:
+            raise TypeError("host.locate takes an address")
+        with API_LOCK:
+            region = _api.rt().space.find(ptr)
+            if region is None or region.kind != "pinned" or self.arena is None:
+                return None
+            base = self.arena.offset_of(region)
+        if base is None:
+            return None
+        off = ptr - region.start
+        return [base + off, region.size - off]
+
+    def _outgoing(self, ch: int = 0) -> list:
+        """The device's writes to pageable copies that channel ``ch`` has not carried yet.
+
+        Each channel keeps its own record of the versions it sent: a copy the device is
+        writing for one thread's call may be sent half-written by another thread's message
+        (a write counts before its bytes land), so the writing thread's own reply, which
+        follows its call, always carries the finished bytes."""
         out = []
         for addr, entry in list(self._pageable.items()):
-            copy, region, version = entry
-            if region._version != version:
-                entry[2] = region._version
+            copy, region, sent = entry
+            now = region._version               # read first: a later write sends again
+            if sent.get(ch, sent.get(None)) != now:
+                sent[ch] = now
                 out.append(["w", addr, bytes(copy)])
         return out
 
@@ -419,7 +444,7 @@ class DeviceServer:
                 entry = self._pageable.get(item[1])
                 if entry is not None and len(item[2]) == len(entry[0]):
                     entry[0][:] = item[2]
-                    entry[2] = entry[1]._version
+                    entry[2] = {None: entry[1]._version}    # every channel: the client's
             elif item[0] == "dead" and len(item) == 2:
                 self._pageable.pop(item[1], None)
 
@@ -499,7 +524,7 @@ def _make_register(name: str):
         region = r.space.find(start) if copy else None
         if region is None:            # an empty buffer: nothing to keep in step
             region = memory.Region(start, 0, "pageable")
-        server._pageable[start] = [copy, region, region._version]
+        server._pageable[start] = [copy, region, {None: region._version}]
         return start
 
     register.__name__ = name
