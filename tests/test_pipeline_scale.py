@@ -195,7 +195,9 @@ def test_the_explorer_offers_the_seeds_thousand_batches():
     assert max(control.options) == 1000 and control.value == 1000 and 12 in BATCH_COUNTS
     assert control.continuous_update is False
     title = explorer._timeline.layout.title.text.replace("<br>", " ")
-    assert "8 of 1,000 batches simulated" in title and "the other 992 repeat" in title
+    assert "first 8 of 1,000 batches drawn" in title           # one line (issue 23) ...
+    caption = explorer._caption.value                           # ... and the rest above it
+    assert "the 8 batches simulated" in caption and "992 repeat their period" in caption
     first, figure = explorer.run, explorer._figure
 
     control.value = 12
@@ -205,7 +207,8 @@ def test_the_explorer_offers_the_seeds_thousand_batches():
                                       explorer.run.double.images_per_s]
     assert figure.data[0].y[1] < first.double.images_per_s    # 12 batches: warm-up shows
     control.value = 4
-    assert "4 batches: " in explorer._timeline.layout.title.text.replace("<br>", " ")
+    assert "; 4 batches drawn" in explorer._timeline.layout.title.text
+    assert "4 batches: " in explorer._caption.value and "repeat" not in explorer._caption.value
     assert sum(t.name == "AI Core" for t in explorer._timeline.data) == 1
 
     control.value = 1000                       # memoised: the same run, no re-simulation
