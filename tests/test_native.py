@@ -922,6 +922,62 @@ def test_threads_copying_at_once_each_see_their_own_bytes(toolkit, tmp_path):
         assert out == "25 25 25 25 \n"
 
 
+MANY_BUFFERS_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "acl/acl.h"
+
+int main(void)
+{
+    aclInit(NULL);
+    aclrtSetDevice(0);
+    void *dev;
+    aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST);
+    enum { N = 150 };
+    unsigned char *bufs[N];
+    int good = 0;
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++) {
+            if (round == 0) bufs[i] = malloc(4096);
+            for (int j = 0; j < 4096; j++) bufs[i][j] = (unsigned char)(i + j + round);
+            aclrtMemcpy(dev, 4096, bufs[i], 4096, ACL_MEMCPY_HOST_TO_DEVICE);
+            for (int j = 0; j < 4096; j++) bufs[i][j] = 0;
+            aclrtMemcpy(bufs[i], 4096, dev, 4096, ACL_MEMCPY_DEVICE_TO_HOST);
+            int same = 1;
+            for (int j = 0; j < 4096; j++) same &= bufs[i][j] == (unsigned char)(i + j + round);
+            good += same;
+        }
+    }
+    /* a pointer to nothing: the device's code, not a crash in the library */
+    int bogus = aclrtMemcpy(dev, 4096, (void *)0x10, 4096, ACL_MEMCPY_HOST_TO_DEVICE);
+    printf("%d of %d round trips, bogus source %d\n", good, 2 * N, bogus);
+    for (int i = 0; i < N; i++) free(bufs[i]);
+    aclrtFree(dev);
+    aclrtResetDevice(0);
+    aclFinalize();
+    return 0;
+}
+"""
+
+
+def test_more_host_buffers_than_the_library_keeps_in_step_still_round_trip(toolkit, tmp_path):
+    """150 malloc buffers named twice each: the library keeps 64 in step and re-registers
+    the ones it forgot; a source pointer to nothing gets the device's code."""
+    exe = build(toolkit, tmp_path, MANY_BUFFERS_C, "many")
+    code, out = run_here(toolkit, exe, tmp_path)
+    assert code == 0, out
+    acllab.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acl = acllab.acl
+        acl.init()
+        acl.rt.set_device(0)
+        dev, _ = acl.rt.malloc(4096, C.ACL_MEM_MALLOC_HUGE_FIRST)
+        expected = acl.rt.memcpy(dev, 4096, 0x10, 4096, C.ACL_MEMCPY_HOST_TO_DEVICE)
+    assert expected != 0
+    assert out == f"300 of 300 round trips, bogus source {expected}\n"
+
+
 # -- on its own, and faults -----------------------------------------------------------------
 
 def test_a_program_runs_on_its_own_with_a_device_it_starts(toolkit, tmp_path):
@@ -933,6 +989,49 @@ def test_a_program_runs_on_its_own_with_a_device_it_starts(toolkit, tmp_path):
     expected, _ = twin(resources_twin)
     assert done.returncode == 0, done.stderr
     assert done.stdout == expected
+
+
+STATIC_TEARDOWN_CPP = r"""
+#include <cstdio>
+#include "acl/acl.h"
+struct Resource {
+    void *dev = nullptr;
+    Resource() {}
+    void init()
+    {
+        aclInit(nullptr);
+        aclrtSetDevice(0);
+        aclrtMalloc(&dev, 64, ACL_MEM_MALLOC_HUGE_FIRST);
+    }
+    ~Resource() {
+        int a = aclrtFree(dev), b = aclrtResetDevice(0), c = aclFinalize();
+        std::printf("teardown %d %d %d\n", a, b, c);
+    }
+};
+static Resource g;
+int main() { g.init(); std::printf("main done\n"); return 0; }
+"""
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["profile", "alone"])
+def test_a_static_destructor_may_still_release_resources(toolkit, tmp_path, alone):
+    """A global object whose destructor frees, resets and finalizes (as the samples'
+    resource classes do when global): the connection outlives the program's exit handlers
+    and static destructors."""
+    exe = build(toolkit, tmp_path, STATIC_TEARDOWN_CPP, "teardown", cpp=True)
+    if alone:
+        latest, env = toolkit
+        done = subprocess.run([str(exe)], env={**env, "LD_LIBRARY_PATH":
+                                               f"{latest}/runtime/lib64"},
+                              capture_output=True, text=True, timeout=120)
+        code, out = done.returncode, done.stdout
+        assert "connection" not in done.stderr
+    else:
+        code, out = run_here(toolkit, exe, tmp_path)
+        log = [entry[0] for entry in session.current_runtime().api_log]
+        assert log[-3:] == ["free", "reset_device", "finalize"]
+    assert code == 0
+    assert out == "main done\nteardown 0 0 0\n"
 
 
 def test_writing_through_a_device_pointer_faults_as_on_a_card(toolkit, tmp_path):
@@ -973,6 +1072,27 @@ def test_acllab_profile_runs_a_native_program_and_writes_its_trace(toolkit, tmp_
     assert "elapsed" in done.stdout and "== acllab profile" in done.stdout
     assert "tasks: 38 (event_record 14, event_wait 10, memcpy 13, staging 1)" in done.stdout
     assert (tmp_path / "t.json").stat().st_size > 1000
+
+
+def test_acllab_profile_sanitize_finds_the_race_of_a_loop_one_wait_short(toolkit, tmp_path):
+    """The double buffer without its copy stream's wait on ``consumed[k]``: the next batch's
+    copy overwrites a buffer the compute stream still reads; the race is reported and the
+    exit code is 1, while the loop with the wait has no finding."""
+    _, env = toolkit
+    env = {**env, "PYTHONPATH": str(ROOT)}
+    good = build(toolkit, tmp_path, DOUBLE_BUFFER_CPP, "good", cpp=True)
+    racy = build(toolkit, tmp_path, DOUBLE_BUFFER_CPP.replace(
+        "if (i >= 2) CHECK(aclrtStreamWaitEvent(p.copyStream, p.consumed[k]));", ""),
+        "racy", cpp=True)
+    done = _acllab(["profile", "--sanitize", "--out", str(tmp_path / "g.json"), str(good)],
+                   env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "acllab sanitizer: no problems found" in done.stdout
+    done = _acllab(["profile", "--sanitize", "--out", str(tmp_path / "r.json"), str(racy)],
+                   env, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "acllab sanitizer: 2 problems" in done.stdout
+    assert done.stdout.count("[race] task") == 2 and "MemcpyHostToDevice" in done.stdout
 
 
 @pytest.mark.parametrize("how", ["named", "none"])

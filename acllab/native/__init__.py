@@ -16,6 +16,9 @@ the system's C compiler, an install tree laid out as an Ascend toolkit's::
 (``eval "$(acllab env)"``), and :mod:`acllab.native.run` runs a native program against a
 device in this process (``acllab profile ./main``).
 
+What the library implements, how it keeps host memory in step and how it differs from
+hardware: docs/native.md.
+
 Differs from hardware: the library is acllab's own (built from the C source above, keyed by
 its content, the compiler and this Python), and the stub and the runtime library are the same
 file; in CANN the stub only resolves symbols at link time.

@@ -257,6 +257,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char start_cwd[4096];      /* where the program started (the server's directory) */
 static int sock = -1;
 static int lost;                       /* the connection is gone: every call fails */
+static int exiting;                    /* the program is exiting: a lost connection is quiet */
 static char lost_why[1024];
 static pid_t child;                    /* the device server this library started, if any */
 static unsigned char *arena;
@@ -278,7 +279,8 @@ static void lose(const char *why) {
     if (!lost) {
         lost = 1;
         snprintf(lost_why, sizeof lost_why, "%s", why);
-        fprintf(stderr, "acllab libascendcl: the connection to the device was lost (%s); "
+        if (!exiting)
+            fprintf(stderr, "acllab libascendcl: the connection to the device was lost (%s); "
                         "every AscendCL call now fails with %d\n", why, ACL_ERROR_FAILURE);
     }
 }
@@ -654,7 +656,11 @@ static V *request_raw(const char *op, const Buf *args, uint32_t nargs, const Buf
 
 /* -- starting ----------------------------------------------------------------------------- */
 
-static void at_exit(void) {
+/* At the end of the process, after the program's own exit handlers and static destructors
+ * (which may still release AscendCL resources): close the connection and wait for the device
+ * this library started, so that its last words come before the shell's prompt. */
+__attribute__((destructor)) static void at_exit(void) {
+    exiting = 1;
     if (sock >= 0) {
         shutdown(sock, SHUT_RDWR);
         close(sock);
@@ -726,7 +732,6 @@ static void start(void) {
         sock = start_server();
         if (sock < 0) { lose("cannot start a device server"); return; }
     }
-    atexit(at_exit);
     /* the preamble: one byte, with the arena's descriptor */
     unsigned char byte = 0;
     char cbuf[CMSG_SPACE(sizeof(int))];
@@ -969,9 +974,13 @@ static size_t span2d(size_t pitch, size_t width, size_t height) {
  * the AscendCL functions
  * ---------------------------------------------------------------------------------------- */
 
+static const char *server_path(const char *path, char *buf, size_t k);
+
 aclError aclInit(const char *configPath) {
+    pthread_once(&once, start);
     if (configPath && *configPath) {
-        STATUS("acl.init", "s", configPath);
+        char buf[8192];
+        STATUS("acl.init", "s", server_path(configPath, buf, sizeof buf));
     }
     STATUS0("acl.init");
 }
