@@ -559,3 +559,38 @@ def test_the_module_does_not_need_ipython_to_import():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+# -- the grader skips the course's C++ cells without a note ------------------------------------
+
+@pytest.mark.parametrize("source, python, notes", [
+    ("%%ascendcl --fresh -- {FIXED} 8\nint main() { return 0; }\n", None, []),
+    ("  %%ascendcl\nint main(void) { return 0; }\n", None, []),
+    ("%load_ext widgets.ascendcl", "pass\n", []),
+    ("%load_ext  widgets.ascendcl\nx = 1", "pass\nx = 1\n", []),
+    # everything else is still named
+    ("%%bash\nls\n", None, ["the grader does not run %%bash cells"]),
+    ("%%ascendclx\nint main;\n", None, ["the grader does not run %%ascendclx cells"]),
+    ("%load_ext autoreload\nx = 1", "pass\nx = 1\n",
+     ["line 1 skipped (the grader does not run %load_ext)"]),
+    ("%load_ext widgets.ascendcl\n%matplotlib inline", "pass\npass\n",
+     ["line 2 skipped (the grader does not run %matplotlib)"]),
+    ("ext = %load_ext widgets.ascendcl", "ext = None\n",
+     ["line 1 skipped (the grader does not run %load_ext; ext is None)"]),
+])
+def test_the_grader_skips_the_course_s_cpp_cells_without_a_note(source, python, notes):
+    from grading.worker import translate
+
+    assert translate(source) == (python, notes)
+
+
+def test_lesson_06_gives_the_grader_nothing_to_note():
+    nbformat = pytest.importorskip("nbformat")
+    from grading.worker import translate
+
+    nb = nbformat.read(ROOT / "lessons" / "06-double-stream-pipeline.ipynb", as_version=4)
+    magic = [c for c in nb.cells if c.cell_type == "code" and "ascendcl" in c.source]
+    assert len(magic) == 3
+    for c in nb.cells:
+        if c.cell_type == "code":
+            assert translate(c.source)[1] == [], c.source[:80]

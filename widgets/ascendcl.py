@@ -363,9 +363,13 @@ def _run(result: CellRun, base: dict, timeout: float, stdout, stderr) -> None:
     with _warnings_to(out):
         try:
             with serving(base) as child_env:
-                proc = subprocess.Popen(result.run_command, env=child_env,
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, start_new_session=True)
+                try:
+                    proc = subprocess.Popen(result.run_command, env=child_env,
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, start_new_session=True)
+                except OSError as exc:
+                    raise AscendclError(f"%%ascendcl: cannot start the program: "
+                                        f"{exc.strerror or exc}") from None
                 readers = [threading.Thread(target=_pump, args=(pipe, tag, out), daemon=True)
                            for pipe, tag in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
                 for r in readers:
