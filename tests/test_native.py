@@ -77,17 +77,17 @@ def run_here(toolkit, exe: Path, tmp_path: Path, args=()) -> tuple[int, str]:
 _PY_ONLY = {"ptr_to_numpy", "ptr_to_bytes"}
 
 
-def record(runtime) -> tuple[list, list]:
-    """What must match: every task (name, kind, stream, times, bytes, what it read and wrote)
-    and every call (name, times, code)."""
+def record(runtime) -> tuple[list, list, list]:
+    """What must match: every task (name, kind, times, bytes, what it read and wrote), every
+    call (name, times, code) and the runtime's log (aclAppLog's messages among them)."""
     tasks = [(t.name, t.kind, t.start_ns, t.end_ns, t.nbytes, t.reads, t.writes)
              for t in runtime.tasks]
     log = [entry[:4] for entry in runtime.api_log
            if isinstance(entry, tuple) and entry[0] not in _PY_ONLY]
-    return tasks, log
+    return tasks, log, list(runtime.acl_log)
 
 
-def twin(fn) -> tuple[object, tuple[list, list]]:
+def twin(fn) -> tuple[object, tuple[list, list, list]]:
     acllab.reset()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -185,6 +185,9 @@ int main(void)
     CHECK(aclrtGetRunMode(&runMode));
     int32_t dev = -1;
     CHECK(aclrtGetDevice(&dev));
+    int64_t cores = 0;
+    CHECK(aclGetDeviceCapability(0, ACL_DEVICE_INFO_AI_CORE_NUM, &cores));
+    ACL_APP_LOG(ACL_INFO, "device %d has %lld AI cores", dev, (long long)cores);
 
     const size_t size = 64 * 1024;
     void *devBuf = NULL, *hostBuf = NULL;
@@ -229,6 +232,8 @@ def resources_twin(acl):
     stream, _ = acl.rt.create_stream()
     run_mode, _ = acl.rt.get_run_mode()
     dev, _ = acl.rt.get_device()
+    cores, _ = acl.get_device_capability(0, C.ACL_DEVICE_INFO_AI_CORE_NUM)
+    acl.app_log(acl.ACL_INFO, f"device {dev} has {cores} AI cores")
     size = 64 * 1024
     dev_buf, _ = acl.rt.malloc(size, C.ACL_MEM_MALLOC_HUGE_FIRST)
     host_buf, _ = acl.rt.malloc_host(size)
@@ -266,6 +271,7 @@ def test_resources_and_memory_match_the_pyacl_twin(toolkit, tmp_path):
     assert "sum 67104768.0" in out and "after memset 3f 3f" in out   # the bytes really moved
     assert native == python
     assert len(native[0]) >= 4 and len(native[1]) >= 20
+    assert [e[1:] for e in native[2]] == [("INFO", "APP", "device 0 has 2 AI cores")]
 
 
 DOUBLE_BUFFER_CPP = r"""
@@ -860,6 +866,250 @@ def test_callbacks_on_a_report_thread_match_the_pyacl_twin(toolkit, tmp_path):
     assert sum(t.name == "HostCallback" for t in session.current_runtime().tasks) == 4
 
 
+EVERYTHING_ELSE_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "acl/acl.h"
+
+#define SHOW(call) printf("%s -> %d\n", #call, (int)(call))
+
+int main(int argc, char **argv)
+{
+    int32_t major = 0, minor = 0, patch = 0;
+    uint32_t count = 0;
+    SHOW(aclInit(NULL));
+    SHOW(aclrtGetVersion(&major, &minor, &patch));
+    printf("version %d.%d.%d soc %s\n", major, minor, patch, aclrtGetSocName());
+    SHOW(aclrtGetDeviceCount(&count));
+    SHOW(aclrtSetDevice(0));
+    SHOW(aclrtSetOpWaitTimeout(5));
+    aclrtStream s1, s2;
+    SHOW(aclrtCreateStreamWithConfig(&s1, 0, ACL_STREAM_FAST_LAUNCH));
+    SHOW(aclrtCreateStream(&s2));
+    SHOW(aclrtSetStreamFailureMode(s2, ACL_STOP_ON_FAILURE));
+    void *a, *b, *c;
+    SHOW(aclrtMallocAlign32(&a, 4096, ACL_MEM_MALLOC_NORMAL_ONLY));
+    SHOW(aclrtMallocCached(&b, 4096, ACL_MEM_MALLOC_HUGE_ONLY));
+    SHOW(aclrtMalloc(&c, 4096, ACL_MEM_MALLOC_HUGE_FIRST));
+    unsigned char grid[16][32], back[16][32];
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 32; j++) grid[i][j] = (unsigned char)(i * 32 + j);
+    memset(back, 0, sizeof back);
+    SHOW(aclrtMemcpy2d(a, 64, grid, 32, 24, 16, ACL_MEMCPY_HOST_TO_DEVICE));
+    SHOW(aclrtMemsetAsync(b, 4096, 0x11, 4096, s1));
+    SHOW(aclrtMemcpy2dAsync(b, 64, a, 64, 24, 16, ACL_MEMCPY_DEVICE_TO_DEVICE, s1));
+    aclrtEvent e1, e2, e3;
+    SHOW(aclrtCreateEventWithFlag(&e1, ACL_EVENT_SYNC));
+    SHOW(aclrtCreateEventExWithFlag(&e2, ACL_EVENT_TIME_LINE));
+    SHOW(aclrtCreateEvent(&e3));
+    SHOW(aclrtRecordEvent(e1, s1));
+    SHOW(aclrtStreamWaitEvent(s2, e1));
+    SHOW(aclrtMemcpyAsync(c, 4096, b, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE, s2));
+    SHOW(aclrtRecordEvent(e3, s2));
+    aclrtStreamStatus st = ACL_STREAM_STATUS_RESERVED;
+    SHOW(aclrtStreamQuery(s2, &st));
+    printf("stream status %d\n", (int)st);
+    SHOW(aclrtSynchronizeStreamWithTimeout(s2, 1000));
+    SHOW(aclrtSynchronizeEventWithTimeout(e3, 1000));
+    aclrtEventStatus es = ACL_EVENT_STATUS_RESERVED;
+    SHOW(aclrtQueryEvent(e3, &es));
+    aclrtEventRecordedStatus rs = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    SHOW(aclrtQueryEventStatus(e3, &rs));
+    printf("event status %d %d\n", (int)es, (int)rs);
+    SHOW(aclrtResetEvent(e3, s2));
+    SHOW(aclrtMemcpy2d(back, 32, c, 64, 24, 16, ACL_MEMCPY_DEVICE_TO_HOST));
+    long sum = 0;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 32; j++) sum += back[i][j] * (i + 1);
+    printf("2d sum %ld\n", sum);
+    SHOW(aclrtSynchronizeDevice());
+
+    /* a model from host memory, and the rest of its description */
+    FILE *f = fopen(argv[1], "rb");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *om = malloc((size_t)n);
+    if (fread(om, 1, (size_t)n, f) != (size_t)n) return 1;
+    fclose(f);
+    size_t work = 0, weight = 0;
+    SHOW(aclmdlQuerySize(argv[1], &work, &weight));
+    printf("sizes %zu %zu\n", work, weight);
+    uint32_t id = 0;
+    SHOW(aclmdlLoadFromMem(om, (size_t)n, &id));
+    aclmdlDesc *desc = aclmdlCreateDesc();
+    SHOW(aclmdlGetDesc(desc, id));
+    aclmdlIODims out, cur;
+    SHOW(aclmdlGetOutputDims(desc, 0, &out));
+    SHOW(aclmdlGetCurOutputDims(desc, 0, &cur));
+    size_t index = 99;
+    SHOW(aclmdlGetInputIndexByName(desc, aclmdlGetInputNameByIndex(desc, 0), &index));
+    SHOW(aclmdlGetOutputIndexByName(desc, "no such output", &index));
+    int type = (int)aclmdlGetOutputDataType(desc, 0);
+    int format = (int)aclmdlGetOutputFormat(desc, 0);
+    printf("output %s %zu dims, cur %zu dims, index %zu, type %d format %d\n", out.name,
+           out.dimCount, cur.dimCount, index, type, format);
+    aclDataBuffer *db = aclCreateDataBuffer(c, 1024);
+    SHOW(aclUpdateDataBuffer(db, a, 2048));
+    size_t size2 = aclGetDataBufferSizeV2(db);
+    uint32_t size1 = aclGetDataBufferSize(db);
+    void *where = aclGetDataBufferAddr(db);
+    size_t fp16 = aclDataTypeSize(ACL_FLOAT16);
+    printf("buffer %zu %u %s, fp16 %zu\n", size2, size1, where == a ? "at a" : "elsewhere", fp16);
+    aclmdlDataset *ds = aclmdlCreateDataset();
+    SHOW(aclmdlAddDatasetBuffer(ds, db));
+    printf("dataset %zu\n", aclmdlGetDatasetNumBuffers(ds));
+    SHOW(aclmdlDestroyDataset(ds));
+    SHOW(aclDestroyDataBuffer(db));
+    SHOW(aclmdlDestroyDesc(desc));
+    SHOW(aclmdlUnload(id));
+    free(om);
+
+    SHOW(aclrtDestroyEvent(e1));
+    SHOW(aclrtDestroyEvent(e2));
+    SHOW(aclrtDestroyEvent(e3));
+    SHOW(aclrtFree(a));
+    SHOW(aclrtFree(b));
+    SHOW(aclrtFree(c));
+    SHOW(aclrtDestroyStreamForce(s1));
+    SHOW(aclrtDestroyStream(s2));
+    SHOW(aclrtResetDeviceForce(0));
+    SHOW(aclFinalize());
+    return 0;
+}
+"""
+
+
+def everything_else_twin(acl, path):
+    out = []
+
+    def show(text, value):
+        out.append(f"{text} -> {value}")
+
+    show("aclInit(NULL)", acl.init())
+    major, minor, patch, ret = acl.get_version()
+    show("aclrtGetVersion(&major, &minor, &patch)", ret)
+    out.append(f"version {major}.{minor}.{patch} soc {acl.get_soc_name()}")
+    show("aclrtGetDeviceCount(&count)", acl.rt.get_device_count()[1])
+    show("aclrtSetDevice(0)", acl.rt.set_device(0))
+    show("aclrtSetOpWaitTimeout(5)", acl.rt.set_op_wait_timeout(5))
+    s1, ret = acl.rt.create_stream_with_config(0, C.ACL_STREAM_FAST_LAUNCH)
+    show("aclrtCreateStreamWithConfig(&s1, 0, ACL_STREAM_FAST_LAUNCH)", ret)
+    s2, ret = acl.rt.create_stream()
+    show("aclrtCreateStream(&s2)", ret)
+    show("aclrtSetStreamFailureMode(s2, ACL_STOP_ON_FAILURE)",
+         acl.rt.set_stream_failure_mode(s2, C.ACL_STOP_ON_FAILURE))
+    a, ret = acl.rt.malloc_align32(4096, C.ACL_MEM_MALLOC_NORMAL_ONLY)
+    show("aclrtMallocAlign32(&a, 4096, ACL_MEM_MALLOC_NORMAL_ONLY)", ret)
+    b, ret = acl.rt.malloc_cached(4096, C.ACL_MEM_MALLOC_HUGE_ONLY)
+    show("aclrtMallocCached(&b, 4096, ACL_MEM_MALLOC_HUGE_ONLY)", ret)
+    c, ret = acl.rt.malloc(4096, C.ACL_MEM_MALLOC_HUGE_FIRST)
+    show("aclrtMalloc(&c, 4096, ACL_MEM_MALLOC_HUGE_FIRST)", ret)
+    grid = bytearray(range(256)) * 2
+    back = bytearray(512)
+    gp = acl.util.bytes_to_ptr(grid)
+    show("aclrtMemcpy2d(a, 64, grid, 32, 24, 16, ACL_MEMCPY_HOST_TO_DEVICE)",
+         acl.rt.memcpy2d(a, 64, gp, 32, 24, 16, C.ACL_MEMCPY_HOST_TO_DEVICE))
+    show("aclrtMemsetAsync(b, 4096, 0x11, 4096, s1)", acl.rt.memset_async(b, 4096, 0x11, 4096, s1))
+    show("aclrtMemcpy2dAsync(b, 64, a, 64, 24, 16, ACL_MEMCPY_DEVICE_TO_DEVICE, s1)",
+         acl.rt.memcpy2d_async(b, 64, a, 64, 24, 16, C.ACL_MEMCPY_DEVICE_TO_DEVICE, s1))
+    e1, ret = acl.rt.create_event_with_flag(C.ACL_EVENT_SYNC)
+    show("aclrtCreateEventWithFlag(&e1, ACL_EVENT_SYNC)", ret)
+    e2, ret = acl.rt.create_event_ex_with_flag(C.ACL_EVENT_TIME_LINE)
+    show("aclrtCreateEventExWithFlag(&e2, ACL_EVENT_TIME_LINE)", ret)
+    e3, ret = acl.rt.create_event()
+    show("aclrtCreateEvent(&e3)", ret)
+    show("aclrtRecordEvent(e1, s1)", acl.rt.record_event(e1, s1))
+    show("aclrtStreamWaitEvent(s2, e1)", acl.rt.stream_wait_event(s2, e1))
+    show("aclrtMemcpyAsync(c, 4096, b, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE, s2)",
+         acl.rt.memcpy_async(c, 4096, b, 4096, C.ACL_MEMCPY_DEVICE_TO_DEVICE, s2))
+    show("aclrtRecordEvent(e3, s2)", acl.rt.record_event(e3, s2))
+    st, ret = acl.rt.stream_query(s2)
+    show("aclrtStreamQuery(s2, &st)", ret)
+    out.append(f"stream status {st if ret == 0 else 0xFFFF}")
+    show("aclrtSynchronizeStreamWithTimeout(s2, 1000)",
+         acl.rt.synchronize_stream_with_timeout(s2, 1000))
+    show("aclrtSynchronizeEventWithTimeout(e3, 1000)",
+         acl.rt.synchronize_event_with_timeout(e3, 1000))
+    es, ret = acl.rt.query_event(e3)
+    show("aclrtQueryEvent(e3, &es)", ret)
+    rs, ret = acl.rt.query_event_status(e3)
+    show("aclrtQueryEventStatus(e3, &rs)", ret)
+    out.append(f"event status {es} {rs}")
+    show("aclrtResetEvent(e3, s2)", acl.rt.reset_event(e3, s2))
+    bp = acl.util.bytes_to_ptr(back)
+    show("aclrtMemcpy2d(back, 32, c, 64, 24, 16, ACL_MEMCPY_DEVICE_TO_HOST)",
+         acl.rt.memcpy2d(bp, 32, c, 64, 24, 16, C.ACL_MEMCPY_DEVICE_TO_HOST))
+    total = sum(back[i * 32 + j] * (i + 1) for i in range(16) for j in range(32))
+    out.append(f"2d sum {total}")
+    show("aclrtSynchronizeDevice()", acl.rt.synchronize_device())
+    data = bytearray(Path(path).read_bytes())
+    work, weight, ret = acl.mdl.query_size(path)
+    show("aclmdlQuerySize(argv[1], &work, &weight)", ret)
+    out.append(f"sizes {work} {weight}")
+    model_id, ret = acl.mdl.load_from_mem(acl.util.bytes_to_ptr(data), len(data))
+    show("aclmdlLoadFromMem(om, (size_t)n, &id)", ret)
+    desc = acl.mdl.create_desc()
+    show("aclmdlGetDesc(desc, id)", acl.mdl.get_desc(desc, model_id))
+    dims, ret = acl.mdl.get_output_dims(desc, 0)
+    show("aclmdlGetOutputDims(desc, 0, &out)", ret)
+    cur, ret = acl.mdl.get_cur_output_dims(desc, 0)
+    show("aclmdlGetCurOutputDims(desc, 0, &cur)", ret)
+    index, ret = acl.mdl.get_input_index_by_name(desc, acl.mdl.get_input_name_by_index(desc, 0))
+    show("aclmdlGetInputIndexByName(desc, aclmdlGetInputNameByIndex(desc, 0), &index)", ret)
+    _, ret = acl.mdl.get_output_index_by_name(desc, "no such output")
+    show('aclmdlGetOutputIndexByName(desc, "no such output", &index)', ret)
+    out.append(f"output {dims['name']} {dims['dimCount']} dims, cur {cur['dimCount']} dims, "
+               f"index {index}, type {acl.mdl.get_output_data_type(desc, 0)} format "
+               f"{acl.mdl.get_output_format(desc, 0)}")
+    db = acl.create_data_buffer(c, 1024)
+    show("aclUpdateDataBuffer(db, a, 2048)", acl.update_data_buffer(db, a, 2048))
+    size2, size1 = acl.get_data_buffer_size_v2(db), acl.get_data_buffer_size(db)
+    where = "at a" if acl.get_data_buffer_addr(db) == a else "elsewhere"
+    fp16 = acl.data_type_size(C.ACL_FLOAT16)
+    out.append(f"buffer {size2} {size1} {where}, fp16 {fp16}")
+    ds = acl.mdl.create_dataset()
+    show("aclmdlAddDatasetBuffer(ds, db)", acl.mdl.add_dataset_buffer(ds, db)[1])
+    out.append(f"dataset {acl.mdl.get_dataset_num_buffers(ds)}")
+    show("aclmdlDestroyDataset(ds)", acl.mdl.destroy_dataset(ds))
+    show("aclDestroyDataBuffer(db)", acl.destroy_data_buffer(db))
+    show("aclmdlDestroyDesc(desc)", acl.mdl.destroy_desc(desc))
+    show("aclmdlUnload(id)", acl.mdl.unload(model_id))
+    for name, event in (("e1", e1), ("e2", e2), ("e3", e3)):
+        show(f"aclrtDestroyEvent({name})", acl.rt.destroy_event(event))
+    for name, ptr in (("a", a), ("b", b), ("c", c)):
+        show(f"aclrtFree({name})", acl.rt.free(ptr))
+    show("aclrtDestroyStreamForce(s1)", acl.rt.destroy_stream_force(s1))
+    show("aclrtDestroyStream(s2)", acl.rt.destroy_stream(s2))
+    show("aclrtResetDeviceForce(0)", acl.rt.reset_device_force(0))
+    show("aclFinalize()", acl.finalize())
+    return "\n".join(out) + "\n"
+
+
+def test_the_rest_of_the_api_matches_the_pyacl_twin(toolkit, tmp_path):
+    """Every other function the headers declare, once each, beside its pyACL twin: 2-D
+    copies, fills, stream and event variants, device queries, a model from host memory and
+    the rest of its description, data buffers and datasets."""
+    from acllab.model import atc_main
+
+    om = tmp_path / "tiny"
+    assert atc_main(["--model", "zoo:tiny", "--output", str(om), "--soc_version", "Ascend310",
+                     "--input_shape", "data:2,1,16,16"]) == 0
+    exe = build(toolkit, tmp_path, EVERYTHING_ELSE_C.replace(
+        '#include "acl/acl.h"', '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n'
+        '#include "acl/acl.h"'), "everything")
+    code, out = run_here(toolkit, exe, tmp_path, [f"{om}.om"])
+    native = record(session.current_runtime())
+    expected, python = twin(lambda acl: everything_else_twin(acl, f"{om}.om"))
+    assert code == 0, out
+    assert out == expected
+    assert "2d sum 0" not in out and "buffer 2048 2048 at a" in out
+    assert native == python
+    codes = [int(line.rsplit(" ", 1)[1]) for line in out.splitlines() if " -> " in line]
+    assert len(codes) >= 50 and codes.count(0) >= len(codes) - 3
+
+
 CONCURRENT_CPP = r"""
 #include <cstdio>
 #include <thread>
@@ -976,6 +1226,64 @@ def test_more_host_buffers_than_the_library_keeps_in_step_still_round_trip(toolk
         expected = acl.rt.memcpy(dev, 4096, 0x10, 4096, C.ACL_MEMCPY_HOST_TO_DEVICE)
     assert expected != 0
     assert out == f"300 of 300 round trips, bogus source {expected}\n"
+
+
+DVPP_MEMORY_C = r"""
+#include <stdio.h>
+#include "acl/acl.h"
+#include "acl/ops/acl_dvpp.h"
+
+int main(void)
+{
+    void *pic = NULL, *dev = NULL;
+    int r[9];
+    r[0] = aclInit(NULL);
+    r[1] = aclrtSetDevice(0);
+    r[2] = acldvppMalloc(&pic, 1 << 20);
+    r[3] = aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST);
+    r[4] = aclrtMemcpy(pic, 4096, dev, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE);
+    r[5] = acldvppFree(pic);
+    r[6] = acldvppFree(pic);                     /* twice */
+    r[7] = aclrtFree(dev);
+    r[8] = aclrtResetDevice(0);
+    for (int i = 0; i < 9; i++) printf("%d\n", r[i]);
+    printf("%d\n", aclFinalize());
+    return 0;
+}
+"""
+
+
+def test_dvpp_memory_through_libacl_dvpp_is_the_same_library(toolkit, tmp_path):
+    """The samples link -lacl_dvpp beside -lascendcl: it is the same library under another
+    name, loaded once, so DVPP memory and device memory live on one device."""
+    latest, _ = toolkit
+    for name in ("libacl_dvpp.so", "stub/libacl_dvpp.so"):
+        assert (latest / "runtime" / "lib64" / name).resolve() == \
+            (latest / "runtime" / "lib64" / name).parent.joinpath("libascendcl.so").resolve()
+    src = tmp_path / "dvpp.c"
+    src.write_text(DVPP_MEMORY_C)
+    exe = tmp_path / "dvpp"
+    subprocess.run(["gcc", "-Wall", f"-I{latest}/runtime/include", str(src),
+                    f"-L{latest}/runtime/lib64/stub", "-lacl_dvpp", "-lascendcl", "-o",
+                    str(exe)], check=True)
+    code, out = run_here(toolkit, exe, tmp_path)
+
+    def dvpp_twin(acl):
+        r = [acl.init(), acl.rt.set_device(0)]
+        pic, ret = acl.media.dvpp_malloc(1 << 20)
+        r.append(ret)
+        dev, ret = acl.rt.malloc(4096, C.ACL_MEM_MALLOC_HUGE_FIRST)
+        r.append(ret)
+        r.append(acl.rt.memcpy(pic, 4096, dev, 4096, C.ACL_MEMCPY_DEVICE_TO_DEVICE))
+        r += [acl.media.dvpp_free(pic), acl.media.dvpp_free(pic), acl.rt.free(dev),
+              acl.rt.reset_device(0), acl.finalize()]
+        return "".join(f"{x}\n" for x in r)
+
+    native = record(session.current_runtime())
+    expected, python = twin(dvpp_twin)
+    assert code == 0
+    assert out.splitlines()[:6] == ["0"] * 6 and out.splitlines()[6] != "0"
+    assert out == expected and native == python
 
 
 # -- on its own, and faults -----------------------------------------------------------------
@@ -1116,3 +1424,87 @@ def test_a_missing_compiler_gives_a_clear_message_not_a_traceback(tmp_path, how)
     done = _acllab(["profile", str(exe)], env)
     assert done.returncode == 2
     assert why in done.stderr and "Traceback" not in done.stderr
+
+
+# -- the notebook's %%ascendcl ----------------------------------------------------------------
+
+CELL = r"""
+#include <cstdio>
+#include "acl/acl.h"
+
+int main(int argc, char **argv)
+{
+    std::printf("init %d\n", aclInit(nullptr));       /* the kernel already initialised */
+    std::printf("set device %d\n", aclrtSetDevice(0));  /* a thread of its own: no context */
+    void *dev = nullptr;
+    int ret = aclrtMalloc(&dev, 1024, ACL_MEM_MALLOC_HUGE_FIRST);
+    std::printf("malloc %d, args %d %s\n", ret, argc, argc > 1 ? argv[1] : "-");
+    aclrtFree(dev);
+    return 3;
+}
+"""
+
+
+def test_a_cell_magic_runs_c_plus_plus_on_the_kernel_s_device(toolkit, tmp_path, capsys,
+                                                              monkeypatch):
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+
+    _, env = toolkit
+    monkeypatch.setenv("ACLLAB_CACHE", env["ACLLAB_CACHE"])
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "widgets.ascendcl_magic")
+    acllab.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acl = acllab.acl
+        acl.init()
+        acl.rt.set_device(0)
+        shell.run_cell_magic("ascendcl", "-- hello", CELL)
+    out = capsys.readouterr().out
+    assert out == ("init 100002\nset device 0\nmalloc 0, args 2 hello\n"
+                   "(the program exited with code 3)\n")
+    names = [entry[0] for entry in session.current_runtime().api_log]
+    assert names[:2] == ["init", "set_device"]                 # the notebook's own calls
+    assert names[2:] == ["init", "set_device", "malloc", "free"]   # the cell's, same device
+
+
+def test_a_cell_that_does_not_compile_shows_the_compiler_s_message(toolkit, monkeypatch):
+    import io
+
+    from widgets.ascendcl_magic import run_cell
+
+    _, env = toolkit
+    monkeypatch.setenv("ACLLAB_CACHE", env["ACLLAB_CACHE"])
+    out = io.StringIO()
+    assert run_cell("--c", "int main(void) { return undeclared; }\n", out) == 2
+    assert "does not compile" in out.getvalue() and "undeclared" in out.getvalue()
+    out = io.StringIO()
+    monkeypatch.setenv("CXX", "/no/such/compiler")
+    assert run_cell("", "int main() {}\n", out) == 2
+    assert "names no program" in out.getvalue() and "Traceback" not in out.getvalue()
+
+
+def test_without_a_system_compiler_the_ziglang_package_builds_the_library(tmp_path):
+    """No cc, gcc or clang on PATH and no CC: the ziglang package's ``zig cc`` builds
+    libascendcl.so, and a program linked against it runs (needs ziglang importable)."""
+    pytest.importorskip("ziglang")
+    from acllab import native
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "ACLLAB_CC")}
+    env.update(PATH=str(bare), ACLLAB_CACHE=str(tmp_path / "cache"))
+    assert native.find_compiler(env)[1:] == ["-m", "ziglang", "cc"]
+    latest = native.toolkit(env)
+    exe = tmp_path / "main"
+    src = tmp_path / "main.c"
+    src.write_text(textwrap.dedent(RESOURCES_C))
+    subprocess.run(["gcc", f"-I{latest}/runtime/include", str(src),
+                    f"-L{latest}/runtime/lib64/stub", "-lascendcl", "-o", str(exe)], check=True)
+    done = subprocess.run([str(exe)], env={**os.environ, "LD_LIBRARY_PATH":
+                                           f"{latest}/runtime/lib64"},
+                          capture_output=True, text=True, timeout=120)
+    expected, _ = twin(resources_twin)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected

@@ -11,6 +11,8 @@ the system's C compiler, an install tree laid out as an Ascend toolkit's::
         runtime/include/acl/acl.h, acl_base.h, acl_rt.h, acl_mdl.h, acl_op.h
         runtime/lib64/libascendcl.so          (what the program loads)
         runtime/lib64/stub/libascendcl.so     (what the samples' CMakeLists link against)
+        runtime/lib64[/stub]/libacl_dvpp.so   (the same library under the name DVPP
+                                               programs link)
 
 :func:`env_exports` gives the shell exports the samples' build files and READMEs read
 (``eval "$(acllab env)"``), and :mod:`acllab.native.run` runs a native program against a
@@ -37,7 +39,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = ["NativeBuildError", "CompilerMissing", "find_compiler", "toolkit", "env_exports",
-           "library_path", "SOURCE_DIR", "INCLUDE_DIR"]
+           "library_path", "build_program", "SOURCE_DIR", "INCLUDE_DIR"]
 
 HERE = Path(__file__).resolve().parent
 SOURCE_DIR = HERE / "src"
@@ -45,6 +47,13 @@ INCLUDE_DIR = HERE / "include"
 
 #: Compiler flags for the library (C99 with GNU extensions: the headers' attributes).
 CFLAGS = ["-std=gnu99", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden"]
+
+
+#: The tree's layout (part of its key: a change here builds a new tree).
+LAYOUT = 2
+
+#: Other AscendCL libraries the samples' build files link, provided as names of this one.
+COMPANIONS = ("acl_dvpp",)
 
 
 class NativeBuildError(RuntimeError):
@@ -55,26 +64,30 @@ class CompilerMissing(NativeBuildError):
     """No C compiler: none named, none on PATH, and no ziglang package."""
 
 
-def _which(name: str) -> str | None:
-    return shutil.which(name)
+def _which(name: str, env) -> str | None:
+    return shutil.which(name, path=env.get("PATH", os.defpath))
 
 
-def find_compiler(env: dict | None = None) -> list[str]:
+def find_compiler(env: dict | None = None, cpp: bool = False) -> list[str]:
     """The command that compiles C: ``ACLLAB_CC`` or ``CC`` when set (it must exist), else
-    cc, gcc or clang on PATH, else the ziglang package's ``zig cc``; CompilerMissing else."""
+    cc, gcc or clang on PATH, else the ziglang package's ``zig cc``; CompilerMissing else.
+    With ``cpp``, the command that compiles C++: ``ACLLAB_CXX`` or ``CXX``, else c++, g++ or
+    clang++, else ``zig c++``."""
     env = os.environ if env is None else env
+    if cpp:
+        return _find_cxx(env)
     for var in ("ACLLAB_CC", "CC"):
         named = env.get(var, "").strip()
         if named:
             words = shlex.split(named)
-            if words and _which(words[0]):
+            if words and _which(words[0], env):
                 return words
             raise CompilerMissing(
                 f"acllab cannot build libascendcl.so: {var}={named!r} names no program on "
                 f"PATH. Set {var} to a C compiler (gcc, clang), unset it to use the system's, "
                 "or install the ziglang package (pip install ziglang).")
     for name in ("cc", "gcc", "clang"):
-        path = _which(name)
+        path = _which(name, env)
         if path:
             return [path]
     try:
@@ -88,6 +101,60 @@ def find_compiler(env: dict | None = None) -> list[str]:
         "acllab cannot build libascendcl.so: no C compiler was found (no cc, gcc or clang on "
         "PATH, and the ziglang package is not installed). Install one (apt-get install gcc, "
         "or pip install ziglang), or set CC to a C compiler.")
+
+
+def _find_cxx(env) -> list[str]:
+    for var in ("ACLLAB_CXX", "CXX"):
+        named = env.get(var, "").strip()
+        if named:
+            words = shlex.split(named)
+            if words and _which(words[0], env):
+                return words
+            raise CompilerMissing(
+                f"acllab cannot build the program: {var}={named!r} names no program on PATH. "
+                f"Set {var} to a C++ compiler (g++, clang++), unset it to use the system's, "
+                "or install the ziglang package (pip install ziglang).")
+    for name in ("c++", "g++", "clang++"):
+        path = _which(name, env)
+        if path:
+            return [path]
+    try:
+        import importlib.util
+
+        if importlib.util.find_spec("ziglang") is not None:
+            return [sys.executable, "-m", "ziglang", "c++"]
+    except (ImportError, ValueError):
+        pass
+    raise CompilerMissing(
+        "acllab cannot build the program: no C++ compiler was found (no c++, g++ or clang++ on "
+        "PATH, and the ziglang package is not installed). Install one (apt-get install g++, or "
+        "pip install ziglang), or set CXX to a C++ compiler.")
+
+
+def build_program(source: str, out: str | os.PathLike, *, cpp: bool = True,
+                  flags: list[str] | tuple = (), env: dict | None = None) -> Path:
+    """Compile ``source`` (C++, or C with ``cpp=False``) into the executable ``out`` against
+    the toolkit tree, as the samples' build files do (its runtime/include, linked with
+    libascendcl from its stub directory); NativeBuildError with the compiler's messages when
+    it does not compile."""
+    env = os.environ if env is None else env
+    latest = toolkit(env)
+    cc = find_compiler(env, cpp=cpp)
+    out = Path(out)
+    src = out.with_name(out.name + (".cpp" if cpp else ".c"))
+    src.write_text(source)
+    cmd = [*cc, *(["-std=c++17"] if cpp else []), "-O1", f"-I{latest}/runtime/include",
+           *flags, str(src), f"-L{latest}/runtime/lib64/stub", "-lascendcl", "-pthread",
+           "-o", str(out)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except OSError as exc:
+        raise CompilerMissing(f"acllab cannot build the program: running {cc[0]} failed: "
+                              f"{exc}") from None
+    if done.returncode != 0:
+        raise NativeBuildError(f"the program does not compile ({Path(cc[-1]).name} exited "
+                               f"with {done.returncode}):\n{done.stderr.strip()}")
+    return out
 
 
 def _cache_root(env: dict) -> Path:
@@ -108,7 +175,8 @@ def _key(cc: list[str]) -> str:
     for path in sorted(SOURCE_DIR.rglob("*")) + sorted(INCLUDE_DIR.rglob("*")):
         if path.is_file():
             h.update(str(path.relative_to(HERE)).encode() + b"\0" + path.read_bytes())
-    h.update("\0".join([*cc, sys.executable, _python_path(), *CFLAGS]).encode())
+    h.update("\0".join([*cc, sys.executable, _python_path(), *CFLAGS, *COMPANIONS,
+                         str(LAYOUT)]).encode())
     return h.hexdigest()[:16]
 
 
@@ -149,6 +217,11 @@ def toolkit(env: dict | None = None) -> Path:
             raise NativeBuildError(f"acllab cannot build libascendcl.so: {shlex.join(cmd)} "
                                    f"exited with {done.returncode}:\n{done.stderr.strip()}")
         shutil.copy2(out, lib / "stub" / "libascendcl.so")
+        # the other libraries the samples link (-lacl_dvpp): names of the same library, so
+        # that the loader maps it once (one connection, one set of handles)
+        for name in COMPANIONS:
+            os.symlink("libascendcl.so", lib / f"lib{name}.so")
+            os.symlink("libascendcl.so", lib / "stub" / f"lib{name}.so")
         # older samples read the tree as acllib/include and acllib/lib64
         (tree / "acllib").mkdir()
         os.symlink("../runtime/include", tree / "acllib" / "include")

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "acl/acl.h"
+#include "acl/ops/acl_dvpp.h"
 
 #ifndef ACLLAB_PYTHON
 #define ACLLAB_PYTHON "python3"
@@ -1044,6 +1045,27 @@ aclError aclrtSynchronizeDevice(void) { STATUS0("acl.rt.synchronize_device"); }
     if (r_ == 0) { *(out) = (T)x_; } \
     return r_; } while (0)
 
+aclError aclGetDeviceCapability(uint32_t deviceId, aclDeviceInfo deviceInfo, int64_t *value) {
+    NEED(value, "aclGetDeviceCapability");
+    OUT1(int64_t, value, "acl.get_device_capability", "ii", (int64_t)deviceId,
+         (int64_t)deviceInfo);
+}
+
+/* Differs from hardware: the message (formatted here) goes to acllab's log as acl.app_log's
+ * does; the function, file and line CANN's log line names are not kept. */
+void aclAppLog(aclLogLevel logLevel, const char *func, const char *file, uint32_t line,
+               const char *fmt, ...) {
+    (void)func; (void)file; (void)line;
+    char text[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt ? fmt : "", ap);
+    va_end(ap);
+    int code;
+    V *v = call(&code, "acl.app_log", "is", (int64_t)logLevel, text);
+    vfree(v);
+}
+
 aclError aclrtGetDevice(int32_t *deviceId) {
     NEED(deviceId, "aclrtGetDevice");
     OUT1_0(int32_t, deviceId, "acl.rt.get_device");
@@ -1564,3 +1586,11 @@ aclDataBuffer *aclmdlGetDatasetBuffer(const aclmdlDataset *dataset, size_t index
     return (aclDataBuffer *)(uintptr_t)bare("acl.mdl.get_dataset_buffer", "uu", H(dataset),
                                             (uint64_t)index);
 }
+
+/* -- DVPP memory ------------------------------------------------------------------------------ */
+
+aclError acldvppMalloc(void **devPtr, size_t size) {
+    NEED(devPtr, "acldvppMalloc");
+    OUT1(void *, devPtr, "acl.media.dvpp_malloc", "u", (uint64_t)size);
+}
+aclError acldvppFree(void *devPtr) { STATUS("acl.media.dvpp_free", "u", H(devPtr)); }

@@ -182,6 +182,13 @@ typedef enum {
     ACL_MEMTYPE_HOST = 1
 } aclMemType;
 
+typedef enum {
+    ACL_DEVICE_INFO_UNDEFINED = -1,
+    ACL_DEVICE_INFO_AI_CORE_NUM = 0,
+    ACL_DEVICE_INFO_VECTOR_CORE_NUM = 1,
+    ACL_DEVICE_INFO_L2_SIZE = 2
+} aclDeviceInfo;
+
 typedef struct aclDataBuffer aclDataBuffer;
 
 /* data buffers: an address and a size, as a model's inputs and outputs take them */
@@ -194,6 +201,16 @@ ACL_DEPRECATED_MESSAGE("aclGetDataBufferSize is deprecated, use aclGetDataBuffer
 ACL_FUNC_VISIBILITY uint32_t aclGetDataBufferSize(const aclDataBuffer *dataBuffer);
 ACL_FUNC_VISIBILITY size_t aclGetDataBufferSizeV2(const aclDataBuffer *dataBuffer);
 ACL_FUNC_VISIBILITY size_t aclDataTypeSize(aclDataType dataType);
+
+/* A hardware figure of a device: its AI cores, vector cores or L2 bytes. */
+ACL_FUNC_VISIBILITY aclError aclGetDeviceCapability(uint32_t deviceId, aclDeviceInfo deviceInfo,
+                                                    int64_t *value);
+
+/* An application message for the log (printf's format); ACL_APP_LOG adds where it is from. */
+ACL_FUNC_VISIBILITY void aclAppLog(aclLogLevel logLevel, const char *func, const char *file,
+                                   uint32_t line, const char *fmt, ...);
+#define ACL_APP_LOG(level, fmt, ...) \
+    aclAppLog(level, __FUNCTION__, __FILE__, __LINE__, fmt, ##__VA_ARGS__)
 
 /* The explanation of this thread's most recent failed call, or NULL when there is none. */
 ACL_FUNC_VISIBILITY const char *aclGetRecentErrMsg(void);
