@@ -392,7 +392,7 @@ def test_a_compile_error_shows_the_diagnostics_and_no_traceback(shell):
         """)
     assert not result.success
     text = out + err
-    assert "%%ascendcl: the C cell did not compile" in text
+    assert "%%ascendcl: the C cell does not compile" in text
     assert "cell.c:4:" in text and "undeclared_thing" in text
     assert "ascend-toolkit" not in text                     # no long toolkit paths
     assert len(text.splitlines()) < 15

@@ -31,9 +31,11 @@ timeout, when it is stopped) fail the cell, as a failing ``%%bash`` cell does, s
 stops there. No compiler at all is said (what to install or set) without failing the cell,
 so that a notebook still runs to its end on a machine without one.
 
-The compilers: ``ACLLAB_CC`` or ``CC`` for C (as :func:`acllab.native.find_compiler`),
+The compilers are :func:`acllab.native.find_compiler`'s: ``ACLLAB_CC`` or ``CC`` for C,
 ``ACLLAB_CXX`` or ``CXX`` for C++, else the system's ``cc``/``gcc``/``clang`` and
-``c++``/``g++``/``clang++``, else the ziglang package's ``zig cc`` / ``zig c++``.
+``c++``/``g++``/``clang++``, else the ziglang package's ``zig cc`` / ``zig c++``. The program
+is a process of its own to the device: it calls ``aclInit`` (100002 when the notebook already
+did: ``--fresh`` avoids that) and sets its device before it allocates.
 
 Differs from hardware: the program's stdout is line-buffered even though it is a pipe (a
 constructor compiled beside the cell sets it), so that its lines reach the cell as they are
@@ -61,7 +63,7 @@ import warnings
 from pathlib import Path
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension", "run_cell", "CellRun",
-           "AscendclError", "find_cxx_compiler", "looks_like_cpp", "last_run"]
+           "AscendclError", "looks_like_cpp", "last_run"]
 
 #: How many lines of the compiler's diagnostics a failed cell shows.
 DIAGNOSTIC_LINES = 25
@@ -130,36 +132,6 @@ def looks_like_cpp(source: str) -> bool:
     """Whether a cell reads as C++ rather than C (a C++ header, ``std::``, ``class`` ...)."""
     text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
     return bool(_CPP_SIGNS.search(text))
-
-
-def find_cxx_compiler(env: dict | None = None) -> list[str]:
-    """The command that compiles C++: ``ACLLAB_CXX`` or ``CXX`` when set (it must exist),
-    else c++, g++ or clang++ on PATH, else the ziglang package's ``zig c++``."""
-    from acllab.native import CompilerMissing
-
-    env = os.environ if env is None else env
-    for var in ("ACLLAB_CXX", "CXX"):
-        named = env.get(var, "").strip()
-        if named:
-            words = shlex.split(named)
-            if words and shutil.which(words[0]):
-                return words
-            raise CompilerMissing(
-                f"{var}={named!r} names no program on PATH. Set {var} to a C++ compiler "
-                "(g++, clang++), unset it to use the system's, or install the ziglang "
-                "package (pip install ziglang).")
-    for name in ("c++", "g++", "clang++"):
-        path = shutil.which(name)
-        if path:
-            return [path]
-    import importlib.util
-
-    if importlib.util.find_spec("ziglang") is not None:
-        return [sys.executable, "-m", "ziglang", "c++"]
-    raise CompilerMissing(
-        "no C++ compiler was found (no c++, g++ or clang++ on PATH, and the ziglang package "
-        "is not installed). Install one (apt-get install g++, or pip install ziglang), or set "
-        "CXX to a C++ compiler.")
 
 
 def _parse(line: str) -> tuple[argparse.Namespace, list[str]]:
@@ -257,7 +229,7 @@ def _compile(source: str, language: str, flags: list[str], work: Path, env: dict
              latest: Path) -> tuple[list[str], subprocess.CompletedProcess]:
     from acllab import native
 
-    cc = native.find_compiler(env) if language == "c" else find_cxx_compiler(env)
+    cc = native.find_compiler(env, cpp=language == "c++")
     ext = ".c" if language == "c" else ".cpp"
     (work / f"cell{ext}").write_text(source, encoding="utf-8")
     (work / f"acllab_stdout{ext}").write_text(_LINE_BUFFERED)
@@ -291,6 +263,7 @@ def run_cell(line: str, cell: str, *, env: dict | None = None, stdout=None,
     import acllab
     from acllab import native
 
+    last_run = None
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     ns, program_args = _parse(line)
@@ -325,7 +298,7 @@ def run_cell(line: str, cell: str, *, env: dict | None = None, stdout=None,
         result.diagnostics = _short(done.stderr, include)
         if done.returncode != 0:
             raise AscendclError(
-                f"%%ascendcl: the {what} cell did not compile "
+                f"%%ascendcl: the {what} cell does not compile "
                 f"({Path(result.compile_command[0]).name} exited with {done.returncode}):\n"
                 f"{result.diagnostics}")
         if result.diagnostics:            # warnings: worth seeing, as a terminal shows them
