@@ -594,3 +594,63 @@ def test_lesson_06_gives_the_grader_nothing_to_note():
     for c in nb.cells:
         if c.cell_type == "code":
             assert translate(c.source)[1] == [], c.source[:80]
+
+
+def running_in_group(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that are not zombies (read from /proc)."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(stat.parent.name))
+    return alive
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_an_interrupt_stops_the_program_and_the_kernel_goes_on(shell, tmp_path):
+    """Interrupting the kernel (SIGINT, the stop button) while a cell's program runs ends the
+    program (and what it started) at once; the next cell runs."""
+    import signal
+    import threading
+    import time
+
+    from widgets import ascendcl
+
+    marker = tmp_path / "running"
+
+    def interrupt():
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    acllab.reset()
+    thread = threading.Thread(target=interrupt)
+    thread.start()
+    started = time.monotonic()
+    result, out, err = cell(shell, "--timeout 120", r"""
+        #include <stdio.h>
+        #include <unistd.h>
+        #include "acl/acl.h"
+        int main(void) {
+            aclrtSetDevice(0);
+            if (fork() == 0) for (;;) pause();       /* a child of its own, also ended */
+            FILE *f = fopen("%s", "w");
+            fclose(f);
+            for (;;) { }
+        }
+        """.replace("%s", str(marker)))
+    thread.join()
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    assert time.monotonic() - started < 60
+    run = ascendcl.last_run
+    assert run.stopped == "it was interrupted" and run.pid
+    with pytest.raises(ProcessLookupError):
+        os.kill(run.pid, 0)                     # ended and reaped
+    assert running_in_group(run.pid) == []      # its fork too (a zombie at most)
+    result, out, err = cell(shell, "--fresh", ROUND_TRIP_C)
+    assert result.success and out == "byte 100 came back as 9\n", (out, err)

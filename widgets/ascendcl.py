@@ -122,6 +122,7 @@ class CellRun:
     diagnostics: str = ""
     stopped: str = ""
     signal: int = 0
+    pid: int = 0
 
 
 #: The last cell's :class:`CellRun` (None before the first).
@@ -343,6 +344,7 @@ def _run(result: CellRun, base: dict, timeout: float, stdout, stderr) -> None:
                 except OSError as exc:
                     raise AscendclError(f"%%ascendcl: cannot start the program: "
                                         f"{exc.strerror or exc}") from None
+                result.pid = proc.pid
                 readers = [threading.Thread(target=_pump, args=(pipe, tag, out), daemon=True)
                            for pipe, tag in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
                 for r in readers:
