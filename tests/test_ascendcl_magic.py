@@ -654,3 +654,40 @@ def test_an_interrupt_stops_the_program_and_the_kernel_goes_on(shell, tmp_path):
     assert running_in_group(run.pid) == []      # its fork too (a zombie at most)
     result, out, err = cell(shell, "--fresh", ROUND_TRIP_C)
     assert result.success and out == "byte 100 came back as 9\n", (out, err)
+
+
+@pytest.mark.parametrize("ending, told", [
+    ("abort();", "SIGABRT (abort(): an assertion failed"),
+    ("raise(SIGFPE);", "SIGFPE (an arithmetic error"),
+    ("kill(getpid(), SIGKILL);", "ended by SIGKILL\n"),
+    ("exit(0);", None),
+    ("_exit(5);", "the program exited with code 5"),
+])
+def test_each_way_a_program_ends_is_told(shell, ending, told):
+    from widgets import ascendcl
+
+    acllab.reset()
+    result, out, err = cell(shell, "--c", r"""
+        #include <signal.h>
+        #include <stdio.h>
+        #include <stdlib.h>
+        #include <unistd.h>
+        #include "acl/acl.h"
+        int main(void) {
+            aclInit(NULL);
+            aclrtSetDevice(0);
+            printf("no newline yet");
+            fflush(stdout);
+            ENDING
+        }
+        """.replace("ENDING", ending))
+    assert out.startswith("no newline yet")
+    no_traceback(out, err)
+    if told is None:
+        assert result.success and out == "no newline yet" and err == ""
+    else:
+        assert not result.success and told in out + err, (out, err)
+        assert len((out + err).splitlines()) == 2
+    assert ascendcl.last_run.returncode == (0 if told is None else
+                                            5 if "code 5" in told else
+                                            128 + ascendcl.last_run.signal)

@@ -84,7 +84,7 @@ __attribute__((constructor)) static void acllab_line_buffered_stdout(void)
 _CPP_SIGNS = re.compile(
     r"#\s*include\s*<(?:c(?:stdio|stdlib|string|stdint|stddef|math|assert|time)|iostream|"
     r"iomanip|sstream|fstream|string|vector|array|map|unordered_map|set|memory|thread|mutex|"
-    r"atomic|chrono|algorithm|numeric|functional|utility|tuple|optional|cstring)>"
+    r"atomic|chrono|algorithm|numeric|functional|utility|tuple|optional)>"
     r"|\bstd::|\bnamespace\b|\bnullptr\b|\bclass\s+\w+|\btemplate\s*<|\bstatic_cast\s*<"
     r"|\breinterpret_cast\s*<|\bconstexpr\b|\bauto\s+\w+\s*=")
 
@@ -94,7 +94,6 @@ _SIGNALS = {
     "SIGABRT": "abort(): an assertion failed or the C library found the heap corrupt",
     "SIGFPE": "an arithmetic error, such as an integer division by zero",
     "SIGILL": "an illegal instruction",
-    "SIGKILL": "SIGKILL",
 }
 
 
@@ -223,7 +222,7 @@ def _signal_text(code: int) -> str:
     except ValueError:
         return f"signal {code}"
     what = _SIGNALS.get(name)
-    return f"{name} ({what})" if what and what != name else name
+    return f"{name} ({what})" if what else name
 
 
 def _compile(source: str, language: str, flags: list[str], work: Path, env: dict,
@@ -308,6 +307,8 @@ def run_cell(line: str, cell: str, *, env: dict | None = None, stdout=None,
     finally:
         shutil.rmtree(work, ignore_errors=True)
     code = result.returncode
+    if (result.stopped or code) and result.stdout and not result.stdout.endswith("\n"):
+        stdout.write("\n")               # the message below starts a line of its own
     if result.stopped:
         raise AscendclError(f"%%ascendcl: the program was stopped: {result.stopped}")
     if code is not None and code > 128 and result.signal:
