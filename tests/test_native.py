@@ -1110,6 +1110,423 @@ def test_the_rest_of_the_api_matches_the_pyacl_twin(toolkit, tmp_path):
     assert len(codes) >= 50 and codes.count(0) >= len(codes) - 3
 
 
+SINGLE_OP_CPP = r"""
+#include <cstdio>
+#include <cstring>
+#include <vector>
+#include "acl/acl.h"
+
+struct Tensor {
+    aclTensorDesc *desc;
+    aclDataBuffer *buf;
+    void *dev;
+    size_t size;
+};
+
+static Tensor make(aclDataType type, std::vector<int64_t> dims)
+{
+    Tensor t;
+    t.desc = aclCreateTensorDesc(type, (int)dims.size(), dims.data(), ACL_FORMAT_ND);
+    t.size = aclGetTensorDescSize(t.desc);
+    aclrtMalloc(&t.dev, t.size, ACL_MEM_MALLOC_HUGE_FIRST);
+    t.buf = aclCreateDataBuffer(t.dev, t.size);
+    return t;
+}
+
+static void fill(Tensor &t, void *host, const void *data)
+{
+    std::memcpy(host, data, t.size);
+    aclrtMemcpy(t.dev, t.size, host, t.size, ACL_MEMCPY_HOST_TO_DEVICE);
+}
+
+static unsigned long checksum(Tensor &t, void *host)
+{
+    aclrtMemcpy(host, t.size, t.dev, t.size, ACL_MEMCPY_DEVICE_TO_HOST);
+    unsigned long sum = 0;
+    const uint16_t *h = static_cast<const uint16_t *>(host);
+    for (size_t i = 0; i < t.size / 2; i++) sum = sum * 31 + h[i];
+    return sum;
+}
+
+int main(int argc, char **argv)
+{
+    aclInit(nullptr);
+    std::printf("model dir %d\n", aclopSetModelDir(argv[1]));
+    aclrtSetDevice(0);
+    aclrtStream stream;
+    aclrtCreateStream(&stream);
+    void *host;
+    aclrtMallocHost(&host, 1 << 16);
+
+    Tensor x1 = make(ACL_FLOAT16, {8, 16}), x2 = make(ACL_FLOAT16, {8, 16});
+    Tensor y = make(ACL_FLOAT16, {8, 16});
+    const uint16_t ones[3] = {0x3C00, 0x4000, 0x3800};
+    std::vector<uint16_t> a(128), b(128);
+    for (int i = 0; i < 128; i++) { a[i] = ones[i % 3]; b[i] = ones[(i / 5) % 3]; }
+    fill(x1, host, a.data());
+    fill(x2, host, b.data());
+    aclSetTensorDescName(x1.desc, "x1");
+    int64_t dim = 0;
+    const char *name = aclGetTensorDescName(x1.desc);
+    int type = (int)aclGetTensorDescType(x1.desc), format = (int)aclGetTensorDescFormat(x1.desc);
+    size_t ndims = aclGetTensorDescNumDims(x1.desc), count = aclGetTensorDescElementCount(x1.desc);
+    int ret = aclGetTensorDescDimV2(x1.desc, 1, &dim);
+    std::printf("desc %s %d %d %zu %zu %d %lld\n", name, type, format, ndims, count, ret,
+                (long long)dim);
+    aclopAttr *attr = aclopCreateAttr();
+    aclTensorDesc *inDesc[2] = {x1.desc, x2.desc}, *outDesc[1] = {y.desc};
+    aclDataBuffer *ins[2] = {x1.buf, x2.buf}, *outs[1] = {y.buf};
+    std::printf("add %d\n", aclopExecuteV2("Add", 2, inDesc, ins, 1, outDesc, outs, attr, stream));
+    aclrtSynchronizeStream(stream);
+    std::printf("add sum %lu\n", checksum(y, host));
+
+    Tensor m1 = make(ACL_FLOAT16, {16, 32}), m2 = make(ACL_FLOAT16, {32, 8});
+    Tensor mo = make(ACL_FLOAT16, {16, 8});
+    std::vector<uint16_t> ones16(512, 0x3C00);
+    fill(m1, host, ones16.data());
+    fill(m2, host, ones16.data());
+    aclopAttr *mattr = aclopCreateAttr();
+    int first = aclopSetAttrBool(mattr, "transpose_x1", 0);
+    int second = aclopSetAttrBool(mattr, "transpose_x2", 0);
+    std::printf("attrs %d %d\n", first, second);
+    aclTensorDesc *mIn[2] = {m1.desc, m2.desc}, *mOut[1] = {mo.desc};
+    aclDataBuffer *mIns[2] = {m1.buf, m2.buf}, *mOuts[1] = {mo.buf};
+    aclopHandle *handle = nullptr;
+    std::printf("handle %d\n", aclopCreateHandle("MatMul", 2, mIn, 1, mOut, mattr, &handle));
+    std::printf("matmul %d\n", aclopExecWithHandle(handle, 2, mIns, 1, mOuts, stream));
+    aclrtSynchronizeStream(stream);
+    std::printf("matmul sum %lu\n", checksum(mo, host));
+    aclopDestroyHandle(handle);
+
+    Tensor cf = make(ACL_FLOAT, {1000}), ch = make(ACL_FLOAT16, {1000});
+    std::vector<float> values(1000);
+    for (int i = 0; i < 1000; i++) values[i] = i * 0.25f;
+    fill(cf, host, values.data());
+    std::printf("cast %d\n", aclopCast(cf.desc, cf.buf, ch.desc, ch.buf, 0, stream));
+    aclrtSynchronizeStream(stream);
+    std::printf("cast sum %lu\n", checksum(ch, host));
+    std::printf("missing %d\n", aclopExecuteV2("Add", 1, inDesc, ins, 1, outDesc, outs, attr,
+                                               stream));
+
+    aclopDestroyAttr(attr);
+    aclopDestroyAttr(mattr);
+    for (Tensor *t : {&x1, &x2, &y, &m1, &m2, &mo, &cf, &ch}) {
+        aclDestroyDataBuffer(t->buf);
+        aclrtFree(t->dev);
+        aclDestroyTensorDesc(t->desc);
+    }
+    aclrtFreeHost(host);
+    aclrtDestroyStream(stream);
+    aclrtResetDevice(0);
+    aclFinalize();
+    return 0;
+}
+"""
+
+
+def single_op_twin(acl, op_dir):
+    out = []
+    acl.init()
+    out.append(f"model dir {acl.op.set_model_dir(op_dir)}")
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    host, _ = acl.rt.malloc_host(1 << 16)
+    view = acl.util.ptr_to_numpy(host, (1 << 16,), C.NPY_UINT8)
+    made = []
+
+    def make(dtype, dims):
+        desc = acl.create_tensor_desc(dtype, dims, C.ACL_FORMAT_ND)
+        size = acl.get_tensor_desc_size(desc)
+        dev, _ = acl.rt.malloc(size, C.ACL_MEM_MALLOC_HUGE_FIRST)
+        t = (desc, acl.create_data_buffer(dev, size), dev, size)
+        made.append(t)
+        return t
+
+    def fill(t, data):
+        raw = np.frombuffer(np.ascontiguousarray(data).tobytes(), np.uint8)
+        view[:t[3]] = raw
+        acl.rt.memcpy(t[2], t[3], host, t[3], C.ACL_MEMCPY_HOST_TO_DEVICE)
+
+    def checksum(t):
+        acl.rt.memcpy(host, t[3], t[2], t[3], C.ACL_MEMCPY_DEVICE_TO_HOST)
+        total = 0
+        for x in view[:t[3]].view(np.uint16).tolist():
+            total = (total * 31 + x) % (1 << 64)
+        return total
+
+    x1, x2 = make(C.ACL_FLOAT16, [8, 16]), make(C.ACL_FLOAT16, [8, 16])
+    y = make(C.ACL_FLOAT16, [8, 16])
+    ones = [0x3C00, 0x4000, 0x3800]
+    fill(x1, np.array([ones[i % 3] for i in range(128)], np.uint16))
+    fill(x2, np.array([ones[(i // 5) % 3] for i in range(128)], np.uint16))
+    acl.set_tensor_desc_name(x1[0], "x1")
+    name = acl.get_tensor_desc_name(x1[0])
+    dtype, fmt = acl.get_tensor_desc_type(x1[0]), acl.get_tensor_desc_format(x1[0])
+    ndims, count = acl.get_tensor_desc_num_dims(x1[0]), acl.get_tensor_desc_element_count(x1[0])
+    dim, ret = acl.get_tensor_desc_dim_v2(x1[0], 1)
+    out.append(f"desc {name} {dtype} {fmt} {ndims} {count} {ret} {dim}")
+    attr = acl.op.create_attr()
+    ret = acl.op.execute_v2("Add", [x1[0], x2[0]], [x1[1], x2[1]], [y[0]], [y[1]], attr, stream)
+    out.append(f"add {ret}")
+    acl.rt.synchronize_stream(stream)
+    out.append(f"add sum {checksum(y)}")
+    m1, m2 = make(C.ACL_FLOAT16, [16, 32]), make(C.ACL_FLOAT16, [32, 8])
+    mo = make(C.ACL_FLOAT16, [16, 8])
+    fill(m1, np.full(512, 0x3C00, np.uint16))
+    fill(m2, np.full(256, 0x3C00, np.uint16))
+    mattr = acl.op.create_attr()
+    first = acl.op.set_attr_bool(mattr, "transpose_x1", 0)
+    second = acl.op.set_attr_bool(mattr, "transpose_x2", 0)
+    out.append(f"attrs {first} {second}")
+    handle, ret = acl.op.create_handle("MatMul", [m1[0], m2[0]], [mo[0]], mattr)
+    out.append(f"handle {ret}")
+    out.append(f"matmul {acl.op.execute_with_handle(handle, [m1[1], m2[1]], [mo[1]], stream)}")
+    acl.rt.synchronize_stream(stream)
+    out.append(f"matmul sum {checksum(mo)}")
+    acl.op.destroy_handle(handle)
+    cf, ch = make(C.ACL_FLOAT, [1000]), make(C.ACL_FLOAT16, [1000])
+    fill(cf, np.arange(1000, dtype=np.float32) * np.float32(0.25))
+    out.append(f"cast {acl.op.cast(cf[0], cf[1], ch[0], ch[1], 0, stream)}")
+    acl.rt.synchronize_stream(stream)
+    out.append(f"cast sum {checksum(ch)}")
+    ret = acl.op.execute_v2("Add", [x1[0]], [x1[1]], [y[0]], [y[1]], attr, stream)
+    out.append(f"missing {ret}")
+    acl.op.destroy_attr(attr)
+    acl.op.destroy_attr(mattr)
+    for desc, buf, dev, _ in made:
+        acl.destroy_data_buffer(buf)
+        acl.rt.free(dev)
+        acl.destroy_tensor_desc(desc)
+    view = None         # the pinned buffer's view goes before the buffer
+    acl.rt.free_host(host)
+    acl.rt.destroy_stream(stream)
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return "\n".join(out) + "\n"
+
+
+def test_single_operators_match_the_pyacl_twin(toolkit, tmp_path):
+    """Tensor descriptions, attributes, aclopExecuteV2, a handle and aclopCast on acllab
+    atc's op models, beside the same calls in pyACL; an op no model has gets its code."""
+    import json
+
+    from acllab.model.atc import compile_singleop
+
+    def d(shape, type_="float16"):
+        return {"format": "ND", "shape": shape, "type": type_}
+
+    config = [
+        {"op": "Add", "input_desc": [d([8, 16]), d([8, 16])], "output_desc": [d([8, 16])]},
+        {"op": "MatMul", "input_desc": [d([16, 32]), d([32, 8])], "output_desc": [d([16, 8])],
+         "attr": [{"name": "transpose_x1", "type": "bool", "value": False},
+                  {"name": "transpose_x2", "type": "bool", "value": False}]},
+        {"op": "Cast", "input_desc": [d([1000], "float")], "output_desc": [d([1000])],
+         "attr": [{"name": "truncate", "type": "bool", "value": False},
+                  {"name": "dst_type", "type": "int", "value": 1}]},
+    ]
+    cfg = tmp_path / "ops.json"
+    cfg.write_text(json.dumps(config))
+    compile_singleop(str(cfg), str(tmp_path / "op_models"), "Ascend310")
+    exe = build(toolkit, tmp_path, SINGLE_OP_CPP, "single_op", cpp=True)
+    code, out = run_here(toolkit, exe, tmp_path, [str(tmp_path / "op_models")])
+    native = record(session.current_runtime())
+    expected, python = twin(lambda acl: single_op_twin(acl, str(tmp_path / "op_models")))
+    assert code == 0, out
+    assert out == expected
+    lines = out.splitlines()
+    assert lines[1] == "desc x1 1 2 2 128 0 16"
+    assert "add 0" in lines and "matmul 0" in lines and "cast 0" in lines
+    assert lines[-1] != "missing 0"
+    assert native == python
+    assert sum(t.kind == "single_op" for t in session.current_runtime().tasks) == 3
+
+
+DYNAMIC_CPP = r"""
+#include <cstdio>
+#include <vector>
+#include "acl/acl.h"
+
+/* Load a model, describe its gears, pick one and run it. kind: b (batch), h (image size),
+ * d (ND dims). */
+static void run(const char *path, char kind)
+{
+    uint32_t id = 0;
+    int ret = aclmdlLoadFromFile(path, &id);
+    aclmdlDesc *desc = aclmdlCreateDesc();
+    aclmdlGetDesc(desc, id);
+    size_t nin = aclmdlGetNumInputs(desc), nout = aclmdlGetNumOutputs(desc);
+    std::printf("%c load %d, %zu inputs\n", kind, ret, nin);
+    aclmdlDataset *in = aclmdlCreateDataset(), *out = aclmdlCreateDataset();
+    std::vector<void *> mem;
+    for (size_t i = 0; i < nin + nout; i++) {
+        size_t size = i < nin ? aclmdlGetInputSizeByIndex(desc, i)
+                              : aclmdlGetOutputSizeByIndex(desc, i - nin);
+        void *dev = nullptr;
+        aclrtMalloc(&dev, size, ACL_MEM_MALLOC_HUGE_FIRST);
+        aclrtMemset(dev, size, 0, size);
+        mem.push_back(dev);
+        aclmdlAddDatasetBuffer(i < nin ? in : out, aclCreateDataBuffer(dev, size));
+    }
+    size_t hidden = 0;
+    int found = aclmdlGetInputIndexByName(desc, ACL_DYNAMIC_TENSOR_NAME, &hidden);
+    if (kind == 'b') {
+        aclmdlBatch batch;
+        ret = aclmdlGetDynamicBatch(desc, &batch);
+        std::printf("batch %d:", ret);
+        for (size_t i = 0; i < batch.batchCount; i++)
+            std::printf(" %llu", (unsigned long long)batch.batch[i]);
+        ret = aclmdlSetDynamicBatchSize(id, in, hidden, batch.batch[1]);
+        int bad = aclmdlSetDynamicBatchSize(id, in, hidden, 3);
+        std::printf(", hidden %d at %zu, set %d, bad %d\n", found, hidden, ret, bad);
+    } else if (kind == 'h') {
+        aclmdlHW hw;
+        ret = aclmdlGetDynamicHW(desc, 0, &hw);
+        std::printf("hw %d:", ret);
+        for (size_t i = 0; i < hw.hwCount; i++)
+            std::printf(" %llux%llu", (unsigned long long)hw.hw[i][0],
+                        (unsigned long long)hw.hw[i][1]);
+        ret = aclmdlSetDynamicHWSize(id, in, hidden, hw.hw[0][0], hw.hw[0][1]);
+        std::printf(", set %d\n", ret);
+    } else {
+        size_t gears = 0;
+        ret = aclmdlGetInputDynamicGearCount(desc, (size_t)-1, &gears);
+        std::vector<aclmdlIODims> dims(gears);
+        int ret2 = aclmdlGetInputDynamicDims(desc, (size_t)-1, dims.data(), gears);
+        std::printf("dims %d %d %zu:", ret, ret2, gears);
+        for (auto &d : dims) {
+            std::printf(" [");
+            for (size_t j = 0; j < d.dimCount; j++)
+                std::printf("%s%lld", j ? "," : "", (long long)d.dims[j]);
+            std::printf("]");
+        }
+        ret = aclmdlSetInputDynamicDims(id, in, hidden, &dims[gears - 1]);
+        aclmdlIODims none = dims[0];
+        none.dimCount = 0;
+        ret2 = aclmdlSetInputDynamicDims(id, in, hidden, &none);
+        std::printf(", set %d, empty %d\n", ret, ret2);
+    }
+    ret = aclmdlExecute(id, in, out);
+    aclmdlIODims cur;
+    int ret2 = aclmdlGetCurOutputDims(desc, 0, &cur);
+    std::printf("execute %d, current output %d:", ret, ret2);
+    for (size_t j = 0; j < cur.dimCount; j++) std::printf(" %lld", (long long)cur.dims[j]);
+    std::printf("\n");
+    for (size_t i = 0; i < nin + nout; i++) {
+        aclmdlDataset *ds = i < nin ? in : out;
+        aclDestroyDataBuffer(aclmdlGetDatasetBuffer(ds, i < nin ? i : i - nin));
+        aclrtFree(mem[i]);
+    }
+    aclmdlDestroyDataset(in);
+    aclmdlDestroyDataset(out);
+    aclmdlDestroyDesc(desc);
+    aclmdlUnload(id);
+}
+
+int main(int argc, char **argv)
+{
+    aclInit(nullptr);
+    aclrtSetDevice(0);
+    run(argv[1], 'b');
+    run(argv[2], 'h');
+    run(argv[3], 'd');
+    aclrtResetDevice(0);
+    aclFinalize();
+    return argc == 4 ? 0 : 1;
+}
+"""
+
+
+def dynamic_twin(acl, paths):
+    out = []
+
+    def run(path, kind):
+        model_id, ret = acl.mdl.load_from_file(path)
+        desc = acl.mdl.create_desc()
+        acl.mdl.get_desc(desc, model_id)
+        nin, nout = acl.mdl.get_num_inputs(desc), acl.mdl.get_num_outputs(desc)
+        out.append(f"{kind} load {ret}, {nin} inputs")
+        ins, outs = acl.mdl.create_dataset(), acl.mdl.create_dataset()
+        mem = []
+        for i in range(nin + nout):
+            size = (acl.mdl.get_input_size_by_index(desc, i) if i < nin
+                    else acl.mdl.get_output_size_by_index(desc, i - nin))
+            dev, _ = acl.rt.malloc(size, C.ACL_MEM_MALLOC_HUGE_FIRST)
+            acl.rt.memset(dev, size, 0, size)
+            mem.append(dev)
+            acl.mdl.add_dataset_buffer(ins if i < nin else outs,
+                                       acl.create_data_buffer(dev, size))
+        hidden, found = acl.mdl.get_input_index_by_name(desc, C.ACL_DYNAMIC_TENSOR_NAME)
+        if kind == "b":
+            batch, ret = acl.mdl.get_dynamic_batch(desc)
+            text = f"batch {ret}:" + "".join(f" {b}" for b in batch["batch"])
+            ret = acl.mdl.set_dynamic_batch_size(model_id, ins, hidden, batch["batch"][1])
+            bad = acl.mdl.set_dynamic_batch_size(model_id, ins, hidden, 3)
+            out.append(f"{text}, hidden {found} at {hidden}, set {ret}, bad {bad}")
+        elif kind == "h":
+            hw, ret = acl.mdl.get_dynamic_hw(desc, 0)
+            text = f"hw {ret}:" + "".join(f" {h}x{w}" for h, w in hw["hw"])
+            ret = acl.mdl.set_dynamic_hw_size(model_id, ins, hidden, *hw["hw"][0])
+            out.append(f"{text}, set {ret}")
+        else:
+            gears, ret = acl.mdl.get_input_dynamic_gear_count(desc, -1)
+            dims, ret2 = acl.mdl.get_input_dynamic_dims(desc, -1, gears)
+            text = f"dims {ret} {ret2} {gears}:" + "".join(
+                " [" + ",".join(map(str, d["dims"])) + "]" for d in dims)
+            ret = acl.mdl.set_input_dynamic_dims(model_id, ins, hidden, dims[-1])
+            ret2 = acl.mdl.set_input_dynamic_dims(model_id, ins, hidden,
+                                                  dict(dims[0], dimCount=0))
+            out.append(f"{text}, set {ret}, empty {ret2}")
+        ret = acl.mdl.execute(model_id, ins, outs)
+        cur, ret2 = acl.mdl.get_cur_output_dims(desc, 0)
+        out.append(f"execute {ret}, current output {ret2}:" +
+                   "".join(f" {d}" for d in cur["dims"]))
+        for i in range(nin + nout):
+            ds = ins if i < nin else outs
+            acl.destroy_data_buffer(acl.mdl.get_dataset_buffer(ds, i if i < nin else i - nin))
+            acl.rt.free(mem[i])
+        acl.mdl.destroy_dataset(ins)
+        acl.mdl.destroy_dataset(outs)
+        acl.mdl.destroy_desc(desc)
+        acl.mdl.unload(model_id)
+
+    acl.init()
+    acl.rt.set_device(0)
+    for path, kind in zip(paths, "bhd", strict=True):
+        run(path, kind)
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return "\n".join(out) + "\n"
+
+
+def test_dynamic_batch_image_size_and_dims_match_the_pyacl_twin(toolkit, tmp_path):
+    """Models with batch gears, image-size gears and ND dims gears: the gears as the
+    description gives them, one chosen through the hidden input, a gear the model lacks and
+    an empty dims refused, the current output dims after running."""
+    from acllab.model import atc_main, compile_model, save
+    from tests.test_acl_mdl_dynamic_dims import GEARS, GRAPH, SHAPE
+
+    paths = [str(tmp_path / n) for n in ("batch.om", "hw.om", "dims.om")]
+    assert atc_main(["--model", "zoo:tiny", "--output", paths[0][:-3], "--soc_version",
+                     "Ascend310", "--input_shape", "data:-1,1,16,16",
+                     "--dynamic_batch_size", "1,4,16"]) == 0
+    assert atc_main(["--model", "zoo:tiny", "--output", paths[1][:-3], "--soc_version",
+                     "Ascend310", "--input_shape", "data:1,1,-1,-1",
+                     "--dynamic_image_size", "16,16;32,32"]) == 0
+    save(compile_model(dict(GRAPH), input_shape=SHAPE, dynamic_dims=GEARS, input_format="ND"),
+         paths[2])
+    exe = build(toolkit, tmp_path, DYNAMIC_CPP, "dynamic", cpp=True)
+    code, out = run_here(toolkit, exe, tmp_path, paths)
+    native = record(session.current_runtime())
+    expected, python = twin(lambda acl: dynamic_twin(acl, paths))
+    assert code == 0, out
+    assert out == expected
+    assert "batch 0: 1 4 16, hidden 0 at 1, set 0, bad 145013\n" in out    # 3 is no gear
+    assert "hw 0: 16x16 32x32, set 0" in out
+    assert "dims 0 0 3: [1,2,1,3,4,4] [3,2,3,3,6,5] [2,2,2,3,8,8], set 0, empty 100000" in out
+    assert out.count("execute 0") == 3
+    assert native == python
+
+
 CONCURRENT_CPP = r"""
 #include <cstdio>
 #include <thread>

@@ -793,9 +793,13 @@ static void fail_here(const char *api, int code, const char *why) {
     fprintf(stderr, "AclWarning: %s\n", text);
 }
 
+static uint64_t H(const void *p) { return (uint64_t)(uintptr_t)p; }
+
 /* Call a pyACL function with arguments described by fmt (i: int64, u: uint64, s: string or
- * null, p: a pointer already translated to a device-side address, f: double); the value of
- * the reply (caller frees), or NULL when the call could not be made (the code in *code). */
+ * null, p: a pointer already translated to a device-side address, f: double, N: null, c: a
+ * callback's id; L H F S B D: an array of int64, handles, floats, strings, bools or data
+ * types, given as its count and its pointer); the value of the reply (caller frees), or NULL
+ * when the call could not be made (the code in *code). */
 static V *call(int *code, const char *op, const char *fmt, ...) {
     pthread_once(&once, start);
     *code = ACL_ERROR_FAILURE;
@@ -813,6 +817,43 @@ static V *call(int *code, const char *op, const char *fmt, ...) {
         case 'f': e_double(&a, va_arg(ap, double)); break;
         case 's': { const char *s = va_arg(ap, const char *); if (s) e_str(&a, s); else e_none(&a); break; }
         case 'N': e_none(&a); break;
+        case 'L': case 'H': case 'F': case 'S': case 'B': case 'D': {
+            /* an array: its count (int), then its pointer; a list on the wire (null when
+             * the pointer is NULL or the count negative: pyACL's TypeError, so 100000) */
+            int k = va_arg(ap, int);
+            const void *p = va_arg(ap, const void *);
+            if (k < 0 || (k > 0 && !p)) { e_none(&a); break; }
+            e_list(&a, (uint32_t)k);
+            for (int j = 0; j < k; j++) {
+                switch (*f) {
+                case 'L': e_int(&a, ((const int64_t *)p)[j]); break;
+                case 'H': e_uint(&a, H(((void *const *)p)[j])); break;
+                case 'F': e_double(&a, (double)((const float *)p)[j]); break;
+                case 'S': {
+                    const char *t = ((const char *const *)p)[j];
+                    if (t) e_str(&a, t); else e_none(&a);
+                    break;
+                }
+                case 'B': e_bool(&a, ((const uint8_t *)p)[j] != 0); break;
+                case 'D': e_int(&a, (int64_t)((const aclDataType *)p)[j]); break;
+                }
+            }
+            break;
+        }
+        case 'M': {                     /* an aclmdlIODims, as pyACL's dims map */
+            const aclmdlIODims *d = va_arg(ap, const aclmdlIODims *);
+            if (!d || d->dimCount > ACL_MAX_DIM_CNT) { e_none(&a); break; }
+            e_map(&a, 3);
+            e_str(&a, "name");
+            char name[ACL_MAX_TENSOR_NAME_LEN + 1];
+            memcpy(name, d->name, ACL_MAX_TENSOR_NAME_LEN);
+            name[ACL_MAX_TENSOR_NAME_LEN] = 0;
+            e_str(&a, name);
+            e_str(&a, "dimCount"); e_int(&a, (int64_t)d->dimCount);
+            e_str(&a, "dims"); e_list(&a, (uint32_t)d->dimCount);
+            for (size_t j = 0; j < d->dimCount; j++) e_int(&a, d->dims[j]);
+            break;
+        }
         case 'c': {                     /* a callback: its id, as a client function */
             int64_t id = va_arg(ap, int64_t);
             e_tag(&a, 'x');
@@ -894,7 +935,6 @@ static int fin_out(int code, V *v, int64_t *out) {
 #define NEED(ptr, api) do { if (!(ptr)) { fail_here(api, ACL_ERROR_INVALID_PARAM, \
     #ptr " is a null pointer"); return ACL_ERROR_INVALID_PARAM; } } while (0)
 
-static uint64_t H(const void *p) { return (uint64_t)(uintptr_t)p; }
 
 /* -- host pointers ------------------------------------------------------------------------ */
 
@@ -1465,6 +1505,19 @@ size_t aclmdlGetOutputSizeByIndex(aclmdlDesc *modelDesc, size_t index) {
     return (size_t)bare("acl.mdl.get_output_size_by_index", "uu", H(modelDesc), (uint64_t)index);
 }
 
+/* An aclmdlIODims from pyACL's dims map. */
+static void fill_dims(const V *d, aclmdlIODims *out) {
+    memset(out, 0, sizeof *out);
+    if (!d || d->t != 'm') return;
+    V *name = get(d, "name"), *list = get(d, "dims");
+    if (name && name->t == 's') snprintf(out->name, sizeof out->name, "%s", name->s);
+    if (is_seq(list)) {
+        out->dimCount = list->n < ACL_MAX_DIM_CNT ? list->n : ACL_MAX_DIM_CNT;
+        for (size_t j = 0; j < out->dimCount; j++)
+            out->dims[j] = is_int(list->a[j]) ? list->a[j]->i : 0;
+    }
+}
+
 static aclError dims(const char *op, const char *api, const aclmdlDesc *modelDesc, size_t index,
                      aclmdlIODims *out) {
     NEED(out, api);
@@ -1473,16 +1526,7 @@ static aclError dims(const char *op, const char *api, const aclmdlDesc *modelDes
     if (!v) return code;
     int r = ret_of(v);
     const V *d = item(v, 0);
-    if (r == 0 && d && d->t == 'm') {
-        memset(out, 0, sizeof *out);
-        V *name = get(d, "name"), *list = get(d, "dims");
-        if (name && name->t == 's') snprintf(out->name, sizeof out->name, "%s", name->s);
-        if (is_seq(list)) {
-            out->dimCount = list->n < ACL_MAX_DIM_CNT ? list->n : ACL_MAX_DIM_CNT;
-            for (size_t j = 0; j < out->dimCount; j++)
-                out->dims[j] = is_int(list->a[j]) ? list->a[j]->i : 0;
-        }
-    }
+    if (r == 0 && d && d->t == 'm') fill_dims(d, out);
     vfree(v);
     return r;
 }
@@ -1568,6 +1612,84 @@ aclFormat aclmdlGetOutputFormat(const aclmdlDesc *modelDesc, size_t index) {
     return out;
 }
 
+aclError aclmdlGetDynamicBatch(const aclmdlDesc *modelDesc, aclmdlBatch *batch) {
+    NEED(batch, "aclmdlGetDynamicBatch");
+    int code;
+    V *v = call(&code, "acl.mdl.get_dynamic_batch", "u", H(modelDesc));
+    if (!v) return code;
+    int r = ret_of(v);
+    const V *m = item(v, 0);
+    if (r == 0) {
+        memset(batch, 0, sizeof *batch);
+        V *list = get(m, "batch");
+        if (is_seq(list)) {
+            batch->batchCount = list->n < ACL_MAX_BATCH_NUM ? list->n : ACL_MAX_BATCH_NUM;
+            for (size_t j = 0; j < batch->batchCount; j++)
+                batch->batch[j] = is_int(list->a[j]) ? (uint64_t)list->a[j]->i : 0;
+        }
+    }
+    vfree(v);
+    return r;
+}
+aclError aclmdlGetDynamicHW(const aclmdlDesc *modelDesc, size_t index, aclmdlHW *hw) {
+    NEED(hw, "aclmdlGetDynamicHW");
+    int code;
+    V *v = call(&code, "acl.mdl.get_dynamic_hw", "ui", H(modelDesc), (int64_t)index);
+    if (!v) return code;
+    int r = ret_of(v);
+    const V *m = item(v, 0);
+    if (r == 0) {
+        memset(hw, 0, sizeof *hw);
+        V *list = get(m, "hw");
+        if (is_seq(list)) {
+            hw->hwCount = list->n < ACL_MAX_HW_NUM ? list->n : ACL_MAX_HW_NUM;
+            for (size_t j = 0; j < hw->hwCount; j++) {
+                V *pair = list->a[j];
+                hw->hw[j][0] = (uint64_t)int_at(pair, 0);
+                hw->hw[j][1] = (uint64_t)int_at(pair, 1);
+            }
+        }
+    }
+    vfree(v);
+    return r;
+}
+/* index is reserved (-1, that is SIZE_MAX in C): it travels as the signed value pyACL takes */
+aclError aclmdlGetInputDynamicGearCount(const aclmdlDesc *modelDesc, size_t index,
+                                        size_t *gearCount) {
+    NEED(gearCount, "aclmdlGetInputDynamicGearCount");
+    OUT1(size_t, gearCount, "acl.mdl.get_input_dynamic_gear_count", "ui", H(modelDesc),
+         (int64_t)index);
+}
+aclError aclmdlGetInputDynamicDims(const aclmdlDesc *modelDesc, size_t index, aclmdlIODims *dims,
+                                   size_t gearCount) {
+    NEED(dims, "aclmdlGetInputDynamicDims");
+    int code;
+    V *v = call(&code, "acl.mdl.get_input_dynamic_dims", "uiu", H(modelDesc), (int64_t)index,
+                (uint64_t)gearCount);
+    if (!v) return code;
+    int r = ret_of(v);
+    const V *list = item(v, 0);
+    if (r == 0 && is_seq(list))
+        for (uint32_t j = 0; j < list->n && j < gearCount; j++) fill_dims(list->a[j], &dims[j]);
+    vfree(v);
+    return r;
+}
+aclError aclmdlSetDynamicBatchSize(uint32_t modelId, aclmdlDataset *dataset, size_t index,
+                                   uint64_t batchSize) {
+    STATUS("acl.mdl.set_dynamic_batch_size", "uuuu", (uint64_t)modelId, H(dataset),
+           (uint64_t)index, batchSize);
+}
+aclError aclmdlSetDynamicHWSize(uint32_t modelId, aclmdlDataset *dataset, size_t index,
+                                uint64_t height, uint64_t width) {
+    STATUS("acl.mdl.set_dynamic_hw_size", "uuuuu", (uint64_t)modelId, H(dataset),
+           (uint64_t)index, height, width);
+}
+aclError aclmdlSetInputDynamicDims(uint32_t modelId, aclmdlDataset *dataset, size_t index,
+                                   const aclmdlIODims *dims) {
+    STATUS("acl.mdl.set_input_dynamic_dims", "uuuM", (uint64_t)modelId, H(dataset),
+           (uint64_t)index, dims);
+}
+
 aclmdlDataset *aclmdlCreateDataset(void) {
     return (aclmdlDataset *)(uintptr_t)bare("acl.mdl.create_dataset", "", 0, 0);
 }
@@ -1594,3 +1716,170 @@ aclError acldvppMalloc(void **devPtr, size_t size) {
     OUT1(void *, devPtr, "acl.media.dvpp_malloc", "u", (uint64_t)size);
 }
 aclError acldvppFree(void *devPtr) { STATUS("acl.media.dvpp_free", "u", H(devPtr)); }
+
+/* -- tensor descriptions -------------------------------------------------------------------- */
+
+aclTensorDesc *aclCreateTensorDesc(aclDataType dataType, int numDims, const int64_t *dims,
+                                   aclFormat format) {
+    int code;
+    V *v = call(&code, "acl.create_tensor_desc", "iLi", (int64_t)dataType, numDims, dims,
+                (int64_t)format);
+    aclTensorDesc *out = is_int(v) ? (aclTensorDesc *)(uintptr_t)v->i : NULL;
+    vfree(v);
+    return out;
+}
+void aclDestroyTensorDesc(const aclTensorDesc *desc) {
+    int code;
+    vfree(call(&code, "acl.destroy_tensor_desc", "u", H(desc)));
+}
+static int64_t desc_int(const char *op, const aclTensorDesc *desc, int64_t fallback) {
+    int code;
+    V *v = call(&code, op, "u", H(desc));
+    int64_t out = is_int(v) ? v->i : fallback;
+    vfree(v);
+    return out;
+}
+aclDataType aclGetTensorDescType(const aclTensorDesc *desc) {
+    return (aclDataType)desc_int("acl.get_tensor_desc_type", desc, ACL_DT_UNDEFINED);
+}
+aclFormat aclGetTensorDescFormat(const aclTensorDesc *desc) {
+    return (aclFormat)desc_int("acl.get_tensor_desc_format", desc, ACL_FORMAT_UNDEFINED);
+}
+size_t aclGetTensorDescSize(const aclTensorDesc *desc) {
+    return (size_t)desc_int("acl.get_tensor_desc_size", desc, 0);
+}
+size_t aclGetTensorDescElementCount(const aclTensorDesc *desc) {
+    return (size_t)desc_int("acl.get_tensor_desc_element_count", desc, 0);
+}
+size_t aclGetTensorDescNumDims(const aclTensorDesc *desc) {
+    return (size_t)desc_int("acl.get_tensor_desc_num_dims", desc, 0);
+}
+int64_t aclGetTensorDescDim(const aclTensorDesc *desc, size_t index) {
+    int code;
+    V *v = call(&code, "acl.get_tensor_desc_dim", "uu", H(desc), (uint64_t)index);
+    int64_t out = is_int(v) ? v->i : -1;
+    vfree(v);
+    return out;
+}
+aclError aclGetTensorDescDimV2(const aclTensorDesc *desc, size_t index, int64_t *dimSize) {
+    NEED(dimSize, "aclGetTensorDescDimV2");
+    OUT1(int64_t, dimSize, "acl.get_tensor_desc_dim_v2", "uu", H(desc), (uint64_t)index);
+}
+void aclSetTensorDescName(aclTensorDesc *desc, const char *name) {
+    int code;
+    vfree(call(&code, "acl.set_tensor_desc_name", "us", H(desc), name));
+}
+const char *aclGetTensorDescName(aclTensorDesc *desc) {
+    int code;
+    V *v = call(&code, "acl.get_tensor_desc_name", "u", H(desc));
+    const char *out = v && v->t == 's' ? intern(v->s) : "";
+    vfree(v);
+    return out;
+}
+aclError aclSetTensorFormat(aclTensorDesc *desc, aclFormat format) {
+    STATUS("acl.set_tensor_format", "ui", H(desc), (int64_t)format);
+}
+aclError aclSetTensorShape(aclTensorDesc *desc, int numDims, const int64_t *dims) {
+    STATUS("acl.set_tensor_shape", "uL", H(desc), numDims, dims);
+}
+aclError aclSetTensorOriginFormat(aclTensorDesc *desc, aclFormat format) {
+    STATUS("acl.set_tensor_origin_format", "ui", H(desc), (int64_t)format);
+}
+aclError aclSetTensorOriginShape(aclTensorDesc *desc, int numDims, const int64_t *dims) {
+    STATUS("acl.set_tensor_origin_shape", "uL", H(desc), numDims, dims);
+}
+aclError aclSetTensorConst(aclTensorDesc *desc, void *dataBuffer, size_t length) {
+    uint64_t d = host_addr(dataBuffer, length);
+    STATUS("acl.set_tensor_const", "uuu", H(desc), d, (uint64_t)length);
+}
+aclError aclSetTensorPlaceMent(aclTensorDesc *desc, aclMemType memType) {
+    STATUS("acl.set_tensor_place_ment", "ui", H(desc), (int64_t)memType);
+}
+
+/* -- single operators ------------------------------------------------------------------------ */
+
+aclopAttr *aclopCreateAttr(void) {
+    return (aclopAttr *)(uintptr_t)bare("acl.op.create_attr", "", 0, 0);
+}
+void aclopDestroyAttr(const aclopAttr *attr) {
+    int code;
+    vfree(call(&code, "acl.op.destroy_attr", "u", H(attr)));
+}
+aclError aclopSetAttrBool(aclopAttr *attr, const char *attrName, uint8_t attrValue) {
+    STATUS("acl.op.set_attr_bool", "usi", H(attr), attrName, (int64_t)attrValue);
+}
+aclError aclopSetAttrInt(aclopAttr *attr, const char *attrName, int64_t attrValue) {
+    STATUS("acl.op.set_attr_int", "usi", H(attr), attrName, attrValue);
+}
+aclError aclopSetAttrFloat(aclopAttr *attr, const char *attrName, float attrValue) {
+    STATUS("acl.op.set_attr_float", "usf", H(attr), attrName, (double)attrValue);
+}
+aclError aclopSetAttrString(aclopAttr *attr, const char *attrName, const char *attrValue) {
+    STATUS("acl.op.set_attr_string", "uss", H(attr), attrName, attrValue);
+}
+aclError aclopSetAttrDataType(aclopAttr *attr, const char *attrName, aclDataType attrValue) {
+    STATUS("acl.op.set_attr_data_type", "usi", H(attr), attrName, (int64_t)attrValue);
+}
+aclError aclopSetAttrListBool(aclopAttr *attr, const char *attrName, int numValues,
+                              const uint8_t *values) {
+    STATUS("acl.op.set_attr_list_bool", "usB", H(attr), attrName, numValues, values);
+}
+aclError aclopSetAttrListInt(aclopAttr *attr, const char *attrName, int numValues,
+                             const int64_t *values) {
+    STATUS("acl.op.set_attr_list_int", "usL", H(attr), attrName, numValues, values);
+}
+aclError aclopSetAttrListFloat(aclopAttr *attr, const char *attrName, int numValues,
+                               const float *values) {
+    STATUS("acl.op.set_attr_list_float", "usF", H(attr), attrName, numValues, values);
+}
+aclError aclopSetAttrListString(aclopAttr *attr, const char *attrName, int numValues,
+                                const char **values) {
+    STATUS("acl.op.set_attr_list_string", "usS", H(attr), attrName, numValues, values);
+}
+aclError aclopSetAttrListDataType(aclopAttr *attr, const char *attrName, int numValues,
+                                  const aclDataType values[]) {
+    STATUS("acl.op.set_attr_list_data_type", "usD", H(attr), attrName, numValues, values);
+}
+aclError aclopSetModelDir(const char *modelDir) {
+    char buf[8192];
+    STATUS("acl.op.set_model_dir", "s", server_path(modelDir, buf, sizeof buf));
+}
+aclError aclopExecuteV2(const char *opType, int numInputs, aclTensorDesc *inputDesc[],
+                        aclDataBuffer *inputs[], int numOutputs, aclTensorDesc *outputDesc[],
+                        aclDataBuffer *outputs[], aclopAttr *attr, aclrtStream stream) {
+    STATUS("acl.op.execute_v2", "sHHHHuu", opType, numInputs, (const void *)inputDesc,
+           numInputs, (const void *)inputs, numOutputs, (const void *)outputDesc, numOutputs,
+           (const void *)outputs, H(attr), H(stream));
+}
+aclError aclopExecute(const char *opType, int numInputs, const aclTensorDesc *const inputDesc[],
+                      const aclDataBuffer *const inputs[], int numOutputs,
+                      const aclTensorDesc *const outputDesc[], aclDataBuffer *const outputs[],
+                      const aclopAttr *attr, aclrtStream stream) {
+    STATUS("acl.op.execute", "sHHHHuu", opType, numInputs, (const void *)inputDesc, numInputs,
+           (const void *)inputs, numOutputs, (const void *)outputDesc, numOutputs,
+           (const void *)outputs, H(attr), H(stream));
+}
+aclError aclopCreateHandle(const char *opType, int numInputs,
+                           const aclTensorDesc *const inputDesc[], int numOutputs,
+                           const aclTensorDesc *const outputDesc[], const aclopAttr *opAttr,
+                           aclopHandle **handle) {
+    NEED(handle, "aclopCreateHandle");
+    OUT1(aclopHandle *, handle, "acl.op.create_handle", "sHHu", opType, numInputs,
+         (const void *)inputDesc, numOutputs, (const void *)outputDesc, H(opAttr));
+}
+void aclopDestroyHandle(aclopHandle *handle) {
+    int code;
+    vfree(call(&code, "acl.op.destroy_handle", "u", H(handle)));
+}
+aclError aclopExecWithHandle(aclopHandle *handle, int numInputs,
+                             const aclDataBuffer *const inputs[], int numOutputs,
+                             aclDataBuffer *const outputs[], aclrtStream stream) {
+    STATUS("acl.op.execute_with_handle", "uHHu", H(handle), numInputs, (const void *)inputs,
+           numOutputs, (const void *)outputs, H(stream));
+}
+aclError aclopCast(const aclTensorDesc *srcDesc, const aclDataBuffer *srcBuffer,
+                   const aclTensorDesc *dstDesc, aclDataBuffer *dstBuffer, uint8_t truncate,
+                   aclrtStream stream) {
+    STATUS("acl.op.cast", "uuuuiu", H(srcDesc), H(srcBuffer), H(dstDesc), H(dstBuffer),
+           (int64_t)truncate, H(stream));
+}

@@ -34,6 +34,16 @@ typedef struct aclmdlIODims {
     int64_t dims[ACL_MAX_DIM_CNT];
 } aclmdlIODims;
 
+typedef struct aclmdlBatch {
+    size_t batchCount;
+    uint64_t batch[ACL_MAX_BATCH_NUM];
+} aclmdlBatch;
+
+typedef struct aclmdlHW {
+    size_t hwCount;
+    uint64_t hw[ACL_MAX_HW_NUM][2];
+} aclmdlHW;
+
 /* descriptions */
 ACL_FUNC_VISIBILITY aclmdlDesc *aclmdlCreateDesc(void);
 ACL_FUNC_VISIBILITY aclError aclmdlDestroyDesc(aclmdlDesc *modelDesc);
@@ -62,6 +72,23 @@ ACL_FUNC_VISIBILITY aclDataType aclmdlGetOutputDataType(const aclmdlDesc *modelD
                                                         size_t index);
 ACL_FUNC_VISIBILITY aclFormat aclmdlGetInputFormat(const aclmdlDesc *modelDesc, size_t index);
 ACL_FUNC_VISIBILITY aclFormat aclmdlGetOutputFormat(const aclmdlDesc *modelDesc, size_t index);
+
+/* dynamic batch, image size and dims: the gears atc compiled, and the one to run */
+ACL_FUNC_VISIBILITY aclError aclmdlGetDynamicBatch(const aclmdlDesc *modelDesc,
+                                                   aclmdlBatch *batch);
+ACL_FUNC_VISIBILITY aclError aclmdlGetDynamicHW(const aclmdlDesc *modelDesc, size_t index,
+                                                aclmdlHW *hw);
+ACL_FUNC_VISIBILITY aclError aclmdlGetInputDynamicGearCount(const aclmdlDesc *modelDesc,
+                                                            size_t index, size_t *gearCount);
+ACL_FUNC_VISIBILITY aclError aclmdlGetInputDynamicDims(const aclmdlDesc *modelDesc, size_t index,
+                                                       aclmdlIODims *dims, size_t gearCount);
+ACL_FUNC_VISIBILITY aclError aclmdlSetDynamicBatchSize(uint32_t modelId, aclmdlDataset *dataset,
+                                                       size_t index, uint64_t batchSize);
+ACL_FUNC_VISIBILITY aclError aclmdlSetDynamicHWSize(uint32_t modelId, aclmdlDataset *dataset,
+                                                    size_t index, uint64_t height,
+                                                    uint64_t width);
+ACL_FUNC_VISIBILITY aclError aclmdlSetInputDynamicDims(uint32_t modelId, aclmdlDataset *dataset,
+                                                       size_t index, const aclmdlIODims *dims);
 
 /* datasets: a model's inputs or outputs, one data buffer each */
 ACL_FUNC_VISIBILITY aclmdlDataset *aclmdlCreateDataset(void);
