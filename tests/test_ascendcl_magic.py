@@ -691,3 +691,20 @@ def test_each_way_a_program_ends_is_told(shell, ending, told):
     assert ascendcl.last_run.returncode == (0 if told is None else
                                             5 if "code 5" in told else
                                             128 + ascendcl.last_run.signal)
+
+
+def test_a_library_named_in_the_flags_links(shell):
+    """--flags '-lm': the cell's flags come after its source, so the library is linked even
+    where the linker drops libraries named before the objects that need them."""
+    acllab.reset()
+    result, out, err = cell(shell, "--c --flags '-lm -O0' -- x x x", r"""
+        #include <math.h>
+        #include <stdio.h>
+        int main(int argc, char **argv) {
+            volatile double x = argc * 4.0;
+            printf("%.1f %.1f\n", sqrt(x), cbrt(x * 4.0));
+            return 0;
+        }
+        """)
+    assert result.success, (out, err)
+    assert out == "4.0 4.0\n"

@@ -234,7 +234,8 @@ def _compile(source: str, language: str, flags: list[str], work: Path, env: dict
     (work / f"cell{ext}").write_text(source, encoding="utf-8")
     (work / f"acllab_stdout{ext}").write_text(_LINE_BUFFERED)
     include = latest / "runtime" / "include"
-    cmd = [*cc, f"-I{include}", "-Wall", "-g", *flags, f"cell{ext}", f"acllab_stdout{ext}",
+    # the cell's flags after its sources, so that a library it names (-lm) links
+    cmd = [*cc, f"-I{include}", "-Wall", "-g", f"cell{ext}", f"acllab_stdout{ext}", *flags,
            f"-L{latest / 'runtime' / 'lib64' / 'stub'}", "-lascendcl", "-pthread",
            "-o", "cell"]
     try:
