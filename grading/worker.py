@@ -147,7 +147,7 @@ _RUN_AS_PYTHON = ("time",)
 # %%ascendcl (widgets.ascendcl); they define nothing a check reads, and noting them would put
 # the same three lines in every lesson-06 row.
 _COURSE_CELL_MAGICS = ("%%ascendcl",)
-_COURSE_LINES = ("%load_ext widgets.ascendcl",)
+_COURSE_LINES = ("%load_ext widgets.ascendcl", "%load_ext widgets.ascendcl_magic")
 
 
 def _magic_name(magic: str) -> str:

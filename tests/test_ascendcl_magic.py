@@ -568,6 +568,7 @@ def test_the_module_does_not_need_ipython_to_import():
     ("  %%ascendcl\nint main(void) { return 0; }\n", None, []),
     ("%load_ext widgets.ascendcl", "pass\n", []),
     ("%load_ext  widgets.ascendcl\nx = 1", "pass\nx = 1\n", []),
+    ("%load_ext widgets.ascendcl_magic", "pass\n", []),
     # everything else is still named
     ("%%bash\nls\n", None, ["the grader does not run %%bash cells"]),
     ("%%ascendclx\nint main;\n", None, ["the grader does not run %%ascendclx cells"]),
