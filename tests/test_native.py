@@ -1527,6 +1527,25 @@ def test_dynamic_batch_image_size_and_dims_match_the_pyacl_twin(toolkit, tmp_pat
     assert native == python
 
 
+def test_a_report_thread_s_prologue_runs_before_the_subscribe_so_runs_repeat(toolkit,
+                                                                             tmp_path):
+    """Without the program's own handshake, the report thread's aclrtSetCurrentContext could
+    land anywhere among the main thread's calls; aclrtSubscribeReport waits for the thread's
+    first aclrtProcessReport (as pyACL's start_thread waits for a Python report thread's), so
+    every run gives the same log and trace."""
+    source = CALLBACK_CPP.replace("    while (!g_ready) {\n    }\n", "")
+    assert source != CALLBACK_CPP
+    exe = build(toolkit, tmp_path, source, "no_handshake", cpp=True)
+    runs = []
+    for _ in range(4):
+        code, out = run_here(toolkit, exe, tmp_path)
+        assert code == 0 and "seen 0 1 2 3" in out
+        runs.append(record(session.current_runtime()))
+    assert all(r == runs[0] for r in runs)
+    names = [entry[0] for entry in runs[0][1]]
+    assert names.index("set_context") < names.index("subscribe_report")
+
+
 CONCURRENT_CPP = r"""
 #include <cstdio>
 #include <thread>
@@ -1757,6 +1776,24 @@ def test_a_static_destructor_may_still_release_resources(toolkit, tmp_path, alon
         assert log[-3:] == ["free", "reset_device", "finalize"]
     assert code == 0
     assert out == "main done\nteardown 0 0 0\n"
+
+
+@pytest.mark.parametrize("how", ["no python", "no server"])
+def test_a_device_that_cannot_be_reached_gives_failure_codes_and_says_why(toolkit, tmp_path,
+                                                                         how):
+    exe = build(toolkit, tmp_path, RESOURCES_C, "unreachable")
+    latest, env = toolkit
+    env = {**env, "LD_LIBRARY_PATH": f"{latest}/runtime/lib64"}
+    if how == "no python":
+        env["ACLLAB_PYTHON"] = str(tmp_path / "no-python")
+        why = "cannot start the device"
+    else:
+        env["ACLLAB_DEVICE"] = str(tmp_path / "no.sock")
+        why = "cannot connect to the device server"
+    done = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stdout == "aclInit(NULL) failed: 500001\n"
+    assert why in done.stderr and "every AscendCL call now fails with 500001" in done.stderr
 
 
 def test_writing_through_a_device_pointer_faults_as_on_a_card(toolkit, tmp_path):

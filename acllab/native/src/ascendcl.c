@@ -40,6 +40,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "acl/acl.h"
@@ -288,7 +289,8 @@ static void lose(const char *why) {
 
 /* Channels given to threads by id before they called anything (aclrtSubscribeReport names
  * the report thread by its pthread_t): mu held. */
-typedef struct { uint64_t tid; int ch; } Named;
+typedef struct { uint64_t tid; int ch; int polled; } Named;
+static pthread_cond_t polled_cv = PTHREAD_COND_INITIALIZER;   /* a thread's first report poll */
 static Named *named;
 static int nnamed, capnamed;
 
@@ -304,6 +306,7 @@ static int named_channel(uint64_t tid, int make) {
         capnamed = cap;
     }
     named[nnamed].tid = tid;
+    named[nnamed].polled = 0;
     named[nnamed].ch = next_ch++;
     return named[nnamed++].ch;
 }
@@ -1225,10 +1228,29 @@ static int server_thread(uint64_t threadId, uint64_t *out) {
     return 0;
 }
 
+/* Wait (up to 5 s) until the thread named tid first calls aclrtProcessReport: whatever it
+ * does before its loop (setting its context, say) is then done before the caller goes on, so
+ * a program with a report thread gives the same log and trace on every run, as pyACL's
+ * acl.util.start_thread does for a Python report thread. */
+static void wait_first_poll(uint64_t tid) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    pthread_mutex_lock(&mu);
+    for (;;) {
+        int j;
+        for (j = 0; j < nnamed && named[j].tid != tid; j++) {}
+        if (j == nnamed || named[j].polled) break;
+        if (pthread_cond_timedwait(&polled_cv, &mu, &until) == ETIMEDOUT) break;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
 aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream) {
     uint64_t tid;
     int code = server_thread(threadId, &tid);
     if (code) return code;
+    if (threadId != (uint64_t)pthread_self()) wait_first_poll(threadId);
     STATUS("acl.rt.subscribe_report", "uu", tid, H(stream));
 }
 aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream) {
@@ -1248,6 +1270,15 @@ aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBloc
     STATUS("acl.rt.launch_callback", "cNiu", id, (int64_t)blockType, H(stream));
 }
 aclError aclrtProcessReport(int32_t timeout) {
+    uint64_t me = (uint64_t)pthread_self();
+    channel();
+    pthread_mutex_lock(&mu);
+    for (int j = 0; j < nnamed; j++)
+        if (named[j].tid == me && !named[j].polled) {
+            named[j].polled = 1;
+            pthread_cond_broadcast(&polled_cv);
+        }
+    pthread_mutex_unlock(&mu);
     STATUS("acl.rt.process_report", "i", (int64_t)timeout);
 }
 
