@@ -1546,6 +1546,242 @@ def test_a_report_thread_s_prologue_runs_before_the_subscribe_so_runs_repeat(too
     assert names.index("set_context") < names.index("subscribe_report")
 
 
+DVPP_CPP = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include "acl/acl.h"
+#include "acl/ops/acl_dvpp.h"
+
+static unsigned long hash(const unsigned char *p, size_t n)
+{
+    unsigned long h = 0;
+    for (size_t i = 0; i < n; i++) h = h * 31 + p[i];
+    return h;
+}
+
+static acldvppPicDesc *picture(void *data, uint32_t size, uint32_t w, uint32_t h)
+{
+    acldvppPicDesc *d = acldvppCreatePicDesc();
+    acldvppSetPicDescData(d, data);
+    acldvppSetPicDescSize(d, size);
+    acldvppSetPicDescFormat(d, PIXEL_FORMAT_YUV_SEMIPLANAR_420);
+    acldvppSetPicDescWidth(d, w);
+    acldvppSetPicDescHeight(d, h);
+    acldvppSetPicDescWidthStride(d, w);
+    acldvppSetPicDescHeightStride(d, h);
+    return d;
+}
+
+int main(int argc, char **argv)
+{
+    FILE *f = std::fopen(argv[1], "rb");
+    std::fseek(f, 0, SEEK_END);
+    uint32_t jpegSize = (uint32_t)std::ftell(f);
+    std::fseek(f, 0, SEEK_SET);
+    std::vector<unsigned char> jpeg(jpegSize);
+    if (std::fread(jpeg.data(), 1, jpegSize, f) != jpegSize) return 1;
+    std::fclose(f);
+
+    aclInit(nullptr);
+    aclrtSetDevice(0);
+    aclrtStream stream;
+    aclrtCreateStream(&stream);
+    uint32_t w = 0, h = 0, decSize = 0;
+    int32_t comps = 0;
+    acldvppJpegFormat fmt = ACL_JPEG_CSS_UNKNOWN;
+    int r1 = acldvppJpegGetImageInfoV2(jpeg.data(), jpegSize, &w, &h, &comps, &fmt);
+    int r2 = acldvppJpegPredictDecSize(jpeg.data(), jpegSize, PIXEL_FORMAT_YUV_SEMIPLANAR_420,
+                                       &decSize);
+    std::printf("info %d %ux%u %d comps, css %d; predict %d %u\n", r1, w, h, comps, (int)fmt,
+                r2, decSize);
+    void *in = nullptr, *decoded = nullptr, *resized = nullptr, *encoded = nullptr;
+    acldvppMalloc(&in, jpegSize);
+    aclrtMemcpy(in, jpegSize, jpeg.data(), jpegSize, ACL_MEMCPY_HOST_TO_DEVICE);
+    acldvppMalloc(&decoded, decSize);
+    acldvppChannelDesc *ch = acldvppCreateChannelDesc();
+    int r3 = acldvppCreateChannel(ch);
+    acldvppPicDesc *dec = acldvppCreatePicDesc();
+    acldvppSetPicDescData(dec, decoded);
+    acldvppSetPicDescSize(dec, decSize);
+    acldvppSetPicDescFormat(dec, PIXEL_FORMAT_YUV_SEMIPLANAR_420);
+    int r4 = acldvppJpegDecodeAsync(ch, in, jpegSize, dec, stream);
+    int r5 = aclrtSynchronizeStream(stream);
+    uint32_t dw = acldvppGetPicDescWidth(dec), dh = acldvppGetPicDescHeight(dec);
+    uint32_t dws = acldvppGetPicDescWidthStride(dec), dhs = acldvppGetPicDescHeightStride(dec);
+    uint32_t code = acldvppGetPicDescRetCode(dec);
+    std::printf("channel %d, decode %d %d: %ux%u strides %ux%u ret %u, data %s\n", r3, r4, r5,
+                dw, dh, dws, dhs, code, acldvppGetPicDescData(dec) == decoded ? "ok" : "moved");
+
+    const uint32_t rw = 224, rh = 224, rsize = rw * rh * 3 / 2;
+    acldvppMalloc(&resized, rsize);
+    acldvppPicDesc *input = picture(decoded, decSize, dw, dh);
+    acldvppSetPicDescWidthStride(input, dws);
+    acldvppSetPicDescHeightStride(input, dhs);
+    acldvppPicDesc *output = picture(resized, rsize, rw, rh);
+    acldvppResizeConfig *rc = acldvppCreateResizeConfig();
+    int r6 = acldvppVpcResizeAsync(ch, input, output, rc, stream);
+    acldvppRoiConfig *crop = acldvppCreateRoiConfig(0, 63, 0, 63);
+    acldvppRoiConfig *paste = acldvppCreateRoiConfig(16, 79, 16, 79);
+    int r7 = acldvppVpcCropAndPasteAsync(ch, input, output, crop, paste, stream);
+    int r8 = aclrtSynchronizeStream(stream);
+    std::vector<unsigned char> back(rsize);
+    aclrtMemcpy(back.data(), rsize, resized, rsize, ACL_MEMCPY_DEVICE_TO_HOST);
+    std::printf("resize %d, crop and paste %d %d: %lu\n", r6, r7, r8, hash(back.data(), rsize));
+
+    acldvppJpegeConfig *jc = acldvppCreateJpegeConfig();
+    acldvppSetJpegeConfigLevel(jc, 90);
+    uint32_t predicted = 0;
+    int r9 = acldvppJpegPredictEncSize(output, jc, &predicted);
+    acldvppMalloc(&encoded, predicted);
+    uint32_t encSize = predicted;
+    int r10 = acldvppJpegEncodeAsync(ch, output, encoded, &encSize, jc, stream);
+    int r11 = aclrtSynchronizeStream(stream);
+    std::vector<unsigned char> jpegOut(encSize);
+    aclrtMemcpy(jpegOut.data(), encSize, encoded, encSize, ACL_MEMCPY_DEVICE_TO_HOST);
+    std::printf("encode %d %d %d: %u of %u B, starts %02x%02x, %lu\n", r9, r10, r11, encSize,
+                predicted, jpegOut[0], jpegOut[1], hash(jpegOut.data(), encSize));
+
+    acldvppDestroyJpegeConfig(jc);
+    acldvppDestroyRoiConfig(crop);
+    acldvppDestroyRoiConfig(paste);
+    acldvppDestroyResizeConfig(rc);
+    for (acldvppPicDesc *d : {dec, input, output}) acldvppDestroyPicDesc(d);
+    acldvppDestroyChannel(ch);
+    acldvppDestroyChannelDesc(ch);
+    for (void *p : {in, decoded, resized, encoded}) acldvppFree(p);
+    aclrtDestroyStream(stream);
+    aclrtResetDevice(0);
+    aclFinalize();
+    return 0;
+}
+"""
+
+
+def dvpp_twin(acl, path):
+    import struct
+
+    media = acl.media
+    nv12 = media.PIXEL_FORMAT_YUV_SEMIPLANAR_420
+
+    def digest(data):
+        total = 0
+        for x in data:
+            total = (total * 31 + x) % (1 << 64)
+        return total
+
+    def picture(data, size, w, h):
+        d = media.dvpp_create_pic_desc()
+        media.dvpp_set_pic_desc_data(d, data)
+        media.dvpp_set_pic_desc_size(d, size)
+        media.dvpp_set_pic_desc_format(d, nv12)
+        media.dvpp_set_pic_desc_width(d, w)
+        media.dvpp_set_pic_desc_height(d, h)
+        media.dvpp_set_pic_desc_width_stride(d, w)
+        media.dvpp_set_pic_desc_height_stride(d, h)
+        return d
+
+    jpeg = bytearray(Path(path).read_bytes())
+    out = []
+    acl.init()
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    jp = acl.util.bytes_to_ptr(jpeg)
+    w, h, comps, fmt, r1 = media.dvpp_jpeg_get_image_info_v2(jp, len(jpeg))
+    dec_size, r2 = media.dvpp_jpeg_predict_dec_size(jp, len(jpeg), nv12)
+    out.append(f"info {r1} {w}x{h} {comps} comps, css {fmt}; predict {r2} {dec_size}")
+    inp, _ = media.dvpp_malloc(len(jpeg))
+    acl.rt.memcpy(inp, len(jpeg), jp, len(jpeg), C.ACL_MEMCPY_HOST_TO_DEVICE)
+    decoded, _ = media.dvpp_malloc(dec_size)
+    ch = media.dvpp_create_channel_desc()
+    r3 = media.dvpp_create_channel(ch)
+    dec = media.dvpp_create_pic_desc()
+    media.dvpp_set_pic_desc_data(dec, decoded)
+    media.dvpp_set_pic_desc_size(dec, dec_size)
+    media.dvpp_set_pic_desc_format(dec, nv12)
+    r4 = media.dvpp_jpeg_decode_async(ch, inp, len(jpeg), dec, stream)
+    r5 = acl.rt.synchronize_stream(stream)
+    dw, dh = media.dvpp_get_pic_desc_width(dec), media.dvpp_get_pic_desc_height(dec)
+    dws = media.dvpp_get_pic_desc_width_stride(dec)
+    dhs = media.dvpp_get_pic_desc_height_stride(dec)
+    code = media.dvpp_get_pic_desc_ret_code(dec)
+    where = "ok" if media.dvpp_get_pic_desc_data(dec) == decoded else "moved"
+    out.append(f"channel {r3}, decode {r4} {r5}: {dw}x{dh} strides {dws}x{dhs} ret {code}, "
+               f"data {where}")
+    rw = rh = 224
+    rsize = rw * rh * 3 // 2
+    resized, _ = media.dvpp_malloc(rsize)
+    src = picture(decoded, dec_size, dw, dh)
+    media.dvpp_set_pic_desc_width_stride(src, dws)
+    media.dvpp_set_pic_desc_height_stride(src, dhs)
+    dst = picture(resized, rsize, rw, rh)
+    rc = media.dvpp_create_resize_config()
+    r6 = media.dvpp_vpc_resize_async(ch, src, dst, rc, stream)
+    crop = media.dvpp_create_roi_config(0, 63, 0, 63)
+    paste = media.dvpp_create_roi_config(16, 79, 16, 79)
+    r7 = media.dvpp_vpc_crop_and_paste_async(ch, src, dst, crop, paste, stream)
+    r8 = acl.rt.synchronize_stream(stream)
+    back = bytearray(rsize)
+    acl.rt.memcpy(acl.util.bytes_to_ptr(back), rsize, resized, rsize,
+                  C.ACL_MEMCPY_DEVICE_TO_HOST)
+    out.append(f"resize {r6}, crop and paste {r7} {r8}: {digest(back)}")
+    jc = media.dvpp_create_jpege_config()
+    media.dvpp_set_jpege_config_level(jc, 90)
+    predicted, r9 = media.dvpp_jpeg_predict_enc_size(dst, jc)
+    encoded, _ = media.dvpp_malloc(predicted)
+    size_buf = bytearray(struct.pack("<I", predicted))
+    r10 = media.dvpp_jpeg_encode_async(ch, dst, encoded, acl.util.bytes_to_ptr(size_buf), jc,
+                                       stream)
+    r11 = acl.rt.synchronize_stream(stream)
+    enc_size = struct.unpack("<I", bytes(size_buf))[0]
+    jpeg_out = bytearray(enc_size)
+    acl.rt.memcpy(acl.util.bytes_to_ptr(jpeg_out), enc_size, encoded, enc_size,
+                  C.ACL_MEMCPY_DEVICE_TO_HOST)
+    out.append(f"encode {r9} {r10} {r11}: {enc_size} of {predicted} B, starts "
+               f"{jpeg_out[0]:02x}{jpeg_out[1]:02x}, {digest(jpeg_out)}")
+    media.dvpp_destroy_jpege_config(jc)
+    media.dvpp_destroy_roi_config(crop)
+    media.dvpp_destroy_roi_config(paste)
+    media.dvpp_destroy_resize_config(rc)
+    for d in (dec, src, dst):
+        media.dvpp_destroy_pic_desc(d)
+    media.dvpp_destroy_channel(ch)
+    media.dvpp_destroy_channel_desc(ch)
+    for p in (inp, decoded, resized, encoded):
+        media.dvpp_free(p)
+    acl.rt.destroy_stream(stream)
+    acl.rt.reset_device(0)
+    acl.finalize()
+    return "\n".join(out) + "\n"
+
+
+def test_dvpp_decode_resize_paste_and_encode_match_the_pyacl_twin(toolkit, tmp_path):
+    """JPEG to NV12 on JPEGD, resized and pasted on VPC, encoded again on JPEGE, in the
+    samples' style: the same picture bytes, encoded stream, tasks and API log as pyACL's."""
+    import io
+
+    from PIL import Image
+
+    yy, xx = np.mgrid[0:120, 0:160]
+    rgb = np.dstack([xx * 255 // 159, yy * 255 // 119, (xx + yy) % 256]).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="JPEG", quality=95)
+    path = tmp_path / "picture.jpg"
+    path.write_bytes(buf.getvalue())
+    exe = build(toolkit, tmp_path, DVPP_CPP, "dvpp", cpp=True)
+    code, out = run_here(toolkit, exe, tmp_path, [str(path)])
+    native = record(session.current_runtime())
+    expected, python = twin(lambda acl: dvpp_twin(acl, str(path)))
+    assert code == 0, out
+    assert out == expected
+    assert out.startswith("info 0 160x120 3 comps, css 2; predict 0 ")
+    assert "decode 0 0: 160x120 strides 256x128 ret 0, data ok" in out
+    assert "crop and paste 0 0" in out and "starts ffd8" in out
+    assert native == python
+    kinds = {t.kind for t in session.current_runtime().tasks}
+    assert len(kinds) >= 3
+
+
 CONCURRENT_CPP = r"""
 #include <cstdio>
 #include <thread>

@@ -1914,3 +1914,164 @@ aclError aclopCast(const aclTensorDesc *srcDesc, const aclDataBuffer *srcBuffer,
     STATUS("acl.op.cast", "uuuuiu", H(srcDesc), H(srcBuffer), H(dstDesc), H(dstBuffer),
            (int64_t)truncate, H(stream));
 }
+
+/* -- DVPP: picture descriptions, channels, VPC, JPEG ------------------------------------------ */
+
+#define DVPP_HANDLE(T, op) return (T *)(uintptr_t)bare(op, "", 0, 0)
+
+acldvppPicDesc *acldvppCreatePicDesc(void) { DVPP_HANDLE(acldvppPicDesc, "acl.media.dvpp_create_pic_desc"); }
+aclError acldvppDestroyPicDesc(acldvppPicDesc *picDesc) {
+    STATUS("acl.media.dvpp_destroy_pic_desc", "u", H(picDesc));
+}
+aclError acldvppSetPicDescData(acldvppPicDesc *picDesc, void *dataDev) {
+    uint64_t d = host_addr(dataDev, 1);
+    STATUS("acl.media.dvpp_set_pic_desc_data", "uu", H(picDesc), d);
+}
+#define PIC_SET(name, op) aclError name(acldvppPicDesc *picDesc, uint32_t value) { \
+    STATUS(op, "uu", H(picDesc), (uint64_t)value); }
+PIC_SET(acldvppSetPicDescSize, "acl.media.dvpp_set_pic_desc_size")
+PIC_SET(acldvppSetPicDescWidth, "acl.media.dvpp_set_pic_desc_width")
+PIC_SET(acldvppSetPicDescHeight, "acl.media.dvpp_set_pic_desc_height")
+PIC_SET(acldvppSetPicDescWidthStride, "acl.media.dvpp_set_pic_desc_width_stride")
+PIC_SET(acldvppSetPicDescHeightStride, "acl.media.dvpp_set_pic_desc_height_stride")
+aclError acldvppSetPicDescFormat(acldvppPicDesc *picDesc, acldvppPixelFormat format) {
+    STATUS("acl.media.dvpp_set_pic_desc_format", "ui", H(picDesc), (int64_t)format);
+}
+void *acldvppGetPicDescData(const acldvppPicDesc *picDesc) {
+    return local_of((uint64_t)bare("acl.media.dvpp_get_pic_desc_data", "u", H(picDesc), 0));
+}
+#define PIC_GET(T, name, op) T name(const acldvppPicDesc *picDesc) { \
+    return (T)bare(op, "u", H(picDesc), 0); }
+PIC_GET(uint32_t, acldvppGetPicDescSize, "acl.media.dvpp_get_pic_desc_size")
+PIC_GET(acldvppPixelFormat, acldvppGetPicDescFormat, "acl.media.dvpp_get_pic_desc_format")
+PIC_GET(uint32_t, acldvppGetPicDescWidth, "acl.media.dvpp_get_pic_desc_width")
+PIC_GET(uint32_t, acldvppGetPicDescHeight, "acl.media.dvpp_get_pic_desc_height")
+PIC_GET(uint32_t, acldvppGetPicDescWidthStride, "acl.media.dvpp_get_pic_desc_width_stride")
+PIC_GET(uint32_t, acldvppGetPicDescHeightStride, "acl.media.dvpp_get_pic_desc_height_stride")
+PIC_GET(uint32_t, acldvppGetPicDescRetCode, "acl.media.dvpp_get_pic_desc_ret_code")
+
+acldvppRoiConfig *acldvppCreateRoiConfig(uint32_t left, uint32_t right, uint32_t top,
+                                         uint32_t bottom) {
+    int code;
+    V *v = call(&code, "acl.media.dvpp_create_roi_config", "uuuu", (uint64_t)left,
+                (uint64_t)right, (uint64_t)top, (uint64_t)bottom);
+    acldvppRoiConfig *out = is_int(v) ? (acldvppRoiConfig *)(uintptr_t)v->i : NULL;
+    vfree(v);
+    return out;
+}
+aclError acldvppDestroyRoiConfig(acldvppRoiConfig *roiConfig) {
+    STATUS("acl.media.dvpp_destroy_roi_config", "u", H(roiConfig));
+}
+acldvppResizeConfig *acldvppCreateResizeConfig(void) {
+    DVPP_HANDLE(acldvppResizeConfig, "acl.media.dvpp_create_resize_config");
+}
+aclError acldvppDestroyResizeConfig(acldvppResizeConfig *resizeConfig) {
+    STATUS("acl.media.dvpp_destroy_resize_config", "u", H(resizeConfig));
+}
+acldvppJpegeConfig *acldvppCreateJpegeConfig(void) {
+    DVPP_HANDLE(acldvppJpegeConfig, "acl.media.dvpp_create_jpege_config");
+}
+aclError acldvppDestroyJpegeConfig(acldvppJpegeConfig *jpegeConfig) {
+    STATUS("acl.media.dvpp_destroy_jpege_config", "u", H(jpegeConfig));
+}
+aclError acldvppSetJpegeConfigLevel(acldvppJpegeConfig *jpegeConfig, uint32_t level) {
+    STATUS("acl.media.dvpp_set_jpege_config_level", "uu", H(jpegeConfig), (uint64_t)level);
+}
+acldvppChannelDesc *acldvppCreateChannelDesc(void) {
+    DVPP_HANDLE(acldvppChannelDesc, "acl.media.dvpp_create_channel_desc");
+}
+aclError acldvppDestroyChannelDesc(acldvppChannelDesc *channelDesc) {
+    STATUS("acl.media.dvpp_destroy_channel_desc", "u", H(channelDesc));
+}
+aclError acldvppCreateChannel(acldvppChannelDesc *channelDesc) {
+    STATUS("acl.media.dvpp_create_channel", "u", H(channelDesc));
+}
+aclError acldvppDestroyChannel(acldvppChannelDesc *channelDesc) {
+    STATUS("acl.media.dvpp_destroy_channel", "u", H(channelDesc));
+}
+aclError acldvppVpcResizeAsync(acldvppChannelDesc *channelDesc, acldvppPicDesc *inputDesc,
+                               acldvppPicDesc *outputDesc, acldvppResizeConfig *resizeConfig,
+                               aclrtStream stream) {
+    STATUS("acl.media.dvpp_vpc_resize_async", "uuuuu", H(channelDesc), H(inputDesc),
+           H(outputDesc), H(resizeConfig), H(stream));
+}
+aclError acldvppVpcCropAsync(acldvppChannelDesc *channelDesc, acldvppPicDesc *inputDesc,
+                             acldvppPicDesc *outputDesc, acldvppRoiConfig *cropArea,
+                             aclrtStream stream) {
+    STATUS("acl.media.dvpp_vpc_crop_async", "uuuuu", H(channelDesc), H(inputDesc),
+           H(outputDesc), H(cropArea), H(stream));
+}
+aclError acldvppVpcCropAndPasteAsync(acldvppChannelDesc *channelDesc, acldvppPicDesc *inputDesc,
+                                     acldvppPicDesc *outputDesc, acldvppRoiConfig *cropArea,
+                                     acldvppRoiConfig *pasteArea, aclrtStream stream) {
+    STATUS("acl.media.dvpp_vpc_crop_and_paste_async", "uuuuuu", H(channelDesc), H(inputDesc),
+           H(outputDesc), H(cropArea), H(pasteArea), H(stream));
+}
+
+aclError acldvppJpegGetImageInfo(const void *data, uint32_t size, uint32_t *width,
+                                 uint32_t *height, int32_t *components) {
+    NEED(width, "acldvppJpegGetImageInfo");
+    NEED(height, "acldvppJpegGetImageInfo");
+    NEED(components, "acldvppJpegGetImageInfo");
+    uint64_t d = host_addr(data, size);
+    int code;
+    V *v = call(&code, "acl.media.dvpp_jpeg_get_image_info", "uu", d, (uint64_t)size);
+    if (!v) return code;
+    int r = ret_of(v);
+    if (r == 0) {
+        *width = (uint32_t)int_at(v, 0);
+        *height = (uint32_t)int_at(v, 1);
+        *components = (int32_t)int_at(v, 2);
+    }
+    vfree(v);
+    return r;
+}
+aclError acldvppJpegGetImageInfoV2(const void *data, uint32_t size, uint32_t *width,
+                                   uint32_t *height, int32_t *components,
+                                   acldvppJpegFormat *format) {
+    NEED(width, "acldvppJpegGetImageInfoV2");
+    NEED(height, "acldvppJpegGetImageInfoV2");
+    NEED(components, "acldvppJpegGetImageInfoV2");
+    NEED(format, "acldvppJpegGetImageInfoV2");
+    uint64_t d = host_addr(data, size);
+    int code;
+    V *v = call(&code, "acl.media.dvpp_jpeg_get_image_info_v2", "uu", d, (uint64_t)size);
+    if (!v) return code;
+    int r = ret_of(v);
+    if (r == 0) {
+        *width = (uint32_t)int_at(v, 0);
+        *height = (uint32_t)int_at(v, 1);
+        *components = (int32_t)int_at(v, 2);
+        *format = (acldvppJpegFormat)int_at(v, 3);
+    }
+    vfree(v);
+    return r;
+}
+aclError acldvppJpegPredictDecSize(const void *data, uint32_t dataSize,
+                                   acldvppPixelFormat outputPixelFormat, uint32_t *decSize) {
+    NEED(decSize, "acldvppJpegPredictDecSize");
+    uint64_t d = host_addr(data, dataSize);
+    OUT1(uint32_t, decSize, "acl.media.dvpp_jpeg_predict_dec_size", "uui", d,
+         (uint64_t)dataSize, (int64_t)outputPixelFormat);
+}
+aclError acldvppJpegPredictEncSize(const acldvppPicDesc *inputDesc,
+                                   const acldvppJpegeConfig *config, uint32_t *size) {
+    NEED(size, "acldvppJpegPredictEncSize");
+    OUT1(uint32_t, size, "acl.media.dvpp_jpeg_predict_enc_size", "uu", H(inputDesc), H(config));
+}
+aclError acldvppJpegDecodeAsync(acldvppChannelDesc *channelDesc, const void *data, uint32_t size,
+                                acldvppPicDesc *outputDesc, aclrtStream stream) {
+    uint64_t d = host_addr(data, size);
+    STATUS("acl.media.dvpp_jpeg_decode_async", "uuuuu", H(channelDesc), d, (uint64_t)size,
+           H(outputDesc), H(stream));
+}
+/* size: the address of the uint32 that holds the buffer's size and receives the encoded
+ * length when the task ends (acl.media takes the address, as the C function does). */
+aclError acldvppJpegEncodeAsync(acldvppChannelDesc *channelDesc, acldvppPicDesc *inputDesc,
+                                const void *data, uint32_t *size, acldvppJpegeConfig *config,
+                                aclrtStream stream) {
+    NEED(size, "acldvppJpegEncodeAsync");
+    uint64_t s = host_addr(size, sizeof *size);
+    STATUS("acl.media.dvpp_jpeg_encode_async", "uuuuuu", H(channelDesc), H(inputDesc), H(data),
+           s, H(config), H(stream));
+}
