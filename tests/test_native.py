@@ -2150,10 +2150,11 @@ def test_a_cell_magic_runs_c_plus_plus_on_the_kernel_s_device(toolkit, tmp_path,
         acl = acllab.acl
         acl.init()
         acl.rt.set_device(0)
-        shell.run_cell_magic("ascendcl", "-- hello", CELL)
+        result = shell.run_cell("%%ascendcl -- hello\n" + CELL)
     out = capsys.readouterr().out
+    assert not result.success             # an exit code other than 0 fails the cell
     assert out == ("init 100002\nset device 0\nmalloc 0, args 2 hello\n"
-                   "(the program exited with code 3)\n")
+                   "%%ascendcl: the program exited with code 3\n")
     names = [entry[0] for entry in session.current_runtime().api_log]
     assert names[:2] == ["init", "set_device"]                 # the notebook's own calls
     assert names[2:] == ["init", "set_device", "malloc", "free"]   # the cell's, same device
@@ -2171,7 +2172,7 @@ def test_a_cell_that_does_not_compile_shows_the_compiler_s_message(toolkit, monk
     assert "does not compile" in out.getvalue() and "undeclared" in out.getvalue()
     out = io.StringIO()
     monkeypatch.setenv("CXX", "/no/such/compiler")
-    assert run_cell("", "int main() {}\n", out) == 2
+    assert run_cell("", "#include <cstdio>\nint main() {}\n", out) == 2   # C++: CXX
     assert "names no program" in out.getvalue() and "Traceback" not in out.getvalue()
 
 

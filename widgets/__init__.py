@@ -11,6 +11,7 @@ package. In notebooks, alias ipywidgets as ``ipw``, never as ``widgets``.
     from widgets.check_panel import show        # a check's result as a pass/fail list
     from widgets import plain_warnings          # AclWarnings as one plain line each
     from widgets import notebook_mode           # plain_warnings and the lessons' settings
+    %load_ext widgets.ascendcl                  # %%ascendcl: a C/C++ cell on the runtime
 
 Importing this package loads neither plotly nor ipywidgets (nor needs a kernel); the names
 below are loaded on first use.

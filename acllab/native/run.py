@@ -19,7 +19,7 @@ import tempfile
 import threading
 import warnings
 
-__all__ = ["run_program", "quiet_warnings", "is_native"]
+__all__ = ["run_program", "serving", "quiet_warnings", "is_native"]
 
 
 @contextlib.contextmanager
@@ -50,10 +50,17 @@ def is_native(path: str) -> bool:
     return head == b"\x7fELF" or (os.access(path, os.X_OK) and not head.startswith(b"#!"))
 
 
-def run_program(path: str, args: list[str] | None = None, *, env: dict | None = None,
-                timeout: float | None = None, stdout=None, stderr=None) -> int:
-    """Run ``path`` with ``args`` against this process's runtime; its exit code (128 + the
-    signal's number when a signal ended it, as a shell reports it)."""
+@contextlib.contextmanager
+def serving(env: dict | None = None):
+    """Serve this process's runtime to the native programs started inside the block.
+
+    Yields the environment to start them with (``ACLLAB_DEVICE`` names a Unix socket this
+    process listens on, the toolkit's library comes first on ``LD_LIBRARY_PATH``); each
+    connection a program makes gets a :class:`~acllab.device.DeviceServer` on the current
+    runtime. Leaving the block normally waits (30 s at most) for the programs' connections to
+    close, as they do when a program exits; leaving it by an exception does not wait. Either
+    way every server, arena and the socket are closed (the notebook's ``%%ascendcl`` runs its
+    cell's program inside this block)."""
     from ..device import DeviceServer, SharedArena
     from . import toolkit
 
@@ -84,22 +91,33 @@ def run_program(path: str, args: list[str] | None = None, *, env: dict | None = 
     old = base.get("LD_LIBRARY_PATH", "")
     base["LD_LIBRARY_PATH"] = lib + (":" + old if old else "")
     base["ACLLAB_DEVICE"] = where
-    program = path if os.path.dirname(path) else os.path.join(".", path)
     try:
-        with quiet_warnings():
-            done = subprocess.run([program, *(args or [])], env=base, timeout=timeout,
-                                  stdout=stdout, stderr=stderr)
-            with lock:
-                running = list(servers)
-            for server, _ in running:        # the program's socket closed as it exited
-                server.endpoint.closed.wait(30)
+        yield base
+        with lock:
+            running = list(servers)
+        for server, _ in running:        # the program's socket closed as it exited
+            server.endpoint.closed.wait(30)
     finally:
+        try:                       # wakes the acceptor (close alone leaves accept() blocked)
+            listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         listener.close()
         acceptor.join(5)
         for server, arena in servers:
             server.close()
             arena.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_program(path: str, args: list[str] | None = None, *, env: dict | None = None,
+                timeout: float | None = None, stdout=None, stderr=None) -> int:
+    """Run ``path`` with ``args`` against this process's runtime; its exit code (128 + the
+    signal's number when a signal ended it, as a shell reports it)."""
+    program = path if os.path.dirname(path) else os.path.join(".", path)
+    with quiet_warnings(), serving(env) as child_env:
+        done = subprocess.run([program, *(args or [])], env=child_env, timeout=timeout,
+                              stdout=stdout, stderr=stderr)
     code = done.returncode
     if code < 0:
         try:
