@@ -45,6 +45,9 @@ def shell(tmp_path_factory):
         ip = InteractiveShell.instance()
         ip.run_line_magic("load_ext", "widgets.ascendcl")
         yield ip
+    # the shell goes with the module: else get_ipython() answers for every later test in the
+    # process (a widget with live=True would hook into it)
+    InteractiveShell.clear_instance()
 
 
 def cell(ip, line: str, source: str):

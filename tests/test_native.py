@@ -2136,13 +2136,16 @@ int main(int argc, char **argv)
 
 
 def test_a_cell_magic_runs_c_plus_plus_on_the_kernel_s_device(toolkit, tmp_path, capsys,
-                                                              monkeypatch):
+                                                              monkeypatch, request):
     pytest.importorskip("IPython")
     from IPython.core.interactiveshell import InteractiveShell
 
     _, env = toolkit
     monkeypatch.setenv("ACLLAB_CACHE", env["ACLLAB_CACHE"])
     shell = InteractiveShell.instance()
+    # a shell left behind would make get_ipython() answer for every later test in the process
+    # (a widget with live=True would then hook into it)
+    request.addfinalizer(InteractiveShell.clear_instance)
     shell.run_line_magic("load_ext", "widgets.ascendcl_magic")
     acllab.reset()
     with warnings.catch_warnings():
