@@ -68,25 +68,34 @@ def _which(name: str, env) -> str | None:
     return shutil.which(name, path=env.get("PATH", os.defpath))
 
 
+# per language: the variables that name a compiler, the programs looked for on PATH, zig's
+# subcommand, and the words of the messages
+_COMPILERS = {
+    False: (("ACLLAB_CC", "CC"), ("cc", "gcc", "clang"), "cc", "libascendcl.so", "C",
+            "gcc, clang", "gcc"),
+    True: (("ACLLAB_CXX", "CXX"), ("c++", "g++", "clang++"), "c++", "the program", "C++",
+           "g++, clang++", "g++"),
+}
+
+
 def find_compiler(env: dict | None = None, cpp: bool = False) -> list[str]:
     """The command that compiles C: ``ACLLAB_CC`` or ``CC`` when set (it must exist), else
     cc, gcc or clang on PATH, else the ziglang package's ``zig cc``; CompilerMissing else.
     With ``cpp``, the command that compiles C++: ``ACLLAB_CXX`` or ``CXX``, else c++, g++ or
     clang++, else ``zig c++``."""
     env = os.environ if env is None else env
-    if cpp:
-        return _find_cxx(env)
-    for var in ("ACLLAB_CC", "CC"):
+    variables, programs, zig, what, lang, examples, apt = _COMPILERS[bool(cpp)]
+    for var in variables:
         named = env.get(var, "").strip()
         if named:
             words = shlex.split(named)
             if words and _which(words[0], env):
                 return words
             raise CompilerMissing(
-                f"acllab cannot build libascendcl.so: {var}={named!r} names no program on "
-                f"PATH. Set {var} to a C compiler (gcc, clang), unset it to use the system's, "
+                f"acllab cannot build {what}: {var}={named!r} names no program on PATH. "
+                f"Set {var} to a {lang} compiler ({examples}), unset it to use the system's, "
                 "or install the ziglang package (pip install ziglang).")
-    for name in ("cc", "gcc", "clang"):
+    for name in programs:
         path = _which(name, env)
         if path:
             return [path]
@@ -94,41 +103,14 @@ def find_compiler(env: dict | None = None, cpp: bool = False) -> list[str]:
         import importlib.util
 
         if importlib.util.find_spec("ziglang") is not None:
-            return [sys.executable, "-m", "ziglang", "cc"]
+            return [sys.executable, "-m", "ziglang", zig]
     except (ImportError, ValueError):
         pass
     raise CompilerMissing(
-        "acllab cannot build libascendcl.so: no C compiler was found (no cc, gcc or clang on "
-        "PATH, and the ziglang package is not installed). Install one (apt-get install gcc, "
-        "or pip install ziglang), or set CC to a C compiler.")
-
-
-def _find_cxx(env) -> list[str]:
-    for var in ("ACLLAB_CXX", "CXX"):
-        named = env.get(var, "").strip()
-        if named:
-            words = shlex.split(named)
-            if words and _which(words[0], env):
-                return words
-            raise CompilerMissing(
-                f"acllab cannot build the program: {var}={named!r} names no program on PATH. "
-                f"Set {var} to a C++ compiler (g++, clang++), unset it to use the system's, "
-                "or install the ziglang package (pip install ziglang).")
-    for name in ("c++", "g++", "clang++"):
-        path = _which(name, env)
-        if path:
-            return [path]
-    try:
-        import importlib.util
-
-        if importlib.util.find_spec("ziglang") is not None:
-            return [sys.executable, "-m", "ziglang", "c++"]
-    except (ImportError, ValueError):
-        pass
-    raise CompilerMissing(
-        "acllab cannot build the program: no C++ compiler was found (no c++, g++ or clang++ on "
-        "PATH, and the ziglang package is not installed). Install one (apt-get install g++, or "
-        "pip install ziglang), or set CXX to a C++ compiler.")
+        f"acllab cannot build {what}: no {lang} compiler was found (no {', '.join(programs[:-1])}"
+        f" or {programs[-1]} on PATH, and the ziglang package is not installed). Install one "
+        f"(apt-get install {apt}, or pip install ziglang), or set {variables[1]} to a {lang} "
+        "compiler.")
 
 
 def build_program(source: str, out: str | os.PathLike, *, cpp: bool = True,
