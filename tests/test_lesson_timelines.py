@@ -41,21 +41,53 @@ def run_lesson(path: Path, shown) -> list[str]:
 
     ns = {"__name__": "__lesson__", "display": display}
     texts = []
-    for cell in nb["cells"]:
-        source = "".join(cell["source"])
-        if cell["cell_type"] == "markdown":
-            texts.append(source)
-            continue
-        if cell["cell_type"] != "code":
-            continue
-        tree = ast.parse(source)
-        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    try:
+        for cell in nb["cells"]:
+            source = "".join(cell["source"])
+            if cell["cell_type"] == "markdown":
+                texts.append(source)
+            elif cell["cell_type"] == "code":
+                _run_cell(source, ns, path, shown)
+    finally:
+        from IPython.core.interactiveshell import InteractiveShell
+
+        InteractiveShell.clear_instance()       # (a shell left behind answers get_ipython())
+    return texts
+
+
+def _run_cell(source: str, ns: dict, path: Path, shown) -> None:
+    """One code cell: its magics (lesson 06's %load_ext and %%ascendcl cells) through an
+    IPython shell in this process, so a C program's calls land on the lesson's runtime; the
+    rest with exec, its last expression's value passed to ``shown``."""
+    if source.lstrip().startswith("%%"):
+        first, _, body = source.lstrip()[2:].partition("\n")
+        name, _, line = first.partition(" ")
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            exec(compile(tree, path.name, "exec"), ns)                    # noqa: S102
-            if last is not None:
-                shown(eval(compile(ast.Expression(last.value), path.name, "eval"), ns))  # noqa: S307
-    return texts
+            shell = _shell()
+            shell.user_ns.update(ns)            # the magic expands {NAME} from the lesson's
+            shell.run_cell_magic(name, line, body)
+        return
+    lines = []
+    for text in source.splitlines():
+        if text.startswith("%"):
+            name, _, line = text[1:].split("#")[0].strip().partition(" ")
+            _shell().run_line_magic(name, line)
+        else:
+            lines.append(text)
+    tree = ast.parse("\n".join(lines))
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(tree, path.name, "exec"), ns)                        # noqa: S102
+        if last is not None:
+            shown(eval(compile(ast.Expression(last.value), path.name, "eval"), ns))  # noqa: S307
+
+
+def _shell():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    return InteractiveShell.instance()
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
