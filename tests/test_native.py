@@ -1628,6 +1628,19 @@ int main(int argc, char **argv)
     std::vector<unsigned char> back(rsize);
     aclrtMemcpy(back.data(), rsize, resized, rsize, ACL_MEMCPY_DEVICE_TO_HOST);
     std::printf("resize %d, crop and paste %d %d: %lu\n", r6, r7, r8, hash(back.data(), rsize));
+    acldvppResizeConfig *nn = acldvppCreateResizeConfig();
+    int s1 = acldvppSetResizeConfigInterpolation(nn, 2);
+    int s2 = acldvppSetResizeConfigInterpolation(nn, 9);
+    acldvppRoiConfig *corner = acldvppCreateRoiConfig(16, 95, 8, 71);
+    int r12 = acldvppVpcCropResizeAsync(ch, input, output, corner, nn, stream);
+    int r13 = acldvppVpcCropResizePasteAsync(ch, input, output, crop, paste, nn, stream);
+    int r14 = aclrtSynchronizeStream(stream);
+    aclrtMemcpy(back.data(), rsize, resized, rsize, ACL_MEMCPY_DEVICE_TO_HOST);
+    std::printf("nearest %d %d %u, crop resize %d, paste %d %d: %lu\n", s1, s2,
+                acldvppGetResizeConfigInterpolation(nn), r12, r13, r14,
+                hash(back.data(), rsize));
+    acldvppDestroyResizeConfig(nn);
+    acldvppDestroyRoiConfig(corner);
 
     acldvppJpegeConfig *jc = acldvppCreateJpegeConfig();
     acldvppSetJpegeConfigLevel(jc, 90);
@@ -1722,9 +1735,21 @@ def dvpp_twin(acl, path):
     r7 = media.dvpp_vpc_crop_and_paste_async(ch, src, dst, crop, paste, stream)
     r8 = acl.rt.synchronize_stream(stream)
     back = bytearray(rsize)
-    acl.rt.memcpy(acl.util.bytes_to_ptr(back), rsize, resized, rsize,
-                  C.ACL_MEMCPY_DEVICE_TO_HOST)
+    back_ptr = acl.util.bytes_to_ptr(back)
+    acl.rt.memcpy(back_ptr, rsize, resized, rsize, C.ACL_MEMCPY_DEVICE_TO_HOST)
     out.append(f"resize {r6}, crop and paste {r7} {r8}: {digest(back)}")
+    nn = media.dvpp_create_resize_config()
+    s1 = media.dvpp_set_resize_config_interpolation(nn, 2)
+    s2 = media.dvpp_set_resize_config_interpolation(nn, 9)
+    corner = media.dvpp_create_roi_config(16, 95, 8, 71)
+    r12 = media.dvpp_vpc_crop_resize_async(ch, src, dst, corner, nn, stream)
+    r13 = media.dvpp_vpc_crop_resize_paste_async(ch, src, dst, crop, paste, nn, stream)
+    r14 = acl.rt.synchronize_stream(stream)
+    acl.rt.memcpy(back_ptr, rsize, resized, rsize, C.ACL_MEMCPY_DEVICE_TO_HOST)
+    out.append(f"nearest {s1} {s2} {media.dvpp_get_resize_config_interpolation(nn)}, crop "
+               f"resize {r12}, paste {r13} {r14}: {digest(back)}")
+    media.dvpp_destroy_resize_config(nn)
+    media.dvpp_destroy_roi_config(corner)
     jc = media.dvpp_create_jpege_config()
     media.dvpp_set_jpege_config_level(jc, 90)
     predicted, r9 = media.dvpp_jpeg_predict_enc_size(dst, jc)
@@ -1777,6 +1802,7 @@ def test_dvpp_decode_resize_paste_and_encode_match_the_pyacl_twin(toolkit, tmp_p
     assert out.startswith("info 0 160x120 3 comps, css 2; predict 0 ")
     assert "decode 0 0: 160x120 strides 256x128 ret 0, data ok" in out
     assert "crop and paste 0 0" in out and "starts ffd8" in out
+    assert "nearest 0 100000 2, crop resize 0, paste 0 0: " in out
     assert native == python
     kinds = {t.kind for t in session.current_runtime().tasks}
     assert len(kinds) >= 3

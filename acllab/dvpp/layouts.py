@@ -228,15 +228,31 @@ def subsample(chroma: np.ndarray, sx: int, sy: int) -> np.ndarray:
     return ((s + n // 2) // n).astype(np.uint8)
 
 
-def resize(plane: np.ndarray, oh: int, ow: int) -> np.ndarray:
-    """Bilinear resize with half-pixel centres (as OpenCV's INTER_LINEAR), edges clamped."""
+#: VPC's resize algorithms (acldvppSetResizeConfigInterpolation, CANN 8.0.0 pyACL reference
+#: for the Atlas 200/300/500 inference and Atlas training products): 0 the default, 1 bilinear
+#: as OpenCV computes it, 2 nearest neighbour as OpenCV, 3 bilinear as TensorFlow, 4 nearest
+#: neighbour as TensorFlow. Differs from hardware: 0 is Huawei's own high-order filter on
+#: those chips; acllab draws it as 1.
+INTERPOLATIONS = {0: "bilinear", 1: "bilinear", 2: "nearest", 3: "bilinear_tf", 4: "nearest"}
+
+
+def resize(plane: np.ndarray, oh: int, ow: int, method: str = "bilinear") -> np.ndarray:
+    """Resize a plane to ``ow`` x ``oh``: ``bilinear`` with half-pixel centres (as OpenCV's
+    INTER_LINEAR), ``bilinear_tf`` with corner-aligned sample positions (as TensorFlow's
+    resize_bilinear without half-pixel centres), ``nearest`` taking source pixel
+    floor(x * in / out) (as OpenCV's INTER_NEAREST and TensorFlow's nearest); edges clamped."""
     h, w = plane.shape[:2]
     if (h, w) == (oh, ow):
         return plane.copy()
+    if method == "nearest":
+        ys = np.minimum(np.arange(oh) * h // oh, h - 1)
+        xs = np.minimum(np.arange(ow) * w // ow, w - 1)
+        return np.ascontiguousarray(plane[ys][:, xs])
     f = plane.astype(np.float64)
+    half = 0.0 if method == "bilinear_tf" else 0.5
 
     def axis(n_in: int, n_out: int):
-        pos = np.clip((np.arange(n_out) + 0.5) * n_in / n_out - 0.5, 0, n_in - 1)
+        pos = np.clip((np.arange(n_out) + half) * n_in / n_out - half, 0, n_in - 1)
         lo = np.floor(pos).astype(np.intp)
         hi = np.minimum(lo + 1, n_in - 1)
         return lo, hi, pos - lo
@@ -251,7 +267,8 @@ def resize(plane: np.ndarray, oh: int, ow: int) -> np.ndarray:
 
 
 def convert(y: np.ndarray, chroma: np.ndarray | None, src_sub: tuple[int, int] | None,
-            crop: tuple[int, int, int, int], dst: Layout, oh: int, ow: int):
+            crop: tuple[int, int, int, int], dst: Layout, oh: int, ow: int,
+            method: str = "bilinear"):
     """VPC's pixel work: crop (left, right, top, bottom, inclusive) the planes of a picture
     with chroma subsampling ``src_sub``, and resample them to ``ow`` x ``oh`` planes of the
     ``dst`` layout's subsampling (chroma None for a grey output; 128 from a grey input)."""
@@ -260,13 +277,13 @@ def convert(y: np.ndarray, chroma: np.ndarray | None, src_sub: tuple[int, int] |
     if chroma is not None:
         sx, sy = src_sub
         chroma = chroma[top // sy:-(-(bottom + 1) // sy), left // sx:-(-(right + 1) // sx)]
-    y_out = resize(y, oh, ow)
+    y_out = resize(y, oh, ow, method)
     if dst.sub is None:
         return y_out, None
     dx, dy = dst.sub
     if chroma is None:
         return y_out, np.full((oh // dy, ow // dx, 2), 128, np.uint8)
-    return y_out, resize(chroma, oh // dy, ow // dx)
+    return y_out, resize(chroma, oh // dy, ow // dx, method)
 
 
 # ---------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..engine import Resource, Task
 from ..errors import Fail
 from ..hardware import ceil_div
 from . import formats as F
-from .layouts import LAYOUTS, convert
+from .layouts import INTERPOLATIONS, LAYOUTS, convert
 
 __all__ = ["DvppDevice", "dvpp_device", "dvpp_ns", "decode_task", "vpc_task", "encode_task"]
 
@@ -203,12 +203,14 @@ def _rows(pic, top: int, bottom: int) -> list[tuple[int, int]]:
 
 
 def vpc_task(dd: DvppDevice, inp, out, crop: tuple[int, int, int, int],
-             paste: tuple[int, int, int, int], stream, api: str, name: str) -> Task:
+             paste: tuple[int, int, int, int], stream, api: str, name: str,
+             interpolation: int = 0) -> Task:
     """A VPC task: crop ``crop`` = (left, right, top, bottom) of ``inp``, resize it to the
     ``paste`` area of ``out`` (the whole output for resize and crop), and convert between the
     two pictures' formats (:mod:`acllab.dvpp.layouts`).
 
     Pixels of ``out`` outside the paste area keep their bytes (crop-and-paste onto a canvas).
+    ``interpolation`` is the resize configuration's algorithm (layouts.INTERPOLATIONS).
     """
     dev = dd.device
     prof = dev.profile
@@ -224,6 +226,7 @@ def vpc_task(dd: DvppDevice, inp, out, crop: tuple[int, int, int, int],
     iw, ih, iws, ihs = inp.width, inp.height, inp.width_stride, inp.height_stride
     ows, ohs = out.width_stride, out.height_stride
     box: list = [None]
+    method = INTERPOLATIONS[interpolation]
 
     def on_start(task: Task) -> None:
         try:
@@ -232,7 +235,7 @@ def vpc_task(dd: DvppDevice, inp, out, crop: tuple[int, int, int, int],
             _fault(task, exc.message)
             return
         y, c = ilay.read(buf, iw, ih, iws, ihs)
-        box[0] = convert(y, c, ilay.sub, crop, olay, pb - pt + 1, pr - pl + 1)
+        box[0] = convert(y, c, ilay.sub, crop, olay, pb - pt + 1, pr - pl + 1, method)
 
     def on_end(task: Task) -> None:
         planes, box[0] = box[0], None
@@ -245,16 +248,16 @@ def vpc_task(dd: DvppDevice, inp, out, crop: tuple[int, int, int, int],
     pixels = max((cr - cl + 1) * (cb - ct + 1), (pr - pl + 1) * (pb - pt + 1))
     mem = tuple(_mem(ireg, a, n, "r") for a, n in in_reads) + \
         tuple(_mem(oreg, a, n, "w") for a, n in out_writes)
+    info = {"engine": "VPC", "src": inp.data, "dst": out.data,
+            "crop": f"{cl},{cr},{ct},{cb}", "paste": f"{pl},{pr},{pt},{pb}",
+            "in": ilay.name, "out": olay.name, "in_strides": (iws, ihs), "mem": mem}
+    if interpolation:                  # (the default keeps the records as they were)
+        info["interpolation"] = interpolation
     return Task(name, "dvpp", resource=dd.vpc, duration_ns=dvpp_ns(prof, "vpc", pixels),
                 stream=stream, device=dev.id,
                 nbytes=sum(n for _, n in in_reads) + sum(n for _, n in out_writes),
                 reads=tuple(in_reads), writes=tuple(out_writes), on_start=on_start,
-                on_end=on_end,
-                info={"engine": "VPC", "src": inp.data, "dst": out.data,
-                      "crop": f"{cl},{cr},{ct},{cb}", "paste": f"{pl},{pr},{pt},{pb}",
-                      "in": ilay.name, "out": olay.name, "in_strides": (iws, ihs),
-                      "mem": mem},
-                api=api)
+                on_end=on_end, info=info, api=api)
 
 
 def encode_task(dd: DvppDevice, inp, dst, dst_off: int, capacity: int, quality: int,

@@ -97,7 +97,9 @@ from .config import (
     dvpp_destroy_jpege_config,
     dvpp_destroy_resize_config,
     dvpp_destroy_roi_config,
+    dvpp_get_resize_config_interpolation,
     dvpp_set_jpege_config_level,
+    dvpp_set_resize_config_interpolation,
 )
 from .jpeg import (
     dvpp_jpeg_decode_async,
@@ -210,7 +212,13 @@ from .venc import (
     venc_set_frame_config_eos,
     venc_set_frame_config_force_i_frame,
 )
-from .vpc import dvpp_vpc_crop_and_paste_async, dvpp_vpc_crop_async, dvpp_vpc_resize_async
+from .vpc import (
+    dvpp_vpc_crop_and_paste_async,
+    dvpp_vpc_crop_async,
+    dvpp_vpc_crop_resize_async,
+    dvpp_vpc_crop_resize_paste_async,
+    dvpp_vpc_resize_async,
+)
 
 __all__ = [
     "PIXEL_FORMAT_YUV_400", "PIXEL_FORMAT_YUV_SEMIPLANAR_420", "PIXEL_FORMAT_YVU_SEMIPLANAR_420",
@@ -236,10 +244,12 @@ __all__ = [
     "dvpp_get_pic_desc_ret_code",
     "dvpp_create_roi_config", "dvpp_destroy_roi_config",
     "dvpp_create_resize_config", "dvpp_destroy_resize_config",
+    "dvpp_set_resize_config_interpolation", "dvpp_get_resize_config_interpolation",
     "dvpp_create_jpege_config", "dvpp_set_jpege_config_level", "dvpp_destroy_jpege_config",
     "dvpp_jpeg_get_image_info", "dvpp_jpeg_get_image_info_v2", "dvpp_jpeg_predict_dec_size",
     "dvpp_jpeg_decode_async",
     "dvpp_vpc_resize_async", "dvpp_vpc_crop_async", "dvpp_vpc_crop_and_paste_async",
+    "dvpp_vpc_crop_resize_async", "dvpp_vpc_crop_resize_paste_async",
     "dvpp_create_batch_pic_desc", "dvpp_destroy_batch_pic_desc", "dvpp_get_pic_desc",
     "dvpp_vpc_batch_crop_async", "dvpp_vpc_batch_crop_and_paste_async",
     "dvpp_jpeg_predict_enc_size", "dvpp_jpeg_encode_async",

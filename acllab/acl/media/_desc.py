@@ -104,7 +104,13 @@ class RoiConfig(_Desc):
 
 
 class ResizeConfig(_Desc):
+    """acldvppResizeConfig: the resize algorithm (``interpolation``, 0 by default)."""
+
     kind = "resize config"
+
+    def __init__(self):
+        super().__init__()
+        self.interpolation = 0
 
 
 class JpegeConfig(_Desc):

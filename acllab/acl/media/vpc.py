@@ -10,17 +10,21 @@ from ._checks import _roi, _stream, _submit, _vpc_picture
 from ._desc import PicDesc, ResizeConfig, RoiConfig, _get, api
 from .channel import _channel
 
-__all__ = ["dvpp_vpc_resize_async", "dvpp_vpc_crop_async", "dvpp_vpc_crop_and_paste_async"]
+__all__ = ["dvpp_vpc_resize_async", "dvpp_vpc_crop_async", "dvpp_vpc_crop_and_paste_async",
+           "dvpp_vpc_crop_resize_async", "dvpp_vpc_crop_resize_paste_async"]
 
 
 def _vpc(channel_desc, input_desc, output_desc, stream, crop_area, paste_area, api_name,
-         name) -> None:
+         name, resize_config=None) -> None:
     _channel(channel_desc)
     inp = _get(input_desc, PicDesc, "input_desc")
     out = _get(output_desc, PicDesc, "output_desc")
+    interpolation = 0 if resize_config is None else \
+        _get(resize_config, ResizeConfig, "resize_config").interpolation
     s = _stream(stream)
     plan = _plan(inp, out, crop_area, paste_area)
-    _submit(vpc_task(dvpp_device(rt(), s.device), inp, out, *plan, s, api_name, name), s)
+    _submit(vpc_task(dvpp_device(rt(), s.device), inp, out, *plan, s, api_name, name,
+                     interpolation), s)
 
 
 def _plan(inp: PicDesc, out: PicDesc, crop_area, paste_area, what: str = "") -> tuple:
@@ -56,13 +60,13 @@ def _plan(inp: PicDesc, out: PicDesc, crop_area, paste_area, what: str = "") -> 
 def dvpp_vpc_resize_async(channel_desc, input_desc, output_desc, resize_config, stream):
     """Enqueue a resize of the whole input picture to the output picture's width and height.
 
-    Bilinear (see acllab.dvpp.formats.resize_planes for how it differs from the VPC's filter);
-    Input and output formats may differ (NV12 to NV21, RGB888 to NV12, NV12 to RGB888 on Atlas
-    A2 ...): the task converts (acllab.dvpp.layouts).
+    With the algorithm ``resize_config`` names (dvpp_set_resize_config_interpolation; its
+    default is drawn bilinearly: see acllab.dvpp.formats.resize_planes for how it differs from
+    the VPC's filter). Input and output formats may differ (NV12 to NV21, RGB888 to NV12,
+    NV12 to RGB888 on Atlas A2 ...): the task converts (acllab.dvpp.layouts).
     """
-    _get(resize_config, ResizeConfig, "resize_config")
     _vpc(channel_desc, input_desc, output_desc, stream, None, None, "dvpp_vpc_resize_async",
-         "VpcResize")
+         "VpcResize", resize_config)
 
 
 @api("acldvppVpcCropAsync")
@@ -79,3 +83,22 @@ def dvpp_vpc_crop_and_paste_async(channel_desc, input_desc, output_desc, crop_ar
     output; the output's other pixels keep their bytes (the canvas)."""
     _vpc(channel_desc, input_desc, output_desc, stream, crop_area, paste_area,
          "dvpp_vpc_crop_and_paste_async", "VpcCropAndPaste")
+
+
+@api("acldvppVpcCropResizeAsync")
+def dvpp_vpc_crop_resize_async(channel_desc, input_desc, output_desc, crop_area, resize_config,
+                               stream):
+    """Enqueue a crop of ``crop_area``, resized to the output picture with ``resize_config``'s
+    algorithm when their sizes differ (CANN: acldvppVpcCropResizeAsync)."""
+    _vpc(channel_desc, input_desc, output_desc, stream, crop_area, None,
+         "dvpp_vpc_crop_resize_async", "VpcCropResize", resize_config)
+
+
+@api("acldvppVpcCropResizePasteAsync")
+def dvpp_vpc_crop_resize_paste_async(channel_desc, input_desc, output_desc, crop_area,
+                                     paste_area, resize_config, stream):
+    """Enqueue a crop of ``crop_area`` pasted into ``paste_area`` of the output, resized with
+    ``resize_config``'s algorithm when the areas' sizes differ; the output's other pixels keep
+    their bytes (CANN: acldvppVpcCropResizePasteAsync)."""
+    _vpc(channel_desc, input_desc, output_desc, stream, crop_area, paste_area,
+         "dvpp_vpc_crop_resize_paste_async", "VpcCropResizePaste", resize_config)

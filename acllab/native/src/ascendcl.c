@@ -1968,6 +1968,15 @@ acldvppResizeConfig *acldvppCreateResizeConfig(void) {
 aclError acldvppDestroyResizeConfig(acldvppResizeConfig *resizeConfig) {
     STATUS("acl.media.dvpp_destroy_resize_config", "u", H(resizeConfig));
 }
+aclError acldvppSetResizeConfigInterpolation(acldvppResizeConfig *resizeConfig,
+                                             uint32_t interpolation) {
+    STATUS("acl.media.dvpp_set_resize_config_interpolation", "uu", H(resizeConfig),
+           (uint64_t)interpolation);
+}
+uint32_t acldvppGetResizeConfigInterpolation(const acldvppResizeConfig *resizeConfig) {
+    return (uint32_t)bare("acl.media.dvpp_get_resize_config_interpolation", "u",
+                          H(resizeConfig), 0);
+}
 acldvppJpegeConfig *acldvppCreateJpegeConfig(void) {
     DVPP_HANDLE(acldvppJpegeConfig, "acl.media.dvpp_create_jpege_config");
 }
@@ -2006,6 +2015,20 @@ aclError acldvppVpcCropAndPasteAsync(acldvppChannelDesc *channelDesc, acldvppPic
                                      acldvppRoiConfig *pasteArea, aclrtStream stream) {
     STATUS("acl.media.dvpp_vpc_crop_and_paste_async", "uuuuuu", H(channelDesc), H(inputDesc),
            H(outputDesc), H(cropArea), H(pasteArea), H(stream));
+}
+aclError acldvppVpcCropResizeAsync(acldvppChannelDesc *channelDesc, acldvppPicDesc *inputDesc,
+                                   acldvppPicDesc *outputDesc, acldvppRoiConfig *cropArea,
+                                   acldvppResizeConfig *resizeConfig, aclrtStream stream) {
+    STATUS("acl.media.dvpp_vpc_crop_resize_async", "uuuuuu", H(channelDesc), H(inputDesc),
+           H(outputDesc), H(cropArea), H(resizeConfig), H(stream));
+}
+aclError acldvppVpcCropResizePasteAsync(acldvppChannelDesc *channelDesc,
+                                        acldvppPicDesc *inputDesc, acldvppPicDesc *outputDesc,
+                                        acldvppRoiConfig *cropArea, acldvppRoiConfig *pasteArea,
+                                        acldvppResizeConfig *resizeConfig, aclrtStream stream) {
+    STATUS("acl.media.dvpp_vpc_crop_resize_paste_async", "uuuuuuu", H(channelDesc),
+           H(inputDesc), H(outputDesc), H(cropArea), H(pasteArea), H(resizeConfig),
+           H(stream));
 }
 
 aclError acldvppJpegGetImageInfo(const void *data, uint32_t size, uint32_t *width,

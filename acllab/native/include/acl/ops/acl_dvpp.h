@@ -89,6 +89,12 @@ ACL_FUNC_VISIBILITY acldvppRoiConfig *acldvppCreateRoiConfig(uint32_t left, uint
 ACL_FUNC_VISIBILITY aclError acldvppDestroyRoiConfig(acldvppRoiConfig *roiConfig);
 ACL_FUNC_VISIBILITY acldvppResizeConfig *acldvppCreateResizeConfig(void);
 ACL_FUNC_VISIBILITY aclError acldvppDestroyResizeConfig(acldvppResizeConfig *resizeConfig);
+/* 0 the default, 1 bilinear and 2 nearest neighbour as OpenCV, 3 bilinear and 4 nearest
+   neighbour as TensorFlow */
+ACL_FUNC_VISIBILITY aclError acldvppSetResizeConfigInterpolation(acldvppResizeConfig *resizeConfig,
+                                                                 uint32_t interpolation);
+ACL_FUNC_VISIBILITY uint32_t
+acldvppGetResizeConfigInterpolation(const acldvppResizeConfig *resizeConfig);
 ACL_FUNC_VISIBILITY acldvppJpegeConfig *acldvppCreateJpegeConfig(void);
 ACL_FUNC_VISIBILITY aclError acldvppDestroyJpegeConfig(acldvppJpegeConfig *jpegeConfig);
 ACL_FUNC_VISIBILITY aclError acldvppSetJpegeConfigLevel(acldvppJpegeConfig *jpegeConfig,
@@ -116,6 +122,19 @@ ACL_FUNC_VISIBILITY aclError acldvppVpcCropAndPasteAsync(acldvppChannelDesc *cha
                                                          acldvppRoiConfig *cropArea,
                                                          acldvppRoiConfig *pasteArea,
                                                          aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcCropResizeAsync(acldvppChannelDesc *channelDesc,
+                                                       acldvppPicDesc *inputDesc,
+                                                       acldvppPicDesc *outputDesc,
+                                                       acldvppRoiConfig *cropArea,
+                                                       acldvppResizeConfig *resizeConfig,
+                                                       aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcCropResizePasteAsync(acldvppChannelDesc *channelDesc,
+                                                            acldvppPicDesc *inputDesc,
+                                                            acldvppPicDesc *outputDesc,
+                                                            acldvppRoiConfig *cropArea,
+                                                            acldvppRoiConfig *pasteArea,
+                                                            acldvppResizeConfig *resizeConfig,
+                                                            aclrtStream stream);
 
 /* JPEG */
 ACL_FUNC_VISIBILITY aclError acldvppJpegGetImageInfo(const void *data, uint32_t size,
