@@ -33,7 +33,7 @@ from ..sanitizer import Finding
 from . import PROCESS, RESULT, Call, Case, Item
 
 __all__ = ["format_us", "format_hex", "join_first", "short_repr", "qualified", "is_int",
-           "first_difference", "uninit_pattern", "reads_uninit", "BytesWording",
+           "first_difference", "uninit_pattern", "device_bytes", "reads_uninit", "BytesWording",
            "describe_bytes", "new_case", "Release", "release_each", "teardown", "hazards",
            "finding_line", "sanitizer_item", "leak_texts", "released_item", "resources_item",
            "Write", "Piece", "Provenance", "last_writes", "again_item", "again_outcome",
@@ -101,6 +101,16 @@ def uninit_pattern(offset: int, n: int) -> bytes:
     """The ``n`` bytes that memory nothing has written holds from byte ``offset`` of a buffer
     on: DE AD BE EF repeated, aligned to the buffer's start."""
     return (UNINIT_PATTERN * (n // 4 + 2))[offset % 4:offset % 4 + n]
+
+
+def device_bytes(runtime, ptr: int, n: int) -> bytes:
+    """The ``n`` bytes at device address ``ptr`` now, read directly (no task, no host access
+    logged): what a check reads of a learner's output buffers; unwritten bytes (and a buffer
+    that is gone) read as the uninitialised pattern."""
+    region = runtime.region(ptr)
+    if region is None:
+        return uninit_pattern(0, n)
+    return region.read_bytes(ptr - region.start, n)
 
 
 def reads_uninit(got: bytes, at: int, span: int | None = None) -> bool:

@@ -39,6 +39,7 @@ from . import PROCESS, Case, Item, call_learner, exercise, isolated, ran_item
 from ._common import (
     Provenance,
     again_outcome,
+    device_bytes,
     hazards,
     new_case,
     resources_item,
@@ -134,7 +135,7 @@ def grade_vdec_clip(fn, seed: int) -> Case:
         if case.not_done:
             return case
         dd = dvpp_device(runtime, runtime.devices[0])
-        got = [_read(runtime, ptr, size) for ptr in outputs]
+        got = [device_bytes(runtime, ptr, size) for ptr in outputs]
         sends = [t for t in runtime.engine.tasks[call.first_task:] if t.name == "VdecSendFrame"]
         pictures = _pictures_item(got, want, width, height)
         again = None
@@ -179,20 +180,13 @@ def _again(runtime, fn, seed: int, codec: str, entype: int, width: int, height: 
     want = _reference(frames, entype, width, height)
     call = call_learner(fn, acl, [bytes(f) for f in frames], entype, width, height,
                         list(outputs))
-    got = [_read(runtime, ptr, size) for ptr in outputs]
+    got = [device_bytes(runtime, ptr, size) for ptr in outputs]
     pictures = _pictures_item(got, want, width, height)
     return again_outcome("decode_clip", call, "" if pictures.passed else pictures.message,
                          "a clip of the same size, into the same outputs",
                          "decoded the new pictures",
                          "decode the frames of each call, with a channel made for the call "
                          "(destroyed before it returns, so its id is free for the next one)")
-
-
-def _read(runtime, ptr: int, n: int) -> bytes:
-    region = runtime.region(ptr)
-    if region is None:
-        return bytes(n)
-    return region.read_bytes(ptr - region.start, n)
 
 
 def _picture(buf: bytes, width: int, height: int) -> tuple[bytes, bytes]:

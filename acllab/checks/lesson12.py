@@ -40,12 +40,12 @@ from . import PROCESS, Case, Item, _guard, call_learner, exercise, isolated, ran
 from ._common import (
     Provenance,
     again_outcome,
+    device_bytes,
     hazards,
     leak_texts,
     new_case,
     released_item,
     sanitizer_item,
-    uninit_pattern,
 )
 
 __all__ = ["grade_dvpp_pipeline", "make_jpeg", "vpc_strides"]
@@ -120,7 +120,7 @@ def grade_dvpp_pipeline(fn, seed: int) -> Case:
         case = new_case(label, call, runtime)
         if case.not_done:
             return case
-        got = [_read(runtime, ptr, size) for ptr in outputs]
+        got = [device_bytes(runtime, ptr, size) for ptr in outputs]
         tasks = [t for t in runtime.engine.tasks[call.first_task:]
                  if t.resource is dd.jpegd or t.resource is dd.vpc]
         pictures = _pictures_item(got, want, width, height, ws, hs,
@@ -155,7 +155,7 @@ def _again(runtime, fn, seed: int, jpegs: list[bytes], outputs: list[int], width
     fresh = [make_jpeg(1_000_003 + 7 * seed + i, w, h) for i, (w, h) in enumerate(sizes)]
     call = call_learner(fn, acl, [bytes(j) for j in fresh], list(outputs), width, height,
                         stream)
-    got = [_read(runtime, ptr, size) for ptr in outputs]
+    got = [device_bytes(runtime, ptr, size) for ptr in outputs]
     ws, hs = vpc_strides(width, height)
     pictures = _pictures_item(got, [_expected(j, width, height) for j in fresh], width,
                               height, ws, hs)
@@ -164,14 +164,6 @@ def _again(runtime, fn, seed: int, jpegs: list[bytes], outputs: list[int], width
                          "decoded and resized the new pictures",
                          "decode and resize the JPEGs of each call: a picture kept from an "
                          "earlier call is wrong once the images change")
-
-
-def _read(runtime, ptr: int, n: int) -> bytes:
-    """The output buffer's bytes now (read directly: no task, no host access is logged)."""
-    region = runtime.region(ptr)
-    if region is None:
-        return uninit_pattern(0, n)
-    return region.read_bytes(ptr - region.start, n)   # unwritten bytes read as the pattern
 
 
 def _teardown(stream, outputs) -> list[str]:

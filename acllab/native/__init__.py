@@ -128,15 +128,20 @@ def build_program(source: str, out: str | os.PathLike, *, cpp: bool = True,
     cmd = [*cc, *(["-std=c++17"] if cpp else []), "-O1", f"-I{latest}/runtime/include",
            *flags, str(src), f"-L{latest}/runtime/lib64/stub", "-lascendcl", "-pthread",
            "-o", str(out)]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    except OSError as exc:
-        raise CompilerMissing(f"acllab cannot build the program: running {cc[0]} failed: "
-                              f"{exc}") from None
+    done = _compile(cmd, "the program")
     if done.returncode != 0:
         raise NativeBuildError(f"the program does not compile ({Path(cc[-1]).name} exited "
                                f"with {done.returncode}):\n{done.stderr.strip()}")
     return out
+
+
+def _compile(cmd: list[str], what: str) -> subprocess.CompletedProcess:
+    """Run a compiler command (at most 10 minutes); CompilerMissing when it cannot start."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except OSError as exc:
+        raise CompilerMissing(f"acllab cannot build {what}: running {cmd[0]} failed: "
+                              f"{exc}") from None
 
 
 def _cache_root(env: dict) -> Path:
@@ -190,11 +195,7 @@ def toolkit(env: dict | None = None) -> Path:
                f"-DACLLAB_PYTHON={_c_string(sys.executable)}",
                f"-DACLLAB_PYTHONPATH={_c_string(_python_path())}",
                str(SOURCE_DIR / "ascendcl.c"), "-o", str(out)]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        except OSError as exc:
-            raise CompilerMissing(f"acllab cannot build libascendcl.so: running {cc[0]} "
-                                  f"failed: {exc}") from None
+        done = _compile(cmd, "libascendcl.so")
         if done.returncode != 0:
             raise NativeBuildError(f"acllab cannot build libascendcl.so: {shlex.join(cmd)} "
                                    f"exited with {done.returncode}:\n{done.stderr.strip()}")
