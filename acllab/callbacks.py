@@ -6,9 +6,12 @@ callback is due: the runtime runs it (on the report thread's timeline) and recor
 blocking callback (ACL_CALLBACK_BLOCK) holds its stream: its task has an open duration and
 ends when the report has run (:meth:`acllab.engine.Engine.finish`).
 
-Differs from hardware: a report for a thread other than the main one runs as soon as its
-stream reaches it, on the thread that drives the device, as if that thread looped on
-process_report without pause (see :meth:`acllab.runtime.Runtime.poll_report`).
+A report for a thread other than the main one is handed to that thread as soon as its
+stream reaches it, and runs in that thread's process_report, as on a card; the thread whose
+call brought the stream there waits for it, and meanwhile only the report thread's calls may
+start, so the program's log is the same on every run (see
+:meth:`acllab.runtime.Runtime._hand_over`, which also says what happens when a callback waits
+for another thread, or a report thread does not poll).
 """
 
 from __future__ import annotations

@@ -171,13 +171,19 @@ class _ReportThread:
     """What the runtime knows about one report thread (a thread id given to subscribe_report
     other than the main thread's)."""
 
-    __slots__ = ("thread", "streams", "delivered", "taken")
+    __slots__ = ("thread", "streams", "delivered", "taken", "inbox", "running", "started",
+                 "free")
 
     def __init__(self, thread: threading.Thread | None):
         self.thread = thread      # the Python thread with that id when it was subscribed
         self.streams = 0          # streams subscribed to it now
-        self.delivered = 0        # reports run for it so far
-        self.taken = 0            # reports its polls have returned
+        self.delivered = 0        # reports run for it so far by other threads (see _hand_over)
+        self.taken = 0            # of those, how many its polls have returned
+        self.inbox: deque[Callback] = deque()   # reports handed to it, to run in its poll
+        self.running: Callback | None = None    # the report its poll is running now
+        self.started = 0.0        # when (wall clock) it began running that report
+        self.free = False         # a callback of its waited on another thread: it runs its
+        # reports alongside the other threads from then on (see Runtime._detach)
 
 
 #: A runtime's budgets unless configured otherwise (a script's: generous; the lessons set
@@ -270,6 +276,13 @@ class Runtime:
         # (callback name, thread name) while a host callback runs: a call of another thread
         # that waits long for the API lock says why (acllab.acl._api._acquire_slow)
         self.running_callback: tuple[str, str] | None = None
+        # while a report thread runs a report handed to it (Runtime._hand_over), the only
+        # thread whose calls may start (the others wait in Runtime.wait_turn), so that the
+        # callback's calls come where they would have come had it run inline: same log
+        self.turn: threading.Thread | None = None
+        self.turn_active = 0.0            # when (wall clock) the turn's thread last made a call
+        self._turn_waiters = 0            # threads waiting in wait_turn
+        self.free_report_threads: list[str] = []   # names of report threads set free
         self.model_count = 0
         # acl.op.set_model_dir's op models: OpSpec.key() -> (spec, file name); None until set
         self.op_models: dict | None = None
@@ -1066,7 +1079,7 @@ class Runtime:
             due.pop(0)
             self._run_report(cb)
         except BaseException:
-            if not cb.done and cb not in due:
+            if not cb.done and not cb.handed and cb not in due:
                 due.insert(0, cb)
             raise
 
@@ -1079,17 +1092,28 @@ class Runtime:
             self.log("join", task.id)
             return True
         limit = self.host_ns + timeout_ns if timeout_ns is not None else None
-        if self.process(limit, task):
-            self.host_ns = max(self.host_ns, task.end_ns + self.profile.sync_wakeup_ns)
-            self.process(self.host_ns)
-            self.log("join", task.id)
-            return True
-        if limit is not None:        # the device ran to the timeout (or ran dry before it)
-            self.host_ns = limit
-            self.process(self.host_ns)
+        while not self.process(limit, task):
+            if limit is not None:    # the device ran to the timeout (or ran dry before it)
+                self.host_ns = limit
+                self.process(self.host_ns)
+                return False
+            if not self._await_reports():
+                self.host_ns = max(self.host_ns, self.engine.now_ns)   # the host saw it all
+                raise Deadlock(task)
+        self.host_ns = max(self.host_ns, task.end_ns + self.profile.sync_wakeup_ns)
+        self.process(self.host_ns)
+        self.log("join", task.id)
+        return True
+
+    def _await_reports(self) -> bool:
+        """When reports that another thread runs are still to come (a free report thread's,
+        see :meth:`_detach`), wait a little for them in wall-clock time (the API lock
+        released) and return True: the device may go on. Else False."""
+        if not self._report_threads or not self.waiting_reports():
             return False
-        self.host_ns = max(self.host_ns, self.engine.now_ns)   # the host saw all of that happen
-        raise Deadlock(task)
+        with self._report_cv:
+            self._report_cv.wait(0.05)
+        return True
 
     def sync_context(self, ctx: Context) -> None:
         for s in [ctx.default_stream, *ctx.streams.values()]:
@@ -1191,26 +1215,31 @@ class Runtime:
     def poll_report(self, state: _ReportThread, timeout_ms: int) -> int:
         """One process_report call of a report thread (not the main thread); its code.
 
-        Such a thread's reports already ran, in virtual time, when their streams reached
-        them (:meth:`launch_callback`), so the poll only tells the thread about them: 0 when
-        a report was delivered since its previous poll, 100035 once it is no longer
-        subscribed, 100036 when nothing came. It waits for that in wall-clock time (at most
-        ``min(timeout_ms, 10)`` ms, woken when a report is delivered or a subscription ends),
-        so the thread does not spin, and it touches neither the virtual clock nor the API
-        log nor the call count: the same program gives the same log and trace however often
-        the thread happened to poll.
+        It runs the reports handed to the thread (:meth:`_hand_over`, :meth:`run_handed`)
+        and returns 0; else 0 when a report another thread ran for it (one it did not take
+        in time) came since its previous poll, 100035 once it is no longer subscribed,
+        100036 when nothing came. It waits for that in wall-clock time (at most
+        ``min(timeout_ms, 10)`` ms, woken when a report is handed over or a subscription
+        ends), so the thread does not spin, and the poll itself touches neither the virtual
+        clock nor the API log nor the call count (the callbacks it runs do, at their reports'
+        virtual times): the same program gives the same log and trace however often the
+        thread happened to poll.
 
-        Differs from hardware: the callback itself runs on the thread that drives the device
-        (the one whose call reached the report), not on the report thread, as soon as the
-        stream reaches it, as if the report thread polled without pause; the thread's real
-        polls only learn of it (waiting at most 10 ms of wall-clock time each), take no
-        virtual time, and are not in the API log (the trace shows each report as a
-        CallbackReport task on the device's callback lane).
+        Differs from hardware: a report reaches the thread when its stream reaches it in
+        virtual time, whatever the wall-clock time; the polls wait at most 10 ms of
+        wall-clock time each, take no virtual time, and are not in the API log (the trace
+        shows each report as a CallbackReport task on the device's callback lane).
         """
         wait_s = (min(timeout_ms, 10) if timeout_ms >= 0 else 10) / 1000
         deadline = time.monotonic() + wait_s
+        me = threading.current_thread()
         with self._report_cv:
             while True:
+                if self.turn is None or self.turn is me:
+                    if state.free and not state.inbox and self._callbacks_ahead:
+                        self._run_to_report(state)
+                    if state.inbox and self.run_handed(state):
+                        return 0
                 if state.taken < state.delivered:
                     state.taken += 1
                     return 0
@@ -1223,8 +1252,208 @@ class Runtime:
                     return 100036
                 self._report_cv.wait(remaining)
 
-    def _run_report(self, cb: Callback, manual: bool = False) -> None:
+    # -- reports handed to their report threads --------------------------------------------
+    #: Wall-clock seconds a report waits for its report thread to take it before the thread
+    #: whose call reached it runs it itself (a report thread that does not poll).
+    PICK_S = 1.0
+    #: Wall-clock seconds a handed-over callback may go without a pyACL call, while another
+    #: thread waits for its turn, before its report thread is set free (:meth:`_detach`).
+    STALL_S = 0.5
+    #: ... and while no other thread waits for its turn (it may wait for the thread whose
+    #: call reached it, which a card would not hold up).
+    STALL_ALONE_S = 2.0
+
+    def wait_turn(self) -> None:
+        """Wait (the API lock released meanwhile) until no report thread holds the turn, or
+        the calling thread does; the facade calls this when :attr:`turn` is set. The turn's
+        own thread only records that it is active (see :meth:`_hand_over`)."""
+        me = threading.current_thread()
+        if self.turn is me:
+            self.turn_active = time.monotonic()
+            return
+        with self._report_cv:
+            self._turn_waiters += 1
+            try:
+                while self.turn is not None and self.turn is not me:
+                    self._report_cv.wait(0.25)
+            finally:
+                self._turn_waiters -= 1
+
+    def _hand_over(self, cb: Callback) -> bool:
+        """Hand a report to its report thread, which runs it in its process_report (as a
+        card's driver delivers it); True when it ran there (or runs there now), False when
+        the caller must run it itself.
+
+        The calling thread (whose call brought the stream to the report) waits until the
+        callback has run, and meanwhile only the report thread's calls may start
+        (:attr:`turn`): the callback's calls come where they would have come had it run
+        inline, so a program gives the same log and trace on every run. Two things end the
+        wait early. A report thread that does not take the report within :attr:`PICK_S`
+        seconds (it does not poll, or no longer exists) leaves it to the caller, which runs
+        it inline as acllab always did. A callback that makes no call for :attr:`STALL_S`
+        seconds while another thread waits for its turn (or :attr:`STALL_ALONE_S` seconds
+        while none does: it may wait for the caller) is waiting for something (a full queue
+        that thread would empty, say): its report thread is set free (:meth:`_detach`) and
+        the caller goes on without it.
+
+        A report for the thread that reached it runs inline (the thread is in a call, not
+        in a poll), unless that thread is running a handed-over callback or is free: then it
+        queues for the thread's poll, as on a card, where a report thread runs one callback
+        at a time, between its polls.
+        """
+        state = self._report_threads.get(cb.stream.report_thread)
+        if state is None:
+            return False
+        thread = state.thread
+        me = threading.current_thread()
+        if thread is None or not thread.is_alive():
+            return False
+        if thread is me:
+            if state.running is None and not state.free:
+                return False
+            cb.detached = state.free
+            state.inbox.append(cb)
+            return True
+        cv = self._report_cv
+        with cv:
+            state.inbox.append(cb)
+            if state.free:
+                cb.detached = True
+                cv.notify_all()
+                return True
+            before, outer = self.host_ns, self.turn
+            self.turn = thread
+            self.turn_active = time.monotonic()
+            cv.notify_all()
+            pick_by = time.monotonic() + self.PICK_S
+            try:
+                return self._await_handed(cb, state, thread, before, pick_by)
+            except BaseException:
+                # an interrupt while waiting: a report not taken yet is the caller's again
+                # (still due); one taken runs to its end on its thread
+                if cb in state.inbox:
+                    state.inbox.remove(cb)
+                elif not cb.done:
+                    cb.detached = True
+                    self.host_ns = max(self.host_ns, before)
+                raise
+            finally:
+                self.turn = outer
+                cv.notify_all()
+
+    def _await_handed(self, cb: Callback, state: _ReportThread, thread: threading.Thread,
+                      before: int, pick_by: float) -> bool:
+        """The wait of :meth:`_hand_over` (the report condition held)."""
+        cv = self._report_cv
+        while not cb.done:
+            now = time.monotonic()
+            if cb in state.inbox:                    # not taken yet
+                if now >= pick_by or not thread.is_alive():
+                    state.inbox.remove(cb)
+                    return False
+                cv.wait(min(pick_by - now, 0.05))
+                continue
+            if state.running is None and not cb.done:   # taken, and interrupted there
+                return True
+            quiet = now - max(self.turn_active, state.started)
+            if quiet >= (self.STALL_S if self._turn_waiters else self.STALL_ALONE_S):
+                self._detach(state, cb, before)
+                return True
+            cv.wait(0.05)
+        return True
+
+    def _detach(self, state: _ReportThread, cb: Callback, before: int) -> None:
+        """Set a report thread free: its callback (``cb``, running now) waits for another
+        thread, which waits for its turn. From now on its reports are queued for it and
+        the threads that reach them go on; it runs them when it polls, alongside the other
+        threads, as on a card. The order of the threads' calls in the log then depends on
+        their timing (said once, in a warning)."""
+        state.free = True
+        cb.detached = True
+        self.host_ns = max(self.host_ns, before)
+        for queued in state.inbox:
+            queued.detached = True
+        name = state.thread.name if state.thread is not None else "?"
+        self.free_report_threads.append(name)
+        self.acl_log.append((self.host_ns, "WARNING", "acllab",
+                             f"report thread {name!r} set free: its callback "
+                             f"{describe(cb.fn)} waits for another thread"))
+        warnings.warn(
+            f"acllab: the host callback {describe(cb.fn)}, running on report thread "
+            f"{name!r}, has made no pyACL call for {self.STALL_S:g} s while another thread "
+            "waits to make one: it waits for that thread (a full queue it empties, say). "
+            "acllab now runs that report thread's callbacks alongside the other threads, as a "
+            "card does; the order of the threads' calls in the log and trace may then differ "
+            "from run to run.", AclWarning, stacklevel=2)
+
+    def run_handed(self, state: _ReportThread) -> int:
+        """Run, on the calling report thread, the reports handed to it (see
+        :meth:`_hand_over`), in order, while it may (it holds the turn, or nobody does);
+        how many ran. Called from its process_report with the API lock held."""
+        me = threading.current_thread()
+        ran = 0
+        while state.inbox and (self.turn is None or self.turn is me):
+            cb = state.inbox.popleft()
+            cb.handed = True
+            state.running, state.started = cb, time.monotonic()
+            try:
+                self._run_report(cb, on_thread=True)
+                if cb.detached:              # nobody waits for it: the device goes on from
+                    self.process(self.host_ns)   # its end (reports reached queue here)
+            finally:
+                state.running = None
+                ran += 1
+                self._report_cv.notify_all()
+        return ran
+
+    def _run_to_report(self, state: _ReportThread) -> None:
+        """A free report thread's poll (:meth:`_detach`): the device runs on until a report
+        falls due (or it can go no further), and the host clock, shared by the threads,
+        follows it there, as when the main thread's process_report waits. Once the other
+        threads only wait for this thread's callbacks (a consumer blocked on their queue),
+        nobody else makes the calls that would move the device on; on a card it goes on by
+        itself."""
+        due, eng = self._due_reports, self.engine
+        try:
+            while not state.inbox:
+                if due:
+                    self._run_due(due)
+                    continue
+                if not self._callbacks_ahead or not eng.run(None, due.__len__):
+                    break
+        except BaseException:
+            self._callbacks_ahead = self._count_callbacks_ahead()   # as in process
+            raise
+        self.host_ns = max(self.host_ns, eng.now_ns)
+
+    def waiting_reports(self) -> bool:
+        """True when a report another thread will run (handed to a live report thread that
+        is not the caller) is still to come: a wait for its stream may end. Reports handed
+        to a report thread that has ended are run here, by the caller."""
+        me = threading.current_thread()
+        pending = False
+        for state in list(self._report_threads.values()):
+            if not state.inbox and state.running is None:
+                continue
+            thread = state.thread
+            if thread is not None and thread.is_alive():
+                if thread is not me:
+                    pending = True
+                continue
+            while state.inbox:                # nobody will poll for them: run them here
+                cb = state.inbox.popleft()
+                cb.detached = True
+                self._run_report(cb)          # (its thread has ended: inline)
+        return pending
+
+    def _run_report(self, cb: Callback, manual: bool = False, on_thread: bool = False) -> None:
         """Run one callback report at its virtual time (on the report thread's timeline).
+
+        A report for a report thread (not the main thread's ``manual`` ones) is handed to
+        that thread, which runs it in its process_report (:meth:`_hand_over`); this method
+        runs it itself only when the report thread cannot (it has ended, or does not poll),
+        or when it is that thread (``on_thread``: the callback runs with the API lock
+        released, so that it may wait for another thread's calls, as on a card).
 
         Whatever happens in the callback, the report is accounted for: a callback that
         raises an Exception is a warning (a learner's bug must not break the runtime); one
@@ -1233,7 +1462,12 @@ class Runtime:
         the interrupt goes on, after the report was recorded and a blocking callback's
         stream released, as for a report that returned.
         """
-        start = max(cb.reached_ns, self.host_ns) if manual else cb.reached_ns
+        if not manual and not on_thread and self._hand_over(cb):
+            return
+        if cb.detached:                      # alongside the other threads: the shared clock
+            start = max(cb.reached_ns, self.host_ns, self.engine.now_ns)
+        else:
+            start = max(cb.reached_ns, self.host_ns) if manual else cb.reached_ns
         saved = self.host_ns
         self.host_ns = start
         try:
@@ -1243,7 +1477,11 @@ class Runtime:
             outer, self.running_callback = self.running_callback, (
                 describe(cb.fn), threading.current_thread().name)
             try:
-                cb.fn(cb.user_data)
+                if on_thread:
+                    with unlocked():         # its calls take the lock one by one
+                        cb.fn(cb.user_data)
+                else:
+                    cb.fn(cb.user_data)
             except Exception:   # a learner's bug must not break the runtime
                 msg = traceback.format_exc(limit=3)
                 self.callback_errors.append(msg)
@@ -1253,25 +1491,27 @@ class Runtime:
                 self.running_callback = outer
                 if cb.block:
                     self.log("callback_end", cb.task.id)
-            self._report_ran(cb, start, saved, manual, None)
+            self._report_ran(cb, start, saved, manual, None, on_thread)
         except BaseException as exc:
             if not cb.done:                  # (else _report_ran finished it, then raised)
-                self._report_ran(cb, start, saved, manual, exc)
+                self._report_ran(cb, start, saved, manual, exc, on_thread)
             raise
 
     def _report_ran(self, cb: Callback, start: int, saved: int, manual: bool,
-                    exc: BaseException | None) -> None:
+                    exc: BaseException | None, on_thread: bool = False) -> None:
         """Account for a report whose callback returned (``exc`` None) or was interrupted:
         the host clock, its CallbackReport task, the end of a blocking callback's task, the
         report thread's count. Finished even when an interrupt lands in it (each part is done
         once; the interrupt is raised again after)."""
         interrupt = end = report = None
-        counted = manual
+        counted = manual or on_thread        # (a poll that ran it returns 0 itself)
         for _attempt in range(3):            # the later ones only finish what is left
             try:
                 if end is None:
+                    if cb.detached:          # the device went on meanwhile
+                        start = max(start, self.engine.now_ns)
                     end = max(self.host_ns, start) + self.profile.callback_ns
-                self.host_ns = end if manual else saved
+                self.host_ns = end if manual or cb.detached else saved
                 cb.done = True
                 if exc is not None and "fault_reported" not in (cb.task.info or {}):
                     name = type(exc).__name__

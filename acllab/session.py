@@ -192,6 +192,8 @@ def host_work(duration_ns: int, label: str = "host work") -> None:
     """
     with API_LOCK:                # atomic with respect to other threads' acl calls
         r = current_runtime()
+        if r.turn is not None:    # a report thread runs a handed-over callback
+            r.wait_turn()
         r.calls += 1
         if r.calls > r.call_budget:
             r.over_budget("API call", f"{r.call_budget:,} calls", "call_budget")

@@ -129,3 +129,6 @@ class Callback:
         self.task = task
         self.reached_ns = -1            # when the stream reached it
         self.done = False
+        self.handed = False             # its report thread has taken it (Runtime._hand_over)
+        self.detached = False           # its report thread runs it alongside the other
+        # threads (Runtime._detach): its host time is the shared clock's, not its own

@@ -673,19 +673,35 @@ def test_vpc_reading_a_picture_before_its_callback_is_a_race(dev, wait):
         assert races == []
 
 
-def test_a_videocapture_style_program_decodes_a_clip_file(dev, tmp_path):
+def test_pyav_buffers_have_to_bytes_as_programs_for_pyav_11_call_it():
+    """AclLite's VideoCapture reads each packet with ``packet.to_bytes()``, which PyAV 12
+    and later lack; acllab gives it back (acllab.dvpp.video.pyav_compat) as bytes(buffer)."""
+    from acllab.dvpp.video import pyav_compat
+
+    assert pyav_compat(av) is True and pyav_compat(av) is True      # once is enough
+    assert av.Packet(b"\x00\x00\x01\x65abc").to_bytes() == b"\x00\x00\x01\x65abc"
+    frame = av.VideoFrame(64, 32, "yuv420p")
+    frame.planes[0].update(bytes(range(256)) * (frame.planes[0].buffer_size // 256))
+    assert frame.planes[0].to_bytes() == bytes(frame.planes[0])
+
+
+@pytest.mark.parametrize("frames,capacity", [(9, 0), (40, 4)])
+def test_a_videocapture_style_program_decodes_a_clip_file(dev, tmp_path, frames, capacity):
     """AclLite's VideoCapture arrangement, in acllab's own words: PyAV demuxes an annex-b
-    file on a decoding thread that sends each packet through one reused DVPP input buffer;
-    the channel's callback thread (acl.util.start_thread) queues the pictures; the main
-    thread takes them off the queue and reads them back."""
+    file on a decoding thread that sends each packet (``packet.to_bytes()``, PyAV 11's
+    spelling, as AclLite writes it) through one reused DVPP input buffer; the channel's
+    callback thread (acl.util.start_thread) queues the pictures; the main thread takes them
+    off the queue and reads them back. With a bounded queue (AclLite's holds 64) far shorter
+    than the clip, the callbacks wait for the main thread, whose copies go on: all the
+    frames come, in order, with the pixels of PyAV's own decode."""
     import queue
 
-    src = source_frames(9, 192, 144, seed=9)
+    src = source_frames(frames, 192, 144, seed=9)
     path = tmp_path / "clip.h264"
     path.write_bytes(b"".join(encode("libx264", src, lossless=False, bframes=2)))
     ref = [frame_planes(f) for f in av.open(str(path)).decode(video=0)]
     ctx, _ = acl.rt.get_context()
-    pictures: queue.Queue = queue.Queue()
+    pictures: queue.Queue = queue.Queue(capacity)
     dec = Decoder(media.H264_HIGH_LEVEL,
                   callback=lambda sd, pd, data: pictures.put((pd, data)))
     errors = []
@@ -695,7 +711,7 @@ def test_a_videocapture_style_program_decodes_a_clip_file(dev, tmp_path):
         try:
             with av.open(str(path)) as container:
                 for i, packet in enumerate(container.demux(video=0)):
-                    data = bytes(packet)
+                    data = packet.to_bytes()
                     if data:
                         assert dec.send(data, user_data=i) == 0
             assert dec.eos() == 0
@@ -714,9 +730,9 @@ def test_a_videocapture_style_program_decodes_a_clip_file(dev, tmp_path):
                            "w": media.dvpp_get_pic_desc_width(pd),
                            "h": media.dvpp_get_pic_desc_height(pd), "ws": ws, "hs": hs,
                            "format": media.dvpp_get_pic_desc_format(pd)}))
-    thread.join()
-    assert errors == []
-    assert [d for d, _ in got] == list(range(9)) and len(ref) == 9
+    thread.join(60)
+    assert errors == [] and not thread.is_alive()
+    assert [d for d, _ in got] == list(range(frames)) and len(ref) == frames
     for (_, item), planes_ref in zip(got, ref, strict=True):
         assert all(np.array_equal(a, b) for a, b in zip(planes(item), planes_ref, strict=True))
     dec.close()

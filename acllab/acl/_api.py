@@ -36,9 +36,11 @@ LOCK_WAIT_WARN_S = 5.0
 def _acquire_slow() -> None:
     """Wait for the API lock that another thread holds. If that thread is running a host
     callback (a VDEC picture's, a launch_callback's) and the wait goes on, say once why it
-    may never end: acllab runs a callback on the thread whose call reached it, holding the
-    lock, so a callback that waits for this thread (a full queue it would empty after this
-    call) waits forever, where on a card only the report thread would wait."""
+    may never end: when the callback's report thread does not poll (acl.rt.process_report),
+    acllab runs the callback on the thread whose call reached it, holding the lock, so a
+    callback that waits for this thread (a full queue it would empty after this call) waits
+    forever, where on a card only the report thread would wait (a report thread that polls
+    runs its callbacks itself, without the lock: acllab.runtime.Runtime._hand_over)."""
     warned = False
     while not _acquire(True, LOCK_WAIT_WARN_S):
         runtime = _session.live
@@ -50,10 +52,11 @@ def _acquire_slow() -> None:
                 f"acllab: this thread has waited {LOCK_WAIT_WARN_S:g} s for its pyACL call "
                 f"while the host callback {name} runs on thread {thread!r}. If that callback "
                 "waits for this thread (a full queue that this thread empties after the "
-                "call, say), the program never goes on: acllab runs callbacks on the thread "
-                "whose call reached them, holding acllab's lock, where a card runs them on "
-                "the report thread. Let the callback hand its result over without waiting "
-                "(a queue without a size limit).", AclWarning, stacklevel=3)
+                "call, say), the program never goes on: its report thread did not take the "
+                "report (it does not loop on acl.rt.process_report), so acllab runs it on "
+                "the thread whose call reached it, holding acllab's lock. Let the report "
+                "thread poll, or let the callback hand its result over without waiting (a "
+                "queue without a size limit).", AclWarning, stacklevel=3)
 _PREFIX = {"acllab.acl.rt": "acl.rt", "acllab.acl.util": "acl.util", "acllab.acl.mdl": "acl.mdl",
            "acllab.acl.op": "acl.op",
            "acllab.acl.media": "acl.media"}
@@ -103,6 +106,8 @@ def api(c_name: str, outs: tuple = (), bare: bool = False, needs_init: bool = Tr
                 runtime = _session.live       # current_runtime(), without the call
                 if runtime is None:
                     runtime = current_runtime()
+                if runtime.turn is not None:  # a report thread runs a handed-over callback
+                    runtime.wait_turn()
                 calls = runtime.calls = runtime.calls + 1
                 if calls > runtime.call_budget:
                     runtime.over_budget("API call", f"{runtime.call_budget:,} calls",

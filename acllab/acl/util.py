@@ -224,8 +224,8 @@ def start_thread(fn, args_list):
     """Start a thread running ``fn(args_list)``; returns (thread_id, ret).
 
     As in pyACL, ``fn`` receives the argument list as one argument. The thread id is the one
-    ``acl.rt.subscribe_report(thread_id, stream)`` takes. acllab runs report-thread callbacks
-    itself, in virtual time, and the thread's ``process_report`` polls touch neither the
+    ``acl.rt.subscribe_report(thread_id, stream)`` takes. The thread's ``process_report`` runs
+    the callbacks of its streams (handed to it in virtual time), and its polls touch neither the
     clock nor the API log (``acllab.runtime.Runtime.poll_report``).
 
     Differs from hardware: the call returns only once the new thread has reached its first

@@ -31,8 +31,8 @@ from .layouts import LAYOUTS, convert
 from .tasks import _fault, _mem, dvpp_ns
 
 __all__ = ["H265_MAIN_LEVEL", "H264_BASELINE_LEVEL", "H264_MAIN_LEVEL", "H264_HIGH_LEVEL",
-           "STREAM_FORMATS", "Picture", "FrameError", "Decoder", "load_av", "Output",
-           "send_task", "decode_task", "Encoder", "encode_task"]
+           "STREAM_FORMATS", "Picture", "FrameError", "Decoder", "load_av", "pyav_compat",
+           "Output", "send_task", "decode_task", "Encoder", "encode_task"]
 
 H265_MAIN_LEVEL = 0
 H264_BASELINE_LEVEL = 1
@@ -53,7 +53,46 @@ def load_av():
         raise Fail(200006, "acllab's VDEC and VENC decode and encode with PyAV, which is not "
                            "installed: pip install av (or install acllab with its lab or "
                            "test extra)") from None
+    pyav_compat(av)
     return av
+
+
+def pyav_compat(av) -> bool:
+    """Give PyAV's buffers (packets, planes) back ``to_bytes()``, as ``bytes(buffer)``.
+
+    Programs written for PyAV 11 and older call ``packet.to_bytes()``: AclLite's
+    ``VideoCapture`` (Ascend/samples, python/common/acllite/videocapture.py,
+    ``_prepare_frame_data``) does for every frame it sends to VDEC. PyAV 12 and later have
+    no such method (their buffers give their bytes with ``bytes(packet)``; checked in the
+    12.3.0 and 18.1.0 wheels), and the registries hold no PyAV older than 12 for Python
+    3.11 and later, so such a program would stop at its first frame. acllab adds the method
+    back, with the same meaning, to the extension type that defines the buffer protocol
+    (``av.buffer.Buffer``, base of ``av.Packet`` and of the planes) when it is missing. The
+    type is immutable from Python, so the method goes into its dictionary directly and
+    CPython's method cache is told (``PyType_Modified``). Returns whether the buffers have
+    ``to_bytes`` now (False where that cannot be done: another Python implementation).
+    """
+    buffer = getattr(getattr(av, "buffer", None), "Buffer", None)
+    if buffer is None:
+        return False
+    if hasattr(buffer, "to_bytes"):
+        return True
+    try:
+        import ctypes
+        import gc
+
+        def to_bytes(self) -> bytes:
+            """The buffer's bytes (PyAV <= 11's method; ``bytes(self)`` since PyAV 12)."""
+            return bytes(self)
+
+        namespace = gc.get_referents(buffer.__dict__)[0]
+        if not isinstance(namespace, dict):
+            return False
+        namespace["to_bytes"] = to_bytes
+        ctypes.pythonapi.PyType_Modified(ctypes.py_object(buffer))
+    except (AttributeError, IndexError, OSError, TypeError):
+        return False
+    return hasattr(buffer, "to_bytes")
 
 
 @dataclass

@@ -55,12 +55,11 @@ aclvdecSendFrame, VDEC "Functions and Restrictions", vdec_set_channel_desc_*):
 Differs from hardware: the decoder is FFmpeg's (through PyAV), and its output delay is
 FFmpeg's (the frames a stream's reordering needs), in either output mode; VDEC's own
 buffering ("default mode", out_mode 0) holds frames longer. Calls and codes the references
-do not give are ACL_ERROR_INVALID_PARAM (100000), with an explanation. A callback runs on the
-thread whose call reached it (as every report-thread callback in acllab does, see
-:mod:`acllab.callbacks`), holding acllab's API lock: a callback that waits for another
-thread's pyACL call (a full bounded queue that the main thread empties between acl calls)
-waits forever, where on a card only the report thread would wait (the waiting call says so
-after ``acllab.acl._api.LOCK_WAIT_WARN_S`` seconds).
+do not give are ACL_ERROR_INVALID_PARAM (100000), with an explanation. The callbacks run on
+the channel's thread, in its process_report, as every report-thread callback in acllab does
+(:mod:`acllab.callbacks`): one that waits for another thread's pyACL call (a full bounded
+queue that the main thread empties between acl calls, as AclLite's VideoCapture has) waits
+only its own thread, as on a card.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ def launch_callback(fn, user_data, block_type, stream):
     """Enqueue a host function on a stream; a subscribed report thread runs it.
 
     Reports for a stream subscribed to the main thread run when that thread calls
-    ``process_report``. Reports for any other thread id run as soon as the stream reaches them
-    (that thread is assumed to loop on process_report, as pyACL's samples do).
+    ``process_report``. Reports for any other thread id are handed to that thread as soon as
+    the stream reaches them and run in its process_report (a thread that loops on it, as
+    pyACL's samples' report threads do; see ``Runtime._hand_over``).
     With ACL_CALLBACK_BLOCK the stream waits until the callback has run.
     """
     if not callable(fn):
@@ -75,8 +76,7 @@ _POLL_CODES = {100035: 107012, 100036: 507012}
 
 _POLL_ERRORS = {
     107012: "this report thread is no longer subscribed to any stream",
-    507012: "no report for this thread (acllab runs report-thread callbacks itself, in "
-            "virtual time)",
+    507012: "no report for this thread came within the poll's wait",
     100001: "acl.finalize() was called",
 }
 
@@ -87,17 +87,19 @@ def process_report(timeout_ms):
     A timeout of 0 or below -1 is invalid: 100000 (aclrtProcessReport).
 
     On the main thread (a stream subscribed to it) the call runs the next report itself. On
-    a report thread (another thread, subscribed with its id) the reports already ran when
-    their streams reached them: the call only waits a little and returns 0 when one came
-    since its previous call (see ``Runtime.poll_report``: such polls are not logged, so a
-    program with a report thread gives the same log on every run).
+    a report thread (another thread, subscribed with its id) it runs the reports handed to
+    the thread (``Runtime._hand_over``: each is handed over when its stream reaches it, in
+    virtual time), waiting a little for one, and returns 0 when one ran (see
+    ``Runtime.poll_report``: such polls are not logged, so a program with a report thread
+    gives the same log on every run however often the thread happened to poll).
 
     A thread that must leave the runtime alone (a report thread of a runtime that
     acllab.reset() replaced, or any thread while the runtime is not initialised) waits its
     timeout and gets 107012 or 100001, unlogged (``_foreign_poll``).
 
-    Differs from hardware: a report thread's callbacks run when their stream reaches them,
-    not when the thread polls (see ``Runtime.poll_report``).
+    Differs from hardware: a report thread's report is handed to it when its stream reaches
+    it, in virtual time, and the program's other threads wait (in wall-clock time) until the
+    thread has run it, unless its callback waits for them (``Runtime._detach``).
     """
     with API_LOCK:        # its waits release it (the Condition is built on it, _foreign_poll)
         r = rt()
@@ -163,11 +165,11 @@ def _process_report(timeout_ms):
         raise Fail(107012, f"thread {tid} is not subscribed to any stream "
                            "(acl.rt.subscribe_report)")
     if tid != r.main_thread:
-        # a report thread: acllab delivers its reports itself, in virtual time
+        # subscribed, but not as this Python thread (report_thread gave no state): no report
         with unlocked():
             time.sleep(min(max(timeout_ms, 0), 10) / 1000)
-        raise Fail(507012, "no report for this thread (acllab runs report-thread callbacks "
-                           "itself, in virtual time)", quiet=True)
+        raise Fail(507012, "no report for this thread came within the poll's wait",
+                   quiet=True)
     timeout_ns = -1 if timeout_ms < 0 else timeout_ms * 1_000_000
     if timeout_ns < 0 and not r.reports_possible():
         raise Fail(507012, "no callback is pending and nothing could produce one: "
