@@ -697,12 +697,24 @@ int main(int argc, char **argv)
     SHOW("batch crop and paste", acldvppVpcBatchCropAndPasteAsync(channel, in, roiNums, 2, canvas,
                                                                   crops, pastes, stream));
     SHOW("sync", aclrtSynchronizeStream(stream));
+    uint64_t sums[3][2];
     for (int i = 0; i < 3; i++) {
         aclrtMemcpy(host, 1 << 16, outBuf[i], 32 * 32 * 3 / 2, ACL_MEMCPY_DEVICE_TO_HOST);
-        uint64_t a = Digest(host, 32 * 32 * 3 / 2);
+        sums[i][0] = Digest(host, 32 * 32 * 3 / 2);
         aclrtMemcpy(host, 1 << 16, canvasBuf[i], 64 * 64 * 3 / 2, ACL_MEMCPY_DEVICE_TO_HOST);
-        printf("picture %d: %016llx %016llx ret %u\n", i, (unsigned long long)a,
-               (unsigned long long)Digest(host, 64 * 64 * 3 / 2),
+        sums[i][1] = Digest(host, 64 * 64 * 3 / 2);
+    }
+    /* the same crops, resized with nearest neighbour (Ascend's batchcrop sample's call) */
+    acldvppResizeConfig *nearest = acldvppCreateResizeConfig();
+    SHOW("nearest", acldvppSetResizeConfigInterpolation(nearest, 2));
+    SHOW("batch crop resize", acldvppVpcBatchCropResizeAsync(channel, in, roiNums, 2, out, crops,
+                                                             nearest, stream));
+    SHOW("sync", aclrtSynchronizeStream(stream));
+    for (int i = 0; i < 3; i++) {
+        aclrtMemcpy(host, 1 << 16, outBuf[i], 32 * 32 * 3 / 2, ACL_MEMCPY_DEVICE_TO_HOST);
+        printf("picture %d: %016llx %016llx %016llx ret %u\n", i,
+               (unsigned long long)sums[i][0], (unsigned long long)sums[i][1],
+               (unsigned long long)Digest(host, 32 * 32 * 3 / 2),
                acldvppGetPicDescRetCode(acldvppGetPicDesc(out, i)));
     }
 
@@ -716,6 +728,8 @@ int main(int argc, char **argv)
                                                              crops, NULL, stream));
     SHOW("size 1 of 2", acldvppVpcBatchCropAsync(channel, in, roiNums, 1, out, crops, stream));
     SHOW("size 300", acldvppVpcBatchCropAsync(channel, in, roiNums, 300, out, crops, stream));
+    SHOW("resize config NULL", acldvppVpcBatchCropResizeAsync(channel, in, roiNums, 2, out, crops,
+                                                              NULL, stream));
     SHOW("batch 0", acldvppCreateBatchPicDesc(0) == NULL);
     SHOW("batch 257", acldvppCreateBatchPicDesc(257) == NULL);
     SHOW("index 3", acldvppGetPicDesc(out, 3) == NULL);
@@ -773,6 +787,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2; i++) acldvppFree(inBuf[i]);
     SHOW("destroy batches", acldvppDestroyBatchPicDesc(in) + acldvppDestroyBatchPicDesc(out)
                             + acldvppDestroyBatchPicDesc(canvas));
+    acldvppDestroyResizeConfig(nearest);
     acldvppDestroyChannel(channel);
     acldvppDestroyChannelDesc(channel);
     aclrtFreeHost(host);
@@ -839,14 +854,23 @@ def batch_twin(acl, pictures: bytes):
     show("batch crop and paste", media.dvpp_vpc_batch_crop_and_paste_async(
         channel, inp, rois, canvas, crops, pastes, stream)[-1])
     show("sync", acl.rt.synchronize_stream(stream))
+    sums = []
     for i in range(3):
         acl.rt.memcpy(host, 1 << 16, out_buf[i], 32 * 32 * 3 // 2, C.ACL_MEMCPY_DEVICE_TO_HOST)
         a = digest(pinned_read(host, 32 * 32 * 3 // 2))
         acl.rt.memcpy(host, 1 << 16, canvas_buf[i], 64 * 64 * 3 // 2,
                       C.ACL_MEMCPY_DEVICE_TO_HOST)
-        b = digest(pinned_read(host, 64 * 64 * 3 // 2))
+        sums.append((a, digest(pinned_read(host, 64 * 64 * 3 // 2))))
+    nearest = media.dvpp_create_resize_config()
+    show("nearest", media.dvpp_set_resize_config_interpolation(nearest, 2))
+    show("batch crop resize", media.dvpp_vpc_batch_crop_resize_async(channel, inp, rois, out,
+                                                                     crops, nearest, stream))
+    show("sync", acl.rt.synchronize_stream(stream))
+    for i in range(3):
+        acl.rt.memcpy(host, 1 << 16, out_buf[i], 32 * 32 * 3 // 2, C.ACL_MEMCPY_DEVICE_TO_HOST)
+        c = digest(pinned_read(host, 32 * 32 * 3 // 2))
         ret = media.dvpp_get_pic_desc_ret_code(media.dvpp_get_pic_desc(out, i))
-        lines.append(f"picture {i}: {a:016x} {b:016x} ret {ret}")
+        lines.append(f"picture {i}: {sums[i][0]:016x} {sums[i][1]:016x} {c:016x} ret {ret}")
 
     crop = media.dvpp_vpc_batch_crop_async
     show("sum 4 for 3 pictures", crop(channel, inp, [2, 2], out, [], stream)[-1])
@@ -856,6 +880,8 @@ def batch_twin(acl, pictures: bytes):
                                     channel, inp, rois, canvas, crops, None, stream))
     show("size 1 of 2", crop(channel, inp, [2], out, crops[:2], stream)[-1])
     show("size 300", crop(channel, inp, [0] * 300, out, [], stream)[-1])
+    show("resize config NULL", media.dvpp_vpc_batch_crop_resize_async(channel, inp, rois, out,
+                                                                      crops, 0, stream))
     show("batch 0", media.dvpp_create_batch_pic_desc(0) == 0)
     show("batch 257", media.dvpp_create_batch_pic_desc(257) == 0)
     show("index 3", media.dvpp_get_pic_desc(out, 3) == 0)
@@ -914,6 +940,7 @@ def batch_twin(acl, pictures: bytes):
         media.dvpp_free(buf)
     show("destroy batches", media.dvpp_destroy_batch_pic_desc(inp)
          + media.dvpp_destroy_batch_pic_desc(out) + media.dvpp_destroy_batch_pic_desc(canvas))
+    media.dvpp_destroy_resize_config(nearest)
     media.dvpp_destroy_channel(channel)
     media.dvpp_destroy_channel_desc(channel)
     acl.rt.free_host(host)
@@ -924,8 +951,9 @@ def batch_twin(acl, pictures: bytes):
 
 
 def test_batch_crop_and_bad_input_match_the_pyacl_twin(toolkit, tmp_path):
-    """Batch crop (2 + 1 areas from two pictures, resized to 32 x 32) and batch crop and paste
-    into 64 x 64 canvases, in C, beside pyACL: the same pixels, tasks and log; then what pyACL
+    """Batch crop (2 + 1 areas from two pictures, resized to 32 x 32), batch crop and paste
+    into 64 x 64 canvases and batch crop-resize with nearest neighbour, in C, beside pyACL: the
+    same pixels, tasks and log; then what pyACL
     refuses (roiNums that do not add up, NULL arrays, batch sizes and indices out of range,
     bad stream description values, VDEC and VENC settings the ascend310 profile refuses,
     calls on channels never created) gives the same codes in C."""
@@ -941,12 +969,13 @@ def test_batch_crop_and_bad_input_match_the_pyacl_twin(toolkit, tmp_path):
     assert out == expected
     shown = dict(line.split(" -> ") for line in out.splitlines() if " -> " in line)
     assert shown["batch crop"] == shown["batch crop and paste"] == shown["sync"] == "0"
+    assert shown["batch crop resize"] == "0"
     for label in ("sum 4 for 3 pictures", "roiNums NULL", "cropAreas NULL", "pasteAreas NULL",
-                  "size 1 of 2", "size 300", "owned picture", "eos 2", "format 7",
-                  "size of NULL", "vdec no callback", "vdec NULL callback", "vdec out mode 2",
-                  "vdec entype 9", "vdec send, no channel", "vdec destroy, no channel",
-                  "vdec destroy desc again", "venc no callback", "venc rc mode 3", "venc eos 2",
-                  "venc send, no channel"):
+                  "size 1 of 2", "size 300", "resize config NULL", "owned picture", "eos 2",
+                  "format 7", "size of NULL", "vdec no callback", "vdec NULL callback",
+                  "vdec out mode 2", "vdec entype 9", "vdec send, no channel",
+                  "vdec destroy, no channel", "vdec destroy desc again", "venc no callback",
+                  "venc rc mode 3", "venc eos 2", "venc send, no channel"):
         assert shown[label] == "100000", label
     for label in ("vdec RGB out", "vdec ref frames", "venc RGB"):
         assert shown[label] == "200006", label
@@ -955,6 +984,8 @@ def test_batch_crop_and_bad_input_match_the_pyacl_twin(toolkit, tmp_path):
         assert shown[label] == "1", label
     assert shown["get ret code"] == "5" and shown["get pic ret code"] == "7"
     assert shown["get size of NULL"] == shown["vdec get NULL"] == "0"
-    digests = re.findall(r"picture \d: (\w+) (\w+) ret 0", out)
-    assert len(digests) == 3 and len({d for pair in digests for d in pair}) == 6
+    digests = re.findall(r"picture \d: (\w+) (\w+) (\w+) ret 0", out)
+    assert len(digests) == 3 and len({d for row in digests for d in row[:2]}) == 6
+    # unscaled areas (the first two) are the same either way; the scaled one is not
+    assert [row[0] == row[2] for row in digests] == [True, True, False]
     assert native == python

@@ -2178,10 +2178,12 @@ static int batch_areas(const uint32_t *roiNums, uint32_t size, uint32_t **nums, 
     return total <= MAX_BATCH ? (int)total : 0;
 }
 
+/* paste: 0 crop, 1 crop and paste, 2 crop and resize (resizeConfig) */
 static aclError batch_call(const char *op, const char *api, acldvppChannelDesc *channelDesc,
                            acldvppBatchPicDesc *src, uint32_t *roiNums, uint32_t size,
                            acldvppBatchPicDesc *dst, acldvppRoiConfig *cropAreas[],
-                           acldvppRoiConfig *pasteAreas[], int paste, aclrtStream stream) {
+                           acldvppRoiConfig *pasteAreas[], int paste,
+                           acldvppResizeConfig *resizeConfig, aclrtStream stream) {
     uint32_t *nums;
     int count;
     int areas = batch_areas(roiNums, size, &nums, &count);
@@ -2191,11 +2193,14 @@ static aclError batch_call(const char *op, const char *api, acldvppChannelDesc *
     }
     int code;
     /* a NULL roiNums is pyACL's None (TypeError: 100000); so is a NULL area array */
-    V *v = paste ? call(&code, op, "uuUuHHu", H(channelDesc), H(src), roiNums ? count : -1,
-                        (const void *)nums, H(dst), areas, (const void *)cropAreas, areas,
-                        (const void *)pasteAreas, H(stream))
-                 : call(&code, op, "uuUuHu", H(channelDesc), H(src), roiNums ? count : -1,
-                        (const void *)nums, H(dst), areas, (const void *)cropAreas, H(stream));
+    int k = roiNums ? count : -1;
+    V *v = paste == 1 ? call(&code, op, "uuUuHHu", H(channelDesc), H(src), k, (const void *)nums,
+                             H(dst), areas, (const void *)cropAreas, areas,
+                             (const void *)pasteAreas, H(stream))
+         : paste == 2 ? call(&code, op, "uuUuHuu", H(channelDesc), H(src), k, (const void *)nums,
+                             H(dst), areas, (const void *)cropAreas, H(resizeConfig), H(stream))
+                      : call(&code, op, "uuUuHu", H(channelDesc), H(src), k, (const void *)nums,
+                             H(dst), areas, (const void *)cropAreas, H(stream));
     free(nums);
     return fin(code, v);
 }
@@ -2206,7 +2211,16 @@ aclError acldvppVpcBatchCropAsync(acldvppChannelDesc *channelDesc,
                                   acldvppRoiConfig *cropAreas[], aclrtStream stream) {
     return batch_call("acl.media.dvpp_vpc_batch_crop_async", "acldvppVpcBatchCropAsync",
                       channelDesc, srcBatchPicDescs, roiNums, size, dstBatchPicDescs, cropAreas,
-                      NULL, 0, stream);
+                      NULL, 0, NULL, stream);
+}
+aclError acldvppVpcBatchCropResizeAsync(acldvppChannelDesc *channelDesc,
+                                        acldvppBatchPicDesc *srcBatchPicDescs, uint32_t *roiNums,
+                                        uint32_t size, acldvppBatchPicDesc *dstBatchPicDescs,
+                                        acldvppRoiConfig *cropAreas[],
+                                        acldvppResizeConfig *resizeConfig, aclrtStream stream) {
+    return batch_call("acl.media.dvpp_vpc_batch_crop_resize_async",
+                      "acldvppVpcBatchCropResizeAsync", channelDesc, srcBatchPicDescs, roiNums,
+                      size, dstBatchPicDescs, cropAreas, NULL, 2, resizeConfig, stream);
 }
 aclError acldvppVpcBatchCropAndPasteAsync(acldvppChannelDesc *channelDesc,
                                           acldvppBatchPicDesc *srcBatchPicDescs,
@@ -2216,7 +2230,7 @@ aclError acldvppVpcBatchCropAndPasteAsync(acldvppChannelDesc *channelDesc,
                                           acldvppRoiConfig *pasteAreas[], aclrtStream stream) {
     return batch_call("acl.media.dvpp_vpc_batch_crop_and_paste_async",
                       "acldvppVpcBatchCropAndPasteAsync", channelDesc, srcBatchPicDescs, roiNums,
-                      size, dstBatchPicDescs, cropAreas, pasteAreas, 1, stream);
+                      size, dstBatchPicDescs, cropAreas, pasteAreas, 1, NULL, stream);
 }
 
 /* -- stream descriptions --------------------------------------------------------------------- */

@@ -198,6 +198,13 @@ ACL_FUNC_VISIBILITY aclError acldvppVpcBatchCropAndPasteAsync(acldvppChannelDesc
                                                               acldvppRoiConfig *cropAreas[],
                                                               acldvppRoiConfig *pasteAreas[],
                                                               aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcBatchCropResizeAsync(acldvppChannelDesc *channelDesc,
+                                                            acldvppBatchPicDesc *srcBatchPicDescs,
+                                                            uint32_t *roiNums, uint32_t size,
+                                                            acldvppBatchPicDesc *dstBatchPicDescs,
+                                                            acldvppRoiConfig *cropAreas[],
+                                                            acldvppResizeConfig *resizeConfig,
+                                                            aclrtStream stream);
 
 /* JPEG */
 ACL_FUNC_VISIBILITY aclError acldvppJpegGetImageInfo(const void *data, uint32_t size,
