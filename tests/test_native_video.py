@@ -199,13 +199,17 @@ int main(int argc, char **argv)
                                         reinterpret_cast<void *>(static_cast<intptr_t>(i + 1)));
         if (ret != ACL_SUCCESS) printf("send %u: %d\n", i, ret);
     }
-    acldvppStreamDesc *eos = acldvppCreateStreamDesc();
-    acldvppSetStreamDescEos(eos, 1);
-    aclError eosRet = aclvdecSendFrame(desc, eos, nullptr, nullptr, nullptr);
-    printf("eos %d (%u), pictures %d\n", eosRet, acldvppGetStreamDescEos(eos), g_count);
-    acldvppDestroyStreamDesc(eos);
+    if (argc > 4) {        /* no eos: destroying the channel ends the stream (the vdec sample) */
+        printf("before destroy, pictures %d\n", g_count);
+    } else {
+        acldvppStreamDesc *eos = acldvppCreateStreamDesc();
+        acldvppSetStreamDescEos(eos, 1);
+        aclError eosRet = aclvdecSendFrame(desc, eos, nullptr, nullptr, nullptr);
+        printf("eos %d (%u), pictures %d\n", eosRet, acldvppGetStreamDescEos(eos), g_count);
+        acldvppDestroyStreamDesc(eos);
+    }
     aclError d1 = aclvdecDestroyChannel(desc);
-    printf("destroy %d %d\n", d1, aclvdecDestroyChannelDesc(desc));
+    printf("destroy %d %d, pictures %d\n", d1, aclvdecDestroyChannelDesc(desc), g_count);
     g_run = false;
     pthread_join(tid, nullptr);
     acldvppFree(inBuffer);
@@ -219,7 +223,7 @@ int main(int argc, char **argv)
 """
 
 
-def vdec_twin(acl, clip: bytes, entype: int, out: Path):
+def vdec_twin(acl, clip: bytes, entype: int, out: Path, destroy: bool = False):
     media = acl.media
     lines = []
     acl.init()
@@ -296,13 +300,16 @@ def vdec_twin(acl, clip: bytes, entype: int, out: Path):
         ret = media.vdec_send_frame(desc, sd, pd, 0, i + 1)
         if ret:
             lines.append(f"send {i}: {ret}")
-    eos = media.dvpp_create_stream_desc()
-    media.dvpp_set_stream_desc_eos(eos, 1)
-    ret = media.vdec_send_frame(desc, eos, 0, 0, 0)
-    lines.append(f"eos {ret} ({media.dvpp_get_stream_desc_eos(eos)}), pictures {count[0]}")
-    media.dvpp_destroy_stream_desc(eos)
-    lines.append(f"destroy {media.vdec_destroy_channel(desc)} "
-                 f"{media.vdec_destroy_channel_desc(desc)}")
+    if destroy:
+        lines.append(f"before destroy, pictures {count[0]}")
+    else:
+        eos = media.dvpp_create_stream_desc()
+        media.dvpp_set_stream_desc_eos(eos, 1)
+        ret = media.vdec_send_frame(desc, eos, 0, 0, 0)
+        lines.append(f"eos {ret} ({media.dvpp_get_stream_desc_eos(eos)}), pictures {count[0]}")
+        media.dvpp_destroy_stream_desc(eos)
+    d1 = media.vdec_destroy_channel(desc)
+    lines.append(f"destroy {d1} {media.vdec_destroy_channel_desc(desc)}, pictures {count[0]}")
     run[0] = False
     thread.join()
     media.dvpp_free(inbuf)
@@ -321,15 +328,18 @@ def nv12_planes(buf: bytes, w: int, h: int, ws: int, hs: int) -> tuple:
     return y, uv[:, :, 0], uv[:, :, 1]
 
 
-@pytest.mark.parametrize("codec, entype, bframes", [("libx264", 2, 2), ("libx265", 0, 0)],
-                         ids=["h264", "h265"])
+@pytest.mark.parametrize("codec, entype, bframes, end", [
+    ("libx264", 2, 2, "eos"), ("libx265", 0, 0, "eos"), ("libx264", 3, 2, "destroy")],
+    ids=["h264", "h265", "h264-destroy"])
 def test_a_vdec_program_decodes_a_clip_as_its_pyacl_twin_and_pyav_do(toolkit, tmp_path, codec,
-                                                                    entype, bframes):
+                                                                    entype, bframes, end):
     """The vdec sample's flow in C++: a channel on a report thread, one stream and picture
     description per frame, the callback copying each picture back and releasing what it was
-    handed; then eos. Every frame reaches the callback once, in display order (H.264 with
-    B-frames reorders), each picture equal to PyAV's decode of the same bytes, and the run
-    matches its pyACL twin (output, tasks, log)."""
+    handed; then eos (or, as the vdec sample does, aclvdecDestroyChannel with no eos: the
+    frames still inside reach the callback before it returns). Every frame reaches the
+    callback once, in display order (H.264 with B-frames reorders), each picture equal to
+    PyAV's decode of the same bytes, and the run matches its pyACL twin (output, tasks,
+    log)."""
     w, h, n = 160, 128, 6
     packets = encode(codec, source_frames(n, w, h, seed=entype), lossless=False,
                      bframes=bframes)
@@ -339,13 +349,19 @@ def test_a_vdec_program_decodes_a_clip_as_its_pyacl_twin_and_pyav_do(toolkit, tm
     out_c.mkdir()
     out_py.mkdir()
     exe = build(toolkit, tmp_path, VDEC_CPP, "vdec", cpp=True)
-    code, out = run_here(toolkit, exe, tmp_path, [str(clip), str(entype), str(out_c)])
+    args = [str(clip), str(entype), str(out_c)] + (["destroy"] if end == "destroy" else [])
+    code, out = run_here(toolkit, exe, tmp_path, args)
     native = record(session.current_runtime())
-    expected, python = twin(lambda acl: vdec_twin(acl, clip.read_bytes(), entype, out_py))
+    expected, python = twin(lambda acl: vdec_twin(acl, clip.read_bytes(), entype, out_py,
+                                                  end == "destroy"))
     assert code == 0, out
     assert out == expected
     assert out.startswith(f"set 0 0 0 0 0\nget 3 tid callback {entype} 1 mode 0\ncreate 0\n")
-    assert f"eos 0 (1), pictures {n}\ndestroy 0 0\n" in out
+    if end == "eos":
+        assert f"eos 0 (1), pictures {n}\ndestroy 0 0, pictures {n}\n" in out
+    else:                          # B-frames: the last pictures come out at the end
+        held = int(re.search(r"before destroy, pictures (\d+)", out).group(1))
+        assert held < n and f"destroy 0 0, pictures {n}\n" in out
     assert native == python
     reference = pyav_decode({"libx264": "h264", "libx265": "hevc"}[codec], packets)
     assert len(reference) == n
