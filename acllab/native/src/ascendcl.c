@@ -2303,6 +2303,21 @@ static uint64_t program_thread(uint64_t desc, uint64_t server) {
     return out;
 }
 
+static void forget_thread(uint64_t desc) {
+    pthread_mutex_lock(&cmu);
+    for (int j = 0; j < nchthreads; j++)
+        if (chthreads[j].desc == desc) chthreads[j--] = chthreads[--nchthreads];
+    pthread_mutex_unlock(&cmu);
+}
+
+static aclError destroy_desc(const char *op, const void *desc) {
+    int code;
+    V *v = call(&code, op, "u", H(desc));
+    int r = fin(code, v);
+    if (r == 0) forget_thread(H(desc));
+    return r;
+}
+
 static void wait_channel_thread(uint64_t desc) {
     uint64_t tid = 0;
     pthread_mutex_lock(&cmu);
@@ -2358,7 +2373,7 @@ aclvdecChannelDesc *aclvdecCreateChannelDesc(void) {
     DVPP_HANDLE(aclvdecChannelDesc, "acl.media.vdec_create_channel_desc");
 }
 aclError aclvdecDestroyChannelDesc(aclvdecChannelDesc *channelDesc) {
-    STATUS("acl.media.vdec_destroy_channel_desc", "u", H(channelDesc));
+    return destroy_desc("acl.media.vdec_destroy_channel_desc", channelDesc);
 }
 DESC_SET(uint32_t, aclvdecSetChannelDescChannelId, aclvdecChannelDesc,
          "acl.media.vdec_set_channel_desc_channel_id")
@@ -2427,7 +2442,7 @@ aclvencChannelDesc *aclvencCreateChannelDesc(void) {
     DVPP_HANDLE(aclvencChannelDesc, "acl.media.venc_create_channel_desc");
 }
 aclError aclvencDestroyChannelDesc(aclvencChannelDesc *channelDesc) {
-    STATUS("acl.media.venc_destroy_channel_desc", "u", H(channelDesc));
+    return destroy_desc("acl.media.venc_destroy_channel_desc", channelDesc);
 }
 aclError aclvencSetChannelDescThreadId(aclvencChannelDesc *channelDesc, uint64_t threadId) {
     return set_thread("acl.media.venc_set_channel_desc_thread_id", channelDesc, threadId);
