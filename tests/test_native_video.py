@@ -1005,3 +1005,72 @@ def test_batch_crop_and_bad_input_match_the_pyacl_twin(toolkit, tmp_path):
     # unscaled areas (the first two) are the same either way; the scaled one is not
     assert [row[0] == row[2] for row in digests] == [True, True, False]
     assert native == python
+
+
+CANCEL_CPP = r"""
+#include <atomic>
+#include <cstdio>
+#include <pthread.h>
+#include "acl/acl.h"
+
+static std::atomic<bool> g_run(true), g_waiting(false);
+static aclrtContext g_context;
+
+static void *ProcessReport(void *)
+{
+    aclrtSetCurrentContext(g_context);
+    while (g_run) {
+        g_waiting = true;
+        (void)aclrtProcessReport(200);
+    }
+    return nullptr;
+}
+
+int main()
+{
+    aclInit(nullptr);
+    aclrtSetDevice(0);
+    aclrtCreateContext(&g_context, 0);
+    for (int round = 0; round < 3; round++) {
+        g_run = true;
+        g_waiting = false;
+        pthread_t tid;
+        pthread_create(&tid, nullptr, ProcessReport, nullptr);
+        while (!g_waiting) {
+        }
+        /* as Ascend's venc sample ends its report thread: while it waits in a call */
+        g_run = false;
+        pthread_cancel(tid);
+        void *res = nullptr;
+        pthread_join(tid, &res);
+        void *dev = nullptr;
+        int m = aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST);
+        printf("round %d: %s, then %d %d\n", round,
+               res == PTHREAD_CANCELED ? "cancelled" : "returned", m, aclrtFree(dev));
+    }
+    aclrtDestroyContext(g_context);
+    int reset = aclrtResetDevice(0);
+    printf("end %d %d\n", reset, aclFinalize());
+    return 0;
+}
+"""
+
+
+def test_a_report_thread_cancelled_inside_a_call_leaves_the_library_working(toolkit, tmp_path):
+    """Ascend's venc sample ends its report thread with pthread_cancel while the thread waits
+    in aclrtProcessReport. The call finishes first (it is no cancellation point), so the
+    connection's lock and its reader are not lost with the thread: the other threads' calls go
+    on working, round after round."""
+    from acllab.native.run import run_program
+
+    exe = build(toolkit, tmp_path, CANCEL_CPP, "cancel", cpp=True)
+    acllab.reset()
+    out = tmp_path / "stdout.txt"
+    with open(out, "w") as f:
+        code = run_program(str(exe), [], env=toolkit[1], stdout=f, timeout=30)
+    text = out.read_text()
+    assert code == 0, text
+    lines = text.splitlines()
+    assert len(lines) == 4 and lines[-1] == "end 0 0"
+    for k, line in enumerate(lines[:3]):
+        assert re.fullmatch(rf"round {k}: (cancelled|returned), then 0 0", line), line
