@@ -832,8 +832,8 @@ static uint64_t H(const void *p) { return (uint64_t)(uintptr_t)p; }
 /* Call a pyACL function with arguments described by fmt (i: int64, u: uint64, s: string or
  * null, p: a pointer already translated to a device-side address, f: double, N: null, c: a
  * callback's id (null for none); L H F S B D U: an array of int64, handles, floats, strings,
- * bools, data types or uint32, given as its count and its pointer); the value of the reply (caller frees), or NULL
- * when the call could not be made (the code in *code). */
+ * bools, data types or uint32, given as its count and its pointer); the value of the reply
+ * (caller frees), or NULL when the call could not be made (the code in *code). */
 static V *call(int *code, const char *op, const char *fmt, ...) {
     pthread_once(&once, start);
     *code = ACL_ERROR_FAILURE;
