@@ -725,12 +725,16 @@ int main(int argc, char **argv)
     SHOW("nearest", acldvppSetResizeConfigInterpolation(nearest, 2));
     SHOW("batch crop resize", acldvppVpcBatchCropResizeAsync(channel, in, roiNums, 2, out, crops,
                                                              nearest, stream));
+    SHOW("batch crop resize paste", acldvppVpcBatchCropResizePasteAsync(
+        channel, in, roiNums, 2, canvas, crops, pastes, nearest, stream));
     SHOW("sync", aclrtSynchronizeStream(stream));
     for (int i = 0; i < 3; i++) {
         aclrtMemcpy(host, 1 << 16, outBuf[i], 32 * 32 * 3 / 2, ACL_MEMCPY_DEVICE_TO_HOST);
-        printf("picture %d: %016llx %016llx %016llx ret %u\n", i,
+        uint64_t c = Digest(host, 32 * 32 * 3 / 2);
+        aclrtMemcpy(host, 1 << 16, canvasBuf[i], 64 * 64 * 3 / 2, ACL_MEMCPY_DEVICE_TO_HOST);
+        printf("picture %d: %016llx %016llx %016llx %016llx ret %u\n", i,
                (unsigned long long)sums[i][0], (unsigned long long)sums[i][1],
-               (unsigned long long)Digest(host, 32 * 32 * 3 / 2),
+               (unsigned long long)c, (unsigned long long)Digest(host, 64 * 64 * 3 / 2),
                acldvppGetPicDescRetCode(acldvppGetPicDesc(out, i)));
     }
 
@@ -881,12 +885,18 @@ def batch_twin(acl, pictures: bytes):
     show("nearest", media.dvpp_set_resize_config_interpolation(nearest, 2))
     show("batch crop resize", media.dvpp_vpc_batch_crop_resize_async(channel, inp, rois, out,
                                                                      crops, nearest, stream))
+    show("batch crop resize paste", media.dvpp_vpc_batch_crop_resize_paste_async(
+        channel, inp, rois, canvas, crops, pastes, nearest, stream))
     show("sync", acl.rt.synchronize_stream(stream))
     for i in range(3):
         acl.rt.memcpy(host, 1 << 16, out_buf[i], 32 * 32 * 3 // 2, C.ACL_MEMCPY_DEVICE_TO_HOST)
         c = digest(pinned_read(host, 32 * 32 * 3 // 2))
+        acl.rt.memcpy(host, 1 << 16, canvas_buf[i], 64 * 64 * 3 // 2,
+                      C.ACL_MEMCPY_DEVICE_TO_HOST)
+        d = digest(pinned_read(host, 64 * 64 * 3 // 2))
         ret = media.dvpp_get_pic_desc_ret_code(media.dvpp_get_pic_desc(out, i))
-        lines.append(f"picture {i}: {sums[i][0]:016x} {sums[i][1]:016x} {c:016x} ret {ret}")
+        lines.append(f"picture {i}: {sums[i][0]:016x} {sums[i][1]:016x} {c:016x} {d:016x} "
+                     f"ret {ret}")
 
     crop = media.dvpp_vpc_batch_crop_async
     show("sum 4 for 3 pictures", crop(channel, inp, [2, 2], out, [], stream)[-1])
@@ -968,7 +978,8 @@ def batch_twin(acl, pictures: bytes):
 
 def test_batch_crop_and_bad_input_match_the_pyacl_twin(toolkit, tmp_path):
     """Batch crop (2 + 1 areas from two pictures, resized to 32 x 32), batch crop and paste
-    into 64 x 64 canvases and batch crop-resize with nearest neighbour, in C, beside pyACL: the
+    into 64 x 64 canvases and batch crop-resize (and crop-resize-paste) with nearest
+    neighbour, in C, beside pyACL: the
     same pixels, tasks and log; then what pyACL
     refuses (roiNums that do not add up, NULL arrays, batch sizes and indices out of range,
     bad stream description values, VDEC and VENC settings the ascend310 profile refuses,
@@ -985,7 +996,7 @@ def test_batch_crop_and_bad_input_match_the_pyacl_twin(toolkit, tmp_path):
     assert out == expected
     shown = dict(line.split(" -> ") for line in out.splitlines() if " -> " in line)
     assert shown["batch crop"] == shown["batch crop and paste"] == shown["sync"] == "0"
-    assert shown["batch crop resize"] == "0"
+    assert shown["batch crop resize"] == shown["batch crop resize paste"] == "0"
     for label in ("sum 4 for 3 pictures", "roiNums NULL", "cropAreas NULL", "pasteAreas NULL",
                   "size 1 of 2", "size 300", "resize config NULL", "owned picture", "eos 2",
                   "format 7", "size of NULL", "vdec no callback", "vdec NULL callback",
@@ -1000,10 +1011,11 @@ def test_batch_crop_and_bad_input_match_the_pyacl_twin(toolkit, tmp_path):
         assert shown[label] == "1", label
     assert shown["get ret code"] == "5" and shown["get pic ret code"] == "7"
     assert shown["get size of NULL"] == shown["vdec get NULL"] == "0"
-    digests = re.findall(r"picture \d: (\w+) (\w+) (\w+) ret 0", out)
+    digests = re.findall(r"picture \d: (\w+) (\w+) (\w+) (\w+) ret 0", out)
     assert len(digests) == 3 and len({d for row in digests for d in row[:2]}) == 6
     # unscaled areas (the first two) are the same either way; the scaled one is not
     assert [row[0] == row[2] for row in digests] == [True, True, False]
+    assert [row[1] == row[3] for row in digests] == [True, True, False]
     assert native == python
 
 

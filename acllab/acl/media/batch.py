@@ -1,7 +1,8 @@
 """``acl.media`` batch VPC: batch picture descriptions, dvpp_get_pic_desc, and the batch crop,
-crop-and-paste and crop-resize calls (acldvppCreateBatchPicDesc, acldvppGetPicDesc,
-acldvppVpcBatchCropAsync, acldvppVpcBatchCropAndPasteAsync, acldvppVpcBatchCropResizeAsync;
-CANN 8.0.0 / 8.5.0 references).
+crop-and-paste, crop-resize and crop-resize-paste calls (acldvppCreateBatchPicDesc,
+acldvppGetPicDesc, acldvppVpcBatchCropAsync, acldvppVpcBatchCropAndPasteAsync,
+acldvppVpcBatchCropResizeAsync, acldvppVpcBatchCropResizePasteAsync; CANN 8.0.0 / 8.5.0
+references).
 
 A batch description holds ``batch_size`` picture descriptions (``dvpp_get_pic_desc(batch,
 i)`` hands out the i-th; the program sets it up with the dvpp_set_pic_desc_* calls as any
@@ -10,9 +11,10 @@ output pictures one by one: the roi_nums list has one entry per input picture (a
 256), its sum is the number of output pictures (at most 256), and there is one crop area (and
 one paste area) per output picture. Each crop follows the rules of dvpp_vpc_crop_async
 (dvpp_vpc_crop_and_paste_async): the same checks, the same pixels. In pyACL the crop and
-crop-and-paste calls return ``(dst_batch_pic_descs, ret)``; the crop-resize call, which
-resizes with its resize configuration's algorithm as dvpp_vpc_crop_resize_async does, returns
-``ret`` (CANN 8.0.0 pyACL reference, dvpp_vpc_batch_crop_resize_async).
+crop-and-paste calls return ``(dst_batch_pic_descs, ret)``; the crop-resize and
+crop-resize-paste calls, which resize with their resize configuration's algorithm as
+dvpp_vpc_crop_resize_async does, return ``ret`` (CANN 8.0.0 pyACL reference,
+dvpp_vpc_batch_crop_resize_async and dvpp_vpc_batch_crop_resize_paste_async).
 
 Differs from hardware: each area is a VPC task of its own on the stream (in order), rather
 than one task for the batch; a call whose arguments fail a check submits nothing.
@@ -30,7 +32,7 @@ from .vpc import _plan
 
 __all__ = ["dvpp_create_batch_pic_desc", "dvpp_destroy_batch_pic_desc", "dvpp_get_pic_desc",
            "dvpp_vpc_batch_crop_async", "dvpp_vpc_batch_crop_and_paste_async",
-           "dvpp_vpc_batch_crop_resize_async"]
+           "dvpp_vpc_batch_crop_resize_async", "dvpp_vpc_batch_crop_resize_paste_async"]
 
 MAX_BATCH = 256      # roiNums: "the maximum number of crop ROIs is 256" (acldvppVpcBatchCropAsync)
 
@@ -162,3 +164,17 @@ def dvpp_vpc_batch_crop_resize_async(dvpp_channel_desc, src_batch_pic_descs, roi
     _batch(dvpp_channel_desc, src_batch_pic_descs, roi_nums_list, dst_batch_pic_descs,
            crop_area_list, None, stream, "dvpp_vpc_batch_crop_resize_async",
            "VpcBatchCropResize", resize_config)
+
+
+@api("acldvppVpcBatchCropResizePasteAsync")
+def dvpp_vpc_batch_crop_resize_paste_async(dvpp_channel_desc, src_batch_pic_descs,
+                                           roi_nums_list, dst_batch_pic_descs, crop_area_list,
+                                           paste_area_list, resize_config, stream):
+    """As dvpp_vpc_batch_crop_and_paste_async, each crop resized into its paste area with
+    ``resize_config``'s algorithm; returns ret."""
+    if not isinstance(paste_area_list, (list, tuple)):
+        raise TypeError("paste_area_list must be a list of ROI configs, not "
+                        f"{type(paste_area_list).__name__}")
+    _batch(dvpp_channel_desc, src_batch_pic_descs, roi_nums_list, dst_batch_pic_descs,
+           crop_area_list, paste_area_list, stream, "dvpp_vpc_batch_crop_resize_paste_async",
+           "VpcBatchCropResizePaste", resize_config)

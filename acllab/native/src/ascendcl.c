@@ -2178,7 +2178,8 @@ static int batch_areas(const uint32_t *roiNums, uint32_t size, uint32_t **nums, 
     return total <= MAX_BATCH ? (int)total : 0;
 }
 
-/* paste: 0 crop, 1 crop and paste, 2 crop and resize (resizeConfig) */
+/* paste: 0 crop, 1 crop and paste, 2 crop and resize, 3 crop, resize and paste (the last
+ * two with resizeConfig) */
 static aclError batch_call(const char *op, const char *api, acldvppChannelDesc *channelDesc,
                            acldvppBatchPicDesc *src, uint32_t *roiNums, uint32_t size,
                            acldvppBatchPicDesc *dst, acldvppRoiConfig *cropAreas[],
@@ -2199,6 +2200,9 @@ static aclError batch_call(const char *op, const char *api, acldvppChannelDesc *
                              (const void *)pasteAreas, H(stream))
          : paste == 2 ? call(&code, op, "uuUuHuu", H(channelDesc), H(src), k, (const void *)nums,
                              H(dst), areas, (const void *)cropAreas, H(resizeConfig), H(stream))
+         : paste == 3 ? call(&code, op, "uuUuHHuu", H(channelDesc), H(src), k, (const void *)nums,
+                             H(dst), areas, (const void *)cropAreas, areas,
+                             (const void *)pasteAreas, H(resizeConfig), H(stream))
                       : call(&code, op, "uuUuHu", H(channelDesc), H(src), k, (const void *)nums,
                              H(dst), areas, (const void *)cropAreas, H(stream));
     free(nums);
@@ -2221,6 +2225,19 @@ aclError acldvppVpcBatchCropResizeAsync(acldvppChannelDesc *channelDesc,
     return batch_call("acl.media.dvpp_vpc_batch_crop_resize_async",
                       "acldvppVpcBatchCropResizeAsync", channelDesc, srcBatchPicDescs, roiNums,
                       size, dstBatchPicDescs, cropAreas, NULL, 2, resizeConfig, stream);
+}
+aclError acldvppVpcBatchCropResizePasteAsync(acldvppChannelDesc *channelDesc,
+                                             acldvppBatchPicDesc *srcBatchPicDescs,
+                                             uint32_t *roiNums, uint32_t size,
+                                             acldvppBatchPicDesc *dstBatchPicDescs,
+                                             acldvppRoiConfig *cropAreas[],
+                                             acldvppRoiConfig *pasteAreas[],
+                                             acldvppResizeConfig *resizeConfig,
+                                             aclrtStream stream) {
+    return batch_call("acl.media.dvpp_vpc_batch_crop_resize_paste_async",
+                      "acldvppVpcBatchCropResizePasteAsync", channelDesc, srcBatchPicDescs,
+                      roiNums, size, dstBatchPicDescs, cropAreas, pasteAreas, 3, resizeConfig,
+                      stream);
 }
 aclError acldvppVpcBatchCropAndPasteAsync(acldvppChannelDesc *channelDesc,
                                           acldvppBatchPicDesc *srcBatchPicDescs,

@@ -205,6 +205,12 @@ ACL_FUNC_VISIBILITY aclError acldvppVpcBatchCropResizeAsync(acldvppChannelDesc *
                                                             acldvppRoiConfig *cropAreas[],
                                                             acldvppResizeConfig *resizeConfig,
                                                             aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError
+acldvppVpcBatchCropResizePasteAsync(acldvppChannelDesc *channelDesc,
+                                    acldvppBatchPicDesc *srcBatchPicDescs, uint32_t *roiNums,
+                                    uint32_t size, acldvppBatchPicDesc *dstBatchPicDescs,
+                                    acldvppRoiConfig *cropAreas[], acldvppRoiConfig *pasteAreas[],
+                                    acldvppResizeConfig *resizeConfig, aclrtStream stream);
 
 /* JPEG */
 ACL_FUNC_VISIBILITY aclError acldvppJpegGetImageInfo(const void *data, uint32_t size,
