@@ -1086,3 +1086,23 @@ def test_a_report_thread_cancelled_inside_a_call_leaves_the_library_working(tool
     assert len(lines) == 4 and lines[-1] == "end 0 0"
     for k, line in enumerate(lines[:3]):
         assert re.fullmatch(rf"round {k}: (cancelled|returned), then 0 0", line), line
+
+
+def test_every_function_the_headers_declare_is_in_the_library(toolkit):
+    """Each ACL_FUNC_VISIBILITY prototype of the shipped headers (acl_dvpp.h's video and batch
+    calls among them) is a symbol libascendcl.so and libacl_dvpp.so define, so a program the
+    headers compile also links and loads."""
+    import ctypes
+
+    latest, _ = toolkit
+    text = "\n".join(p.read_text() for p in
+                     (Path(latest) / "runtime" / "include" / "acl").rglob("*.h"))
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    names = set(re.findall(r"ACL_FUNC_VISIBILITY[^;{]*?\b(acl\w+)\s*\(", text))
+    assert {"aclvdecSendFrame", "aclvencSendFrame", "acldvppCreateStreamDesc",
+            "acldvppVpcBatchCropAsync", "aclvdecGetChannelDescCallback"} <= names
+    assert len(names) > 250
+    for lib in ("libascendcl.so", "libacl_dvpp.so"):
+        so = ctypes.CDLL(str(Path(latest) / "runtime" / "lib64" / lib))
+        missing = sorted(n for n in names if not hasattr(so, n))
+        assert not missing, (lib, missing)
