@@ -23,14 +23,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_acl_media_vdec import encode, pyav_decode, source_frames
 from test_native import build, record, run_here, twin
 
 import acllab
 from acllab import constants as C
 from acllab import session
 
-av = pytest.importorskip("av")
+
+def video():
+    """PyAV and the clip helpers of the pyACL VDEC tests (the video tests skip without PyAV;
+    the batch, cancellation and symbol tests do not need it)."""
+    av = pytest.importorskip("av")
+    import test_acl_media_vdec as helpers
+
+    return av, helpers
+
 
 NV12 = 1
 
@@ -341,8 +348,9 @@ def test_a_vdec_program_decodes_a_clip_as_its_pyacl_twin_and_pyav_do(toolkit, tm
     PyAV's decode of the same bytes, and the run matches its pyACL twin (output, tasks,
     log)."""
     w, h, n = 160, 128, 6
-    packets = encode(codec, source_frames(n, w, h, seed=entype), lossless=False,
-                     bframes=bframes)
+    _, clips = video()
+    packets = clips.encode(codec, clips.source_frames(n, w, h, seed=entype), lossless=False,
+                           bframes=bframes)
     assert len(packets) == n
     clip = clip_file(tmp_path / "clip.bin", packets)
     out_c, out_py = tmp_path / "c", tmp_path / "py"
@@ -363,7 +371,7 @@ def test_a_vdec_program_decodes_a_clip_as_its_pyacl_twin_and_pyav_do(toolkit, tm
         held = int(re.search(r"before destroy, pictures (\d+)", out).group(1))
         assert held < n and f"destroy 0 0, pictures {n}\n" in out
     assert native == python
-    reference = pyav_decode({"libx264": "h264", "libx265": "hevc"}[codec], packets)
+    reference = clips.pyav_decode({"libx264": "h264", "libx265": "hevc"}[codec], packets)
     assert len(reference) == n
     for k in range(n):
         assert f"picture {k}: frame {k + 1} ts {1000 + k} ret 0 160x128 strides 160x128" in out
@@ -623,7 +631,8 @@ def test_a_venc_program_encodes_nv12_frames_to_a_stream_pyav_decodes(toolkit, tm
     packets written out decode with PyAV to the frames sent (PSNR above 30 dB), and the run
     matches its pyACL twin (the same packets, tasks and log)."""
     n = 5
-    frames = source_frames(n, 128, 128, seed=7)
+    av, clips = video()
+    frames = clips.source_frames(n, 128, 128, seed=7)
     yuv = tmp_path / "frames.yuv"
     yuv.write_bytes(b"".join(nv12_bytes(*f) for f in frames))
     exe = build(toolkit, tmp_path, VENC_CPP, "venc", cpp=True)
