@@ -150,3 +150,66 @@ def test_batch_crop_checks_its_lists(s):
     assert not [t for t in acllab.current_runtime().tasks if t.name.startswith("VpcBatch")]
     assert media.dvpp_vpc_batch_crop_async(channel, sb, [2, 1], db, crops, s) == (db, 0)
     assert acl.rt.synchronize_stream(s) == 0
+
+
+@pytest.mark.parametrize("paste", [False, True], ids=["crop-resize", "crop-resize-paste"])
+@pytest.mark.parametrize("interpolation", [0, 1, 2, 3, 4])
+def test_batch_crop_resize_resizes_each_area_with_its_configuration(s, interpolation, paste):
+    """dvpp_vpc_batch_crop_resize_async (acldvppVpcBatchCropResizeAsync, called by Ascend's
+    batchcrop sample) and dvpp_vpc_batch_crop_resize_paste_async: each output is what
+    dvpp_vpc_crop_resize_async (dvpp_vpc_crop_resize_paste_async, onto the same canvas) makes
+    of its area with the same resize configuration; they return ret alone (CANN 8.0.0 pyACL
+    reference)."""
+    w, h, ow, oh = 128, 96, 48, 32
+    src = [nv12(w, h, 5), nv12(w, h, 6)]
+    channel = media.dvpp_create_channel_desc()
+    assert media.dvpp_create_channel(channel) == 0
+    sb, _ = batch_of(s, src, w, h)
+    canvas = np.full((oh * 3 // 2, ow), 33, np.uint8)
+    db, dbufs = batch_of(s, [canvas] * 3, ow, oh)
+    areas = [(0, 99, 0, 71), (30, 61, 10, 41), (4, 123, 2, 93)]   # down and up, both ways
+    paste_area = (16, 47, 4, 27)
+    config = media.dvpp_create_resize_config()
+    assert media.dvpp_set_resize_config_interpolation(config, interpolation) == 0
+    crops = [roi(*a) for a in areas]
+    if paste:
+        pastes = [roi(*paste_area) for _ in areas]
+        assert media.dvpp_vpc_batch_crop_resize_paste_async(channel, sb, [1, 2], db, crops,
+                                                            pastes, config, s) == 0
+    else:
+        assert media.dvpp_vpc_batch_crop_resize_async(channel, sb, [1, 2], db, crops, config,
+                                                      s) == 0
+    assert acl.rt.synchronize_stream(s) == 0
+    got = [download(b, ow * oh * 3 // 2) for b in dbufs]
+    other = media.dvpp_create_resize_config()
+    # a nearest-neighbour algorithm against a bilinear one
+    assert media.dvpp_set_resize_config_interpolation(other, 1 if interpolation in (2, 4)
+                                                      else 2) == 0
+    for k, (i, area) in enumerate(zip([0, 1, 1], areas, strict=True)):
+        refs = []
+        for cfg in (config, other):
+            buf = upload(canvas.tobytes(), s)
+            ref = media.dvpp_create_pic_desc()
+            setup_pic(ref, buf, ow, oh)
+            inp = media.dvpp_get_pic_desc(sb, i)
+            if paste:
+                ret = media.dvpp_vpc_crop_resize_paste_async(channel, inp, ref, roi(*area),
+                                                             roi(*paste_area), cfg, s)
+            else:
+                ret = media.dvpp_vpc_crop_resize_async(channel, inp, ref, roi(*area), cfg, s)
+            assert ret == 0
+            assert acl.rt.synchronize_stream(s) == 0
+            refs.append(download(buf, ow * oh * 3 // 2))
+        assert np.array_equal(got[k], refs[0])
+        assert not np.array_equal(got[k], refs[1])            # the algorithm is honoured
+        if paste:                                              # the canvas outside the area
+            assert np.all(got[k].reshape(oh * 3 // 2, ow)[:oh, :16] == 33)
+    call = (lambda *a: media.dvpp_vpc_batch_crop_resize_paste_async(*a[:5], pastes, *a[5:])) \
+        if paste else media.dvpp_vpc_batch_crop_resize_async
+    with expect_code(100000):                                  # a batch is no resize config
+        assert call(channel, sb, [1, 2], db, crops, sb, s) == 100000
+    with expect_code(100000):
+        assert call(channel, sb, [2, 2], db, crops, config, s) == 100000
+    name = "VpcBatchCropResizePaste" if paste else "VpcBatchCropResize"
+    tasks = [t.name for t in acllab.current_runtime().tasks if t.name.startswith("VpcBatch")]
+    assert tasks == [name] * 3

@@ -137,6 +137,7 @@ def test_the_headers_build_cleanly_in_c_and_cpp(toolkit, tmp_path, compiler, fla
     latest, _ = toolkit
     src = tmp_path / ("t.c" if compiler == "gcc" else "t.cpp")
     src.write_text('#include "acl/acl.h"\n#include "acl/acl_rt.h"\n#include "acl/acl_mdl.h"\n'
+                   '#include "acl/ops/acl_dvpp.h"\n#include "acl/ops/acl_cblas.h"\n'
                    "int main(void) { aclrtStream s = 0; (void)s; return ACL_SUCCESS; }\n")
     done = subprocess.run([compiler, *flags, "-Wall", "-Wextra", "-Werror",
                            f"-I{latest}/runtime/include", "-c", str(src), "-o",

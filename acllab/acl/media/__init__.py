@@ -83,6 +83,8 @@ from .batch import (
     dvpp_get_pic_desc,
     dvpp_vpc_batch_crop_and_paste_async,
     dvpp_vpc_batch_crop_async,
+    dvpp_vpc_batch_crop_resize_async,
+    dvpp_vpc_batch_crop_resize_paste_async,
 )
 from .channel import (
     dvpp_create_channel,
@@ -252,6 +254,7 @@ __all__ = [
     "dvpp_vpc_crop_resize_async", "dvpp_vpc_crop_resize_paste_async",
     "dvpp_create_batch_pic_desc", "dvpp_destroy_batch_pic_desc", "dvpp_get_pic_desc",
     "dvpp_vpc_batch_crop_async", "dvpp_vpc_batch_crop_and_paste_async",
+    "dvpp_vpc_batch_crop_resize_async", "dvpp_vpc_batch_crop_resize_paste_async",
     "dvpp_jpeg_predict_enc_size", "dvpp_jpeg_encode_async",
     "H265_MAIN_LEVEL", "H264_BASELINE_LEVEL", "H264_MAIN_LEVEL", "H264_HIGH_LEVEL",
     "dvpp_create_stream_desc", "dvpp_destroy_stream_desc",

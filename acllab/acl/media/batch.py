@@ -1,6 +1,8 @@
-"""``acl.media`` batch VPC: batch picture descriptions, dvpp_get_pic_desc, and the batch crop
-and crop-and-paste calls (acldvppCreateBatchPicDesc, acldvppGetPicDesc,
-acldvppVpcBatchCropAsync, acldvppVpcBatchCropAndPasteAsync; CANN 8.0.0 / 8.5.0 references).
+"""``acl.media`` batch VPC: batch picture descriptions, dvpp_get_pic_desc, and the batch crop,
+crop-and-paste, crop-resize and crop-resize-paste calls (acldvppCreateBatchPicDesc,
+acldvppGetPicDesc, acldvppVpcBatchCropAsync, acldvppVpcBatchCropAndPasteAsync,
+acldvppVpcBatchCropResizeAsync, acldvppVpcBatchCropResizePasteAsync; CANN 8.0.0 / 8.5.0
+references).
 
 A batch description holds ``batch_size`` picture descriptions (``dvpp_get_pic_desc(batch,
 i)`` hands out the i-th; the program sets it up with the dvpp_set_pic_desc_* calls as any
@@ -8,8 +10,11 @@ other). A batch call crops ``roi_nums[i]`` areas from input picture i, in order,
 output pictures one by one: the roi_nums list has one entry per input picture (at most
 256), its sum is the number of output pictures (at most 256), and there is one crop area (and
 one paste area) per output picture. Each crop follows the rules of dvpp_vpc_crop_async
-(dvpp_vpc_crop_and_paste_async): the same checks, the same pixels. In pyACL the calls return
-``(dst_batch_pic_descs, ret)``.
+(dvpp_vpc_crop_and_paste_async): the same checks, the same pixels. In pyACL the crop and
+crop-and-paste calls return ``(dst_batch_pic_descs, ret)``; the crop-resize and
+crop-resize-paste calls, which resize with their resize configuration's algorithm as
+dvpp_vpc_crop_resize_async does, return ``ret`` (CANN 8.0.0 pyACL reference,
+dvpp_vpc_batch_crop_resize_async and dvpp_vpc_batch_crop_resize_paste_async).
 
 Differs from hardware: each area is a VPC task of its own on the stream (in order), rather
 than one task for the batch; a call whose arguments fail a check submits nothing.
@@ -21,12 +26,13 @@ from ...dvpp.tasks import dvpp_device, vpc_task
 from ...errors import Fail
 from .._api import as_int, rt
 from ._checks import _stream, _submit
-from ._desc import PicDesc, RoiConfig, _Desc, _destroy, _get, _new, api
+from ._desc import PicDesc, ResizeConfig, RoiConfig, _Desc, _destroy, _get, _new, api
 from .channel import _channel
 from .vpc import _plan
 
 __all__ = ["dvpp_create_batch_pic_desc", "dvpp_destroy_batch_pic_desc", "dvpp_get_pic_desc",
-           "dvpp_vpc_batch_crop_async", "dvpp_vpc_batch_crop_and_paste_async"]
+           "dvpp_vpc_batch_crop_async", "dvpp_vpc_batch_crop_and_paste_async",
+           "dvpp_vpc_batch_crop_resize_async", "dvpp_vpc_batch_crop_resize_paste_async"]
 
 MAX_BATCH = 256      # roiNums: "the maximum number of crop ROIs is 256" (acldvppVpcBatchCropAsync)
 
@@ -94,11 +100,13 @@ def _areas(values, n: int, what: str) -> list[RoiConfig]:
 
 
 def _batch(channel_desc, src, roi_nums, dst, crop_areas, paste_areas, stream, api_name,
-           name):
+           name, resize_config=None):
     _channel(channel_desc)
     sb = _get(src, BatchPicDesc, "src_batch_pic_descs")
     db = _get(dst, BatchPicDesc, "dst_batch_pic_descs")
     s = _stream(stream)
+    interpolation = 0 if resize_config is None else \
+        _get(resize_config, ResizeConfig, "resize_config").interpolation
     if not isinstance(roi_nums, (list, tuple)):
         raise TypeError(f"roi_nums must be a list, not {type(roi_nums).__name__}")
     nums = [as_int(v, "roi_nums") for v in roi_nums]
@@ -121,7 +129,7 @@ def _batch(channel_desc, src, roi_nums, dst, crop_areas, paste_areas, stream, ap
             k += 1
     dd = dvpp_device(rt(), s.device)
     for inp, out, (crop, paste) in plans:
-        _submit(vpc_task(dd, inp, out, crop, paste, s, api_name, name), s)
+        _submit(vpc_task(dd, inp, out, crop, paste, s, api_name, name, interpolation), s)
     return db.handle
 
 
@@ -146,3 +154,27 @@ def dvpp_vpc_batch_crop_and_paste_async(dvpp_channel_desc, src_batch_pic_descs, 
     return _batch(dvpp_channel_desc, src_batch_pic_descs, roi_nums_list, dst_batch_pic_descs,
                   crop_area_list, paste_area_list, stream,
                   "dvpp_vpc_batch_crop_and_paste_async", "VpcBatchCropAndPaste")
+
+
+@api("acldvppVpcBatchCropResizeAsync")
+def dvpp_vpc_batch_crop_resize_async(dvpp_channel_desc, src_batch_pic_descs, roi_nums_list,
+                                     dst_batch_pic_descs, crop_area_list, resize_config, stream):
+    """As dvpp_vpc_batch_crop_async, each crop resized to its output picture with
+    ``resize_config``'s algorithm (dvpp_set_resize_config_interpolation); returns ret."""
+    _batch(dvpp_channel_desc, src_batch_pic_descs, roi_nums_list, dst_batch_pic_descs,
+           crop_area_list, None, stream, "dvpp_vpc_batch_crop_resize_async",
+           "VpcBatchCropResize", resize_config)
+
+
+@api("acldvppVpcBatchCropResizePasteAsync")
+def dvpp_vpc_batch_crop_resize_paste_async(dvpp_channel_desc, src_batch_pic_descs,
+                                           roi_nums_list, dst_batch_pic_descs, crop_area_list,
+                                           paste_area_list, resize_config, stream):
+    """As dvpp_vpc_batch_crop_and_paste_async, each crop resized into its paste area with
+    ``resize_config``'s algorithm; returns ret."""
+    if not isinstance(paste_area_list, (list, tuple)):
+        raise TypeError("paste_area_list must be a list of ROI configs, not "
+                        f"{type(paste_area_list).__name__}")
+    _batch(dvpp_channel_desc, src_batch_pic_descs, roi_nums_list, dst_batch_pic_descs,
+           crop_area_list, paste_area_list, stream, "dvpp_vpc_batch_crop_resize_paste_async",
+           "VpcBatchCropResizePaste", resize_config)

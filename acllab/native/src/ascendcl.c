@@ -490,6 +490,7 @@ static V *read_msg(void) {
 }
 
 static void serve(V *req);
+static const V *item(const V *v, uint32_t j);
 
 /* Route one message read from the stream (mu held). */
 static void route(V *msg) {
@@ -527,16 +528,19 @@ static void route(V *msg) {
     vfree(msg);
 }
 
-/* Callbacks handed to the device (aclrtLaunchCallback): an id for each (fn, userData). */
-typedef struct { aclrtCallback fn; void *data; } Callback;
+/* Functions handed to the device: aclrtLaunchCallback's (fn, userData) pairs, and the
+ * callbacks of VDEC and VENC channels (called with a stream description, a picture
+ * description and the userData of the frame): an id for each. */
+enum { CB_RT, CB_VDEC, CB_VENC };
+typedef struct { void (*fn)(void); void *data; int kind; } Callback;
 static Callback *callbacks;
 static int ncallbacks, capcallbacks;
 static pthread_mutex_t cmu = PTHREAD_MUTEX_INITIALIZER;
 
-static int64_t callback_id(aclrtCallback fn, void *data) {
+static int64_t callback_id(void (*fn)(void), void *data, int kind) {
     pthread_mutex_lock(&cmu);
     for (int j = 0; j < ncallbacks; j++)
-        if (callbacks[j].fn == fn && callbacks[j].data == data) {
+        if (callbacks[j].fn == fn && callbacks[j].data == data && callbacks[j].kind == kind) {
             pthread_mutex_unlock(&cmu);
             return j + 1;
         }
@@ -549,9 +553,18 @@ static int64_t callback_id(aclrtCallback fn, void *data) {
     }
     callbacks[ncallbacks].fn = fn;
     callbacks[ncallbacks].data = data;
+    callbacks[ncallbacks].kind = kind;
     int64_t id = ++ncallbacks;
     pthread_mutex_unlock(&cmu);
     return id;
+}
+
+static Callback callback_of(int64_t id) {
+    Callback cb = {0};
+    pthread_mutex_lock(&cmu);
+    if (id >= 1 && id <= ncallbacks) cb = callbacks[id - 1];
+    pthread_mutex_unlock(&cmu);
+    return cb;
 }
 
 static void reply_error(const V *id, const V *ch, const char *type, const char *text) {
@@ -574,14 +587,26 @@ static void serve(V *req) {
     if (op && op->t == 's' && strcmp(op->s, "fn.call") == 0) {
         V *f = is_seq(args) && args->n ? args->a[0] : NULL;
         V *fid = f && f->t == 'x' && strcmp(f->s, "cfn") == 0 ? get(f->a[0], "id") : NULL;
-        Callback cb = {0};
-        pthread_mutex_lock(&cmu);
-        if (is_int(fid) && fid->i >= 1 && fid->i <= ncallbacks) cb = callbacks[fid->i - 1];
-        pthread_mutex_unlock(&cmu);
+        Callback cb = callback_of(is_int(fid) ? fid->i : 0);
+        /* a channel's callback: (the two descriptions' handles, the frame's userData) */
+        const V *h1 = cb.kind != CB_RT ? item(args, 1) : NULL, *h2 = item(args, 2);
+        const V *ud = item(args, 3);
         if (!cb.fn) {
             reply_error(id, ch, "LookupError", "no such callback");
+        } else if (cb.kind != CB_RT && (!is_int(h1) || !is_int(h2)
+                                         || (ud && ud->t != 'N' && !is_int(ud)))) {
+            reply_error(id, ch, "TypeError", "a channel's callback takes two description "
+                                             "handles and the frame's user data");
         } else {
-            cb.fn(cb.data);
+            void *user = is_int(ud) ? (void *)(uintptr_t)ud->i : NULL;
+            if (cb.kind == CB_VDEC)
+                ((aclvdecCallback)cb.fn)((acldvppStreamDesc *)(uintptr_t)h1->i,
+                                         (acldvppPicDesc *)(uintptr_t)h2->i, user);
+            else if (cb.kind == CB_VENC)
+                ((aclvencCallback)cb.fn)((acldvppPicDesc *)(uintptr_t)h1->i,
+                                         (acldvppStreamDesc *)(uintptr_t)h2->i, user);
+            else
+                ((aclrtCallback)cb.fn)(cb.data);
             Buf b = {0};
             e_str(&b, "k"); e_str(&b, "r");
             e_str(&b, "id"); e_int(&b, is_int(id) ? id->i : 0);
@@ -604,6 +629,11 @@ static void serve(V *req) {
 static V *request_raw(const char *op, const Buf *args, uint32_t nargs, const Buf *kw,
                       uint32_t nkw) {
     if (lost) return NULL;
+    /* pthread_cancel of a thread inside a call (Ascend's venc sample cancels its report
+     * thread while it waits in aclrtProcessReport) takes effect after the call: cancelled
+     * midway, it would leave the connection's lock held or its reader gone */
+    int cancel_state;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     Waiter w = {0};
     w.ch = channel();
     pthread_mutex_lock(&mu);
@@ -655,6 +685,7 @@ static V *request_raw(const char *op, const Buf *args, uint32_t nargs, const Buf
     pthread_mutex_unlock(&mu);
     for (int j = 0; j < w.nq; j++) vfree(w.queue[j]);
     free(w.queue);
+    pthread_setcancelstate(cancel_state, NULL);
     return w.reply;
 }
 
@@ -800,9 +831,9 @@ static uint64_t H(const void *p) { return (uint64_t)(uintptr_t)p; }
 
 /* Call a pyACL function with arguments described by fmt (i: int64, u: uint64, s: string or
  * null, p: a pointer already translated to a device-side address, f: double, N: null, c: a
- * callback's id; L H F S B D: an array of int64, handles, floats, strings, bools or data
- * types, given as its count and its pointer); the value of the reply (caller frees), or NULL
- * when the call could not be made (the code in *code). */
+ * callback's id (null for none); L H F S B D U: an array of int64, handles, floats, strings,
+ * bools, data types or uint32, given as its count and its pointer); the value of the reply
+ * (caller frees), or NULL when the call could not be made (the code in *code). */
 static V *call(int *code, const char *op, const char *fmt, ...) {
     pthread_once(&once, start);
     *code = ACL_ERROR_FAILURE;
@@ -820,7 +851,7 @@ static V *call(int *code, const char *op, const char *fmt, ...) {
         case 'f': e_double(&a, va_arg(ap, double)); break;
         case 's': { const char *s = va_arg(ap, const char *); if (s) e_str(&a, s); else e_none(&a); break; }
         case 'N': e_none(&a); break;
-        case 'L': case 'H': case 'F': case 'S': case 'B': case 'D': {
+        case 'L': case 'H': case 'F': case 'S': case 'B': case 'D': case 'U': {
             /* an array: its count (int), then its pointer; a list on the wire (null when
              * the pointer is NULL or the count negative: pyACL's TypeError, so 100000) */
             int k = va_arg(ap, int);
@@ -839,6 +870,7 @@ static V *call(int *code, const char *op, const char *fmt, ...) {
                 }
                 case 'B': e_bool(&a, ((const uint8_t *)p)[j] != 0); break;
                 case 'D': e_int(&a, (int64_t)((const aclDataType *)p)[j]); break;
+                case 'U': e_int(&a, (int64_t)((const uint32_t *)p)[j]); break;
                 }
             }
             break;
@@ -859,17 +891,28 @@ static V *call(int *code, const char *op, const char *fmt, ...) {
         }
         case 'c': {                     /* a callback: its id, as a client function */
             int64_t id = va_arg(ap, int64_t);
+            Callback cb = callback_of(id);
+            if (!cb.fn) { e_none(&a); break; }      /* no function: pyACL's TypeError */
+            static const char *names[] = {"aclrtCallback", "aclvdecCallback", "aclvencCallback"};
+            static const char *params[][3] = {{"user_data", NULL, NULL},
+                                              {"input", "output", "user_data"},
+                                              {"input", "output", "user_data"}};
+            uint32_t np = cb.kind == CB_RT ? 1 : 3;
             e_tag(&a, 'x');
             unsigned char k = 3;
             put(&a, &k, 1);
             put(&a, "cfn", 3);
             e_map(&a, 5);
             e_str(&a, "id"); e_int(&a, id);
-            e_str(&a, "name"); e_str(&a, "aclrtCallback");
-            e_str(&a, "qualname"); e_str(&a, "aclrtCallback");
+            e_str(&a, "name"); e_str(&a, names[cb.kind]);
+            e_str(&a, "qualname"); e_str(&a, names[cb.kind]);
             e_str(&a, "module"); e_none(&a);
             e_str(&a, "params");
-            e_list(&a, 1); e_list(&a, 3); e_str(&a, "user_data"); e_int(&a, 1); e_bool(&a, 1);
+            e_list(&a, np);
+            for (uint32_t j = 0; j < np; j++) {
+                e_list(&a, 3); e_str(&a, params[cb.kind][j]); e_int(&a, 1);
+                e_bool(&a, cb.kind == CB_RT);
+            }
             break;
         }
         }
@@ -1262,7 +1305,7 @@ aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream) {
 aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBlockType blockType,
                              aclrtStream stream) {
     NEED(fn, "aclrtLaunchCallback");
-    int64_t id = callback_id(fn, userData);
+    int64_t id = callback_id((void (*)(void))fn, userData, CB_RT);
     if (!id) {
         fail_here("aclrtLaunchCallback", ACL_ERROR_BAD_ALLOC, "out of host memory");
         return ACL_ERROR_BAD_ALLOC;
@@ -2097,4 +2140,406 @@ aclError acldvppJpegEncodeAsync(acldvppChannelDesc *channelDesc, acldvppPicDesc 
     uint64_t s = host_addr(size, sizeof *size);
     STATUS("acl.media.dvpp_jpeg_encode_async", "uuuuuu", H(channelDesc), H(inputDesc), H(data),
            s, H(config), H(stream));
+}
+aclError acldvppSetPicDescRetCode(acldvppPicDesc *picDesc, uint32_t retCode) {
+    STATUS("acl.media.dvpp_set_pic_desc_ret_code", "uu", H(picDesc), (uint64_t)retCode);
+}
+
+/* -- batch VPC ------------------------------------------------------------------------------ */
+
+#define MAX_BATCH 256
+
+acldvppBatchPicDesc *acldvppCreateBatchPicDesc(uint32_t batchSize) {
+    return (acldvppBatchPicDesc *)(uintptr_t)bare("acl.media.dvpp_create_batch_pic_desc", "u",
+                                                  (uint64_t)batchSize, 0);
+}
+acldvppPicDesc *acldvppGetPicDesc(acldvppBatchPicDesc *batchPicDesc, uint32_t index) {
+    return (acldvppPicDesc *)(uintptr_t)bare("acl.media.dvpp_get_pic_desc", "uu",
+                                             H(batchPicDesc), (uint64_t)index);
+}
+aclError acldvppDestroyBatchPicDesc(acldvppBatchPicDesc *batchPicDesc) {
+    STATUS("acl.media.dvpp_destroy_batch_pic_desc", "u", H(batchPicDesc));
+}
+
+/* A batch call's lists: roiNums as read (size entries; past 256 entries, zeros without
+ * reading them: pyACL refuses the count first), and the number of areas the arrays hold
+ * (the sum of roiNums; none when the sum is past 256, which pyACL refuses first). */
+static int batch_areas(const uint32_t *roiNums, uint32_t size, uint32_t **nums, int *count) {
+    *nums = NULL;
+    *count = 0;
+    if (!roiNums) return 0;
+    uint32_t n = size > 4096 ? 4096 : size;
+    *nums = calloc(n ? n : 1, sizeof(uint32_t));
+    if (!*nums) return -1;
+    if (size > MAX_BATCH) { *count = (int)n; return 0; }
+    uint64_t total = 0;
+    for (uint32_t j = 0; j < size; j++) { (*nums)[j] = roiNums[j]; total += roiNums[j]; }
+    *count = (int)size;
+    return total <= MAX_BATCH ? (int)total : 0;
+}
+
+/* paste: 0 crop, 1 crop and paste, 2 crop and resize, 3 crop, resize and paste (the last
+ * two with resizeConfig) */
+static aclError batch_call(const char *op, const char *api, acldvppChannelDesc *channelDesc,
+                           acldvppBatchPicDesc *src, uint32_t *roiNums, uint32_t size,
+                           acldvppBatchPicDesc *dst, acldvppRoiConfig *cropAreas[],
+                           acldvppRoiConfig *pasteAreas[], int paste,
+                           acldvppResizeConfig *resizeConfig, aclrtStream stream) {
+    uint32_t *nums;
+    int count;
+    int areas = batch_areas(roiNums, size, &nums, &count);
+    if (areas < 0) {
+        fail_here(api, ACL_ERROR_BAD_ALLOC, "out of host memory");
+        return ACL_ERROR_BAD_ALLOC;
+    }
+    int code;
+    /* a NULL roiNums is pyACL's None (TypeError: 100000); so is a NULL area array */
+    int k = roiNums ? count : -1;
+    V *v = paste == 1 ? call(&code, op, "uuUuHHu", H(channelDesc), H(src), k, (const void *)nums,
+                             H(dst), areas, (const void *)cropAreas, areas,
+                             (const void *)pasteAreas, H(stream))
+         : paste == 2 ? call(&code, op, "uuUuHuu", H(channelDesc), H(src), k, (const void *)nums,
+                             H(dst), areas, (const void *)cropAreas, H(resizeConfig), H(stream))
+         : paste == 3 ? call(&code, op, "uuUuHHuu", H(channelDesc), H(src), k, (const void *)nums,
+                             H(dst), areas, (const void *)cropAreas, areas,
+                             (const void *)pasteAreas, H(resizeConfig), H(stream))
+                      : call(&code, op, "uuUuHu", H(channelDesc), H(src), k, (const void *)nums,
+                             H(dst), areas, (const void *)cropAreas, H(stream));
+    free(nums);
+    return fin(code, v);
+}
+
+aclError acldvppVpcBatchCropAsync(acldvppChannelDesc *channelDesc,
+                                  acldvppBatchPicDesc *srcBatchPicDescs, uint32_t *roiNums,
+                                  uint32_t size, acldvppBatchPicDesc *dstBatchPicDescs,
+                                  acldvppRoiConfig *cropAreas[], aclrtStream stream) {
+    return batch_call("acl.media.dvpp_vpc_batch_crop_async", "acldvppVpcBatchCropAsync",
+                      channelDesc, srcBatchPicDescs, roiNums, size, dstBatchPicDescs, cropAreas,
+                      NULL, 0, NULL, stream);
+}
+aclError acldvppVpcBatchCropResizeAsync(acldvppChannelDesc *channelDesc,
+                                        acldvppBatchPicDesc *srcBatchPicDescs, uint32_t *roiNums,
+                                        uint32_t size, acldvppBatchPicDesc *dstBatchPicDescs,
+                                        acldvppRoiConfig *cropAreas[],
+                                        acldvppResizeConfig *resizeConfig, aclrtStream stream) {
+    return batch_call("acl.media.dvpp_vpc_batch_crop_resize_async",
+                      "acldvppVpcBatchCropResizeAsync", channelDesc, srcBatchPicDescs, roiNums,
+                      size, dstBatchPicDescs, cropAreas, NULL, 2, resizeConfig, stream);
+}
+aclError acldvppVpcBatchCropResizePasteAsync(acldvppChannelDesc *channelDesc,
+                                             acldvppBatchPicDesc *srcBatchPicDescs,
+                                             uint32_t *roiNums, uint32_t size,
+                                             acldvppBatchPicDesc *dstBatchPicDescs,
+                                             acldvppRoiConfig *cropAreas[],
+                                             acldvppRoiConfig *pasteAreas[],
+                                             acldvppResizeConfig *resizeConfig,
+                                             aclrtStream stream) {
+    return batch_call("acl.media.dvpp_vpc_batch_crop_resize_paste_async",
+                      "acldvppVpcBatchCropResizePasteAsync", channelDesc, srcBatchPicDescs,
+                      roiNums, size, dstBatchPicDescs, cropAreas, pasteAreas, 3, resizeConfig,
+                      stream);
+}
+aclError acldvppVpcBatchCropAndPasteAsync(acldvppChannelDesc *channelDesc,
+                                          acldvppBatchPicDesc *srcBatchPicDescs,
+                                          uint32_t *roiNums, uint32_t size,
+                                          acldvppBatchPicDesc *dstBatchPicDescs,
+                                          acldvppRoiConfig *cropAreas[],
+                                          acldvppRoiConfig *pasteAreas[], aclrtStream stream) {
+    return batch_call("acl.media.dvpp_vpc_batch_crop_and_paste_async",
+                      "acldvppVpcBatchCropAndPasteAsync", channelDesc, srcBatchPicDescs, roiNums,
+                      size, dstBatchPicDescs, cropAreas, pasteAreas, 1, NULL, stream);
+}
+
+/* -- stream descriptions --------------------------------------------------------------------- */
+
+acldvppStreamDesc *acldvppCreateStreamDesc(void) {
+    DVPP_HANDLE(acldvppStreamDesc, "acl.media.dvpp_create_stream_desc");
+}
+aclError acldvppDestroyStreamDesc(acldvppStreamDesc *streamDesc) {
+    STATUS("acl.media.dvpp_destroy_stream_desc", "u", H(streamDesc));
+}
+aclError acldvppSetStreamDescData(acldvppStreamDesc *streamDesc, void *dataDev) {
+    uint64_t d = host_addr(dataDev, 1);
+    STATUS("acl.media.dvpp_set_stream_desc_data", "uu", H(streamDesc), d);
+}
+#define STREAM_SET(name, T, op) aclError name(acldvppStreamDesc *streamDesc, T value) { \
+    STATUS(op, "uu", H(streamDesc), (uint64_t)value); }
+STREAM_SET(acldvppSetStreamDescSize, uint32_t, "acl.media.dvpp_set_stream_desc_size")
+STREAM_SET(acldvppSetStreamDescTimestamp, uint64_t, "acl.media.dvpp_set_stream_desc_timestamp")
+STREAM_SET(acldvppSetStreamDescRetCode, uint32_t, "acl.media.dvpp_set_stream_desc_ret_code")
+STREAM_SET(acldvppSetStreamDescEos, uint8_t, "acl.media.dvpp_set_stream_desc_eos")
+aclError acldvppSetStreamDescFormat(acldvppStreamDesc *streamDesc, acldvppStreamFormat format) {
+    STATUS("acl.media.dvpp_set_stream_desc_format", "ui", H(streamDesc), (int64_t)format);
+}
+void *acldvppGetStreamDescData(const acldvppStreamDesc *streamDesc) {
+    return local_of((uint64_t)bare("acl.media.dvpp_get_stream_desc_data", "u", H(streamDesc), 0));
+}
+#define STREAM_GET(T, name, op) T name(const acldvppStreamDesc *streamDesc) { \
+    return (T)bare(op, "u", H(streamDesc), 0); }
+STREAM_GET(uint32_t, acldvppGetStreamDescSize, "acl.media.dvpp_get_stream_desc_size")
+STREAM_GET(acldvppStreamFormat, acldvppGetStreamDescFormat, "acl.media.dvpp_get_stream_desc_format")
+STREAM_GET(uint64_t, acldvppGetStreamDescTimestamp, "acl.media.dvpp_get_stream_desc_timestamp")
+STREAM_GET(uint32_t, acldvppGetStreamDescRetCode, "acl.media.dvpp_get_stream_desc_ret_code")
+STREAM_GET(uint8_t, acldvppGetStreamDescEos, "acl.media.dvpp_get_stream_desc_eos")
+
+/* -- VDEC and VENC channels ------------------------------------------------------------------ */
+
+/* The report thread a channel description names: the program's pthread_t, by description (the
+ * device knows the thread as its own server thread; the getters give the program's id back,
+ * and creating the channel waits for the thread's first aclrtProcessReport, as
+ * aclrtSubscribeReport does, so that the thread's prologue comes first on every run). */
+typedef struct { uint64_t desc, tid, server; } ChannelThread;
+static ChannelThread *chthreads;
+static int nchthreads, capchthreads;
+
+static void remember_thread(uint64_t desc, uint64_t tid, uint64_t server) {
+    pthread_mutex_lock(&cmu);
+    int j;
+    for (j = 0; j < nchthreads && chthreads[j].desc != desc; j++) {}
+    if (j == nchthreads) {
+        if (nchthreads == capchthreads) {
+            int cap = capchthreads ? 2 * capchthreads : 8;
+            ChannelThread *p = realloc(chthreads, (size_t)cap * sizeof(ChannelThread));
+            if (!p) { pthread_mutex_unlock(&cmu); return; }
+            chthreads = p;
+            capchthreads = cap;
+        }
+        nchthreads++;
+    }
+    chthreads[j] = (ChannelThread){desc, tid, server};
+    pthread_mutex_unlock(&cmu);
+}
+
+/* The program's id of the thread the device knows as server (the id itself when unknown). */
+static uint64_t program_thread(uint64_t desc, uint64_t server) {
+    uint64_t out = server;
+    pthread_mutex_lock(&cmu);
+    for (int j = 0; j < nchthreads; j++)
+        if (chthreads[j].desc == desc && chthreads[j].server == server) out = chthreads[j].tid;
+    pthread_mutex_unlock(&cmu);
+    return out;
+}
+
+static void forget_thread(uint64_t desc) {
+    pthread_mutex_lock(&cmu);
+    for (int j = 0; j < nchthreads; j++)
+        if (chthreads[j].desc == desc) chthreads[j--] = chthreads[--nchthreads];
+    pthread_mutex_unlock(&cmu);
+}
+
+static aclError destroy_desc(const char *op, const void *desc) {
+    int code;
+    V *v = call(&code, op, "u", H(desc));
+    int r = fin(code, v);
+    if (r == 0) forget_thread(H(desc));
+    return r;
+}
+
+static void wait_channel_thread(uint64_t desc) {
+    uint64_t tid = 0;
+    pthread_mutex_lock(&cmu);
+    for (int j = 0; j < nchthreads; j++)
+        if (chthreads[j].desc == desc) tid = chthreads[j].tid;
+    pthread_mutex_unlock(&cmu);
+    if (tid && tid != (uint64_t)pthread_self()) wait_first_poll(tid);
+}
+
+static aclError set_thread(const char *op, const void *desc, uint64_t threadId) {
+    uint64_t server = 0;
+    if (threadId) {                      /* 0 is no thread: pyACL's own answer for it */
+        int code = server_thread(threadId, &server);
+        if (code) return code;
+    }
+    int code;
+    V *v = call(&code, op, "uu", H(desc), server);
+    int r = fin(code, v);
+    if (r == 0) remember_thread(H(desc), threadId, server);
+    return r;
+}
+
+static aclError set_callback(const char *op, const void *desc, void (*fn)(void), int kind) {
+    int64_t id = fn ? callback_id(fn, NULL, kind) : 0;
+    if (fn && !id) {
+        fail_here(kind == CB_VDEC ? "aclvdecSetChannelDescCallback"
+                                  : "aclvencSetChannelDescCallback",
+                  ACL_ERROR_BAD_ALLOC, "out of host memory");
+        return ACL_ERROR_BAD_ALLOC;
+    }
+    STATUS(op, "uc", H(desc), id);
+}
+
+/* The callback a getter's reply names (a client function of this program's), or NULL. */
+static void (*get_callback(const char *op, const void *desc))(void) {
+    int code;
+    V *v = call(&code, op, "u", H(desc));
+    V *fid = v && v->t == 'x' && v->s && strcmp(v->s, "cfn") == 0 ? get(v->a[0], "id") : NULL;
+    Callback cb = callback_of(is_int(fid) ? fid->i : 0);
+    vfree(v);
+    return cb.fn;
+}
+
+#define DESC_SET(T, name, DT, op) aclError name(DT *channelDesc, T value) { \
+    STATUS(op, "uu", H(channelDesc), (uint64_t)value); }
+#define DESC_SET_ENUM(T, name, DT, op) aclError name(DT *channelDesc, T value) { \
+    STATUS(op, "ui", H(channelDesc), (int64_t)value); }
+#define DESC_GET(T, name, DT, op) T name(const DT *channelDesc) { \
+    return (T)bare(op, "u", H(channelDesc), 0); }
+
+/* VDEC */
+aclvdecChannelDesc *aclvdecCreateChannelDesc(void) {
+    DVPP_HANDLE(aclvdecChannelDesc, "acl.media.vdec_create_channel_desc");
+}
+aclError aclvdecDestroyChannelDesc(aclvdecChannelDesc *channelDesc) {
+    return destroy_desc("acl.media.vdec_destroy_channel_desc", channelDesc);
+}
+DESC_SET(uint32_t, aclvdecSetChannelDescChannelId, aclvdecChannelDesc,
+         "acl.media.vdec_set_channel_desc_channel_id")
+aclError aclvdecSetChannelDescThreadId(aclvdecChannelDesc *channelDesc, uint64_t threadId) {
+    return set_thread("acl.media.vdec_set_channel_desc_thread_id", channelDesc, threadId);
+}
+aclError aclvdecSetChannelDescCallback(aclvdecChannelDesc *channelDesc, aclvdecCallback callback) {
+    return set_callback("acl.media.vdec_set_channel_desc_callback", channelDesc,
+                        (void (*)(void))callback, CB_VDEC);
+}
+DESC_SET_ENUM(acldvppStreamFormat, aclvdecSetChannelDescEnType, aclvdecChannelDesc,
+              "acl.media.vdec_set_channel_desc_entype")
+DESC_SET_ENUM(acldvppPixelFormat, aclvdecSetChannelDescOutPicFormat, aclvdecChannelDesc,
+              "acl.media.vdec_set_channel_desc_out_pic_format")
+DESC_SET(uint32_t, aclvdecSetChannelDescOutPicWidth, aclvdecChannelDesc,
+         "acl.media.vdec_set_channel_desc_out_pic_width")
+DESC_SET(uint32_t, aclvdecSetChannelDescOutPicHeight, aclvdecChannelDesc,
+         "acl.media.vdec_set_channel_desc_out_pic_height")
+DESC_SET(uint32_t, aclvdecSetChannelDescRefFrameNum, aclvdecChannelDesc,
+         "acl.media.vdec_set_channel_desc_ref_frame_num")
+DESC_SET(uint32_t, aclvdecSetChannelDescOutMode, aclvdecChannelDesc,
+         "acl.media.vdec_set_channel_desc_out_mode")
+DESC_GET(uint32_t, aclvdecGetChannelDescChannelId, aclvdecChannelDesc,
+         "acl.media.vdec_get_channel_desc_channel_id")
+uint64_t aclvdecGetChannelDescThreadId(const aclvdecChannelDesc *channelDesc) {
+    uint64_t server = (uint64_t)bare("acl.media.vdec_get_channel_desc_thread_id", "u",
+                                     H(channelDesc), 0);
+    return program_thread(H(channelDesc), server);
+}
+aclvdecCallback aclvdecGetChannelDescCallback(const aclvdecChannelDesc *channelDesc) {
+    return (aclvdecCallback)get_callback("acl.media.vdec_get_channel_desc_callback", channelDesc);
+}
+DESC_GET(acldvppStreamFormat, aclvdecGetChannelDescEnType, aclvdecChannelDesc,
+         "acl.media.vdec_get_channel_desc_entype")
+DESC_GET(acldvppPixelFormat, aclvdecGetChannelDescOutPicFormat, aclvdecChannelDesc,
+         "acl.media.vdec_get_channel_desc_out_pic_format")
+DESC_GET(uint32_t, aclvdecGetChannelDescOutPicWidth, aclvdecChannelDesc,
+         "acl.media.vdec_get_channel_desc_out_pic_width")
+DESC_GET(uint32_t, aclvdecGetChannelDescOutPicHeight, aclvdecChannelDesc,
+         "acl.media.vdec_get_channel_desc_out_pic_height")
+DESC_GET(uint32_t, aclvdecGetChannelDescRefFrameNum, aclvdecChannelDesc,
+         "acl.media.vdec_get_channel_desc_ref_frame_num")
+DESC_GET(uint32_t, aclvdecGetChannelDescOutMode, aclvdecChannelDesc,
+         "acl.media.vdec_get_channel_desc_out_mode")
+aclvdecFrameConfig *aclvdecCreateFrameConfig(void) {
+    DVPP_HANDLE(aclvdecFrameConfig, "acl.media.vdec_create_frame_config");
+}
+aclError aclvdecDestroyFrameConfig(aclvdecFrameConfig *vdecFrameConfig) {
+    STATUS("acl.media.vdec_destroy_frame_config", "u", H(vdecFrameConfig));
+}
+aclError aclvdecCreateChannel(aclvdecChannelDesc *channelDesc) {
+    wait_channel_thread(H(channelDesc));
+    STATUS("acl.media.vdec_create_channel", "u", H(channelDesc));
+}
+aclError aclvdecDestroyChannel(aclvdecChannelDesc *channelDesc) {
+    STATUS("acl.media.vdec_destroy_channel", "u", H(channelDesc));
+}
+aclError aclvdecSendFrame(aclvdecChannelDesc *channelDesc, acldvppStreamDesc *input,
+                          acldvppPicDesc *output, aclvdecFrameConfig *config, void *userData) {
+    STATUS("acl.media.vdec_send_frame", "uuuuu", H(channelDesc), H(input), H(output), H(config),
+           H(userData));
+}
+
+/* VENC */
+aclvencChannelDesc *aclvencCreateChannelDesc(void) {
+    DVPP_HANDLE(aclvencChannelDesc, "acl.media.venc_create_channel_desc");
+}
+aclError aclvencDestroyChannelDesc(aclvencChannelDesc *channelDesc) {
+    return destroy_desc("acl.media.venc_destroy_channel_desc", channelDesc);
+}
+aclError aclvencSetChannelDescThreadId(aclvencChannelDesc *channelDesc, uint64_t threadId) {
+    return set_thread("acl.media.venc_set_channel_desc_thread_id", channelDesc, threadId);
+}
+aclError aclvencSetChannelDescCallback(aclvencChannelDesc *channelDesc, aclvencCallback callback) {
+    return set_callback("acl.media.venc_set_channel_desc_callback", channelDesc,
+                        (void (*)(void))callback, CB_VENC);
+}
+DESC_SET_ENUM(acldvppStreamFormat, aclvencSetChannelDescEnType, aclvencChannelDesc,
+              "acl.media.venc_set_channel_desc_entype")
+DESC_SET_ENUM(acldvppPixelFormat, aclvencSetChannelDescPicFormat, aclvencChannelDesc,
+              "acl.media.venc_set_channel_desc_pic_format")
+DESC_SET(uint32_t, aclvencSetChannelDescPicWidth, aclvencChannelDesc,
+         "acl.media.venc_set_channel_desc_pic_width")
+DESC_SET(uint32_t, aclvencSetChannelDescPicHeight, aclvencChannelDesc,
+         "acl.media.venc_set_channel_desc_pic_height")
+DESC_SET(uint32_t, aclvencSetChannelDescKeyFrameInterval, aclvencChannelDesc,
+         "acl.media.venc_set_channel_desc_key_frame_interval")
+DESC_SET(uint32_t, aclvencSetChannelDescBufSize, aclvencChannelDesc,
+         "acl.media.venc_set_channel_desc_buf_size")
+DESC_SET(uint32_t, aclvencSetChannelDescRcMode, aclvencChannelDesc,
+         "acl.media.venc_set_channel_desc_rc_mode")
+DESC_SET(uint32_t, aclvencSetChannelDescSrcRate, aclvencChannelDesc,
+         "acl.media.venc_set_channel_desc_src_rate")
+DESC_SET(uint32_t, aclvencSetChannelDescMaxBitRate, aclvencChannelDesc,
+         "acl.media.venc_set_channel_desc_max_bit_rate")
+uint64_t aclvencGetChannelDescThreadId(const aclvencChannelDesc *channelDesc) {
+    uint64_t server = (uint64_t)bare("acl.media.venc_get_channel_desc_thread_id", "u",
+                                     H(channelDesc), 0);
+    return program_thread(H(channelDesc), server);
+}
+aclvencCallback aclvencGetChannelDescCallback(const aclvencChannelDesc *channelDesc) {
+    return (aclvencCallback)get_callback("acl.media.venc_get_channel_desc_callback", channelDesc);
+}
+DESC_GET(acldvppStreamFormat, aclvencGetChannelDescEnType, aclvencChannelDesc,
+         "acl.media.venc_get_channel_desc_entype")
+DESC_GET(acldvppPixelFormat, aclvencGetChannelDescPicFormat, aclvencChannelDesc,
+         "acl.media.venc_get_channel_desc_pic_format")
+DESC_GET(uint32_t, aclvencGetChannelDescPicWidth, aclvencChannelDesc,
+         "acl.media.venc_get_channel_desc_pic_width")
+DESC_GET(uint32_t, aclvencGetChannelDescPicHeight, aclvencChannelDesc,
+         "acl.media.venc_get_channel_desc_pic_height")
+DESC_GET(uint32_t, aclvencGetChannelDescKeyFrameInterval, aclvencChannelDesc,
+         "acl.media.venc_get_channel_desc_key_frame_interval")
+DESC_GET(uint32_t, aclvencGetChannelDescBufSize, aclvencChannelDesc,
+         "acl.media.venc_get_channel_desc_buf_size")
+DESC_GET(uint32_t, aclvencGetChannelDescRcMode, aclvencChannelDesc,
+         "acl.media.venc_get_channel_desc_rc_mode")
+DESC_GET(uint32_t, aclvencGetChannelDescSrcRate, aclvencChannelDesc,
+         "acl.media.venc_get_channel_desc_src_rate")
+DESC_GET(uint32_t, aclvencGetChannelDescMaxBitRate, aclvencChannelDesc,
+         "acl.media.venc_get_channel_desc_max_bit_rate")
+aclvencFrameConfig *aclvencCreateFrameConfig(void) {
+    DVPP_HANDLE(aclvencFrameConfig, "acl.media.venc_create_frame_config");
+}
+aclError aclvencDestroyFrameConfig(aclvencFrameConfig *config) {
+    STATUS("acl.media.venc_destroy_frame_config", "u", H(config));
+}
+aclError aclvencSetFrameConfigForceIFrame(aclvencFrameConfig *config, uint8_t forceIFrame) {
+    STATUS("acl.media.venc_set_frame_config_force_i_frame", "uu", H(config),
+           (uint64_t)forceIFrame);
+}
+aclError aclvencSetFrameConfigEos(aclvencFrameConfig *config, uint8_t eos) {
+    STATUS("acl.media.venc_set_frame_config_eos", "uu", H(config), (uint64_t)eos);
+}
+uint8_t aclvencGetFrameConfigForceIFrame(const aclvencFrameConfig *config) {
+    return (uint8_t)bare("acl.media.venc_get_frame_config_force_i_frame", "u", H(config), 0);
+}
+uint8_t aclvencGetFrameConfigEos(const aclvencFrameConfig *config) {
+    return (uint8_t)bare("acl.media.venc_get_frame_config_eos", "u", H(config), 0);
+}
+aclError aclvencCreateChannel(aclvencChannelDesc *channelDesc) {
+    wait_channel_thread(H(channelDesc));
+    STATUS("acl.media.venc_create_channel", "u", H(channelDesc));
+}
+aclError aclvencDestroyChannel(aclvencChannelDesc *channelDesc) {
+    STATUS("acl.media.venc_destroy_channel", "u", H(channelDesc));
+}
+aclError aclvencSendFrame(aclvencChannelDesc *channelDesc, acldvppPicDesc *input, void *reserve,
+                          aclvencFrameConfig *config, void *userData) {
+    STATUS("acl.media.venc_send_frame", "uuuuu", H(channelDesc), H(input), H(reserve), H(config),
+           H(userData));
 }

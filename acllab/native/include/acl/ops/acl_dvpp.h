@@ -1,5 +1,6 @@
-/* acllab's AscendCL: DVPP, the media engines (acldvpp*): memory, picture descriptions,
- * channels, VPC (resize, crop, crop and paste) and JPEGD / JPEGE.
+/* acllab's AscendCL: DVPP, the media engines (acldvpp*, aclvdec*, aclvenc*): memory, picture
+ * descriptions, channels, VPC (resize, crop, crop and paste, batches), JPEGD / JPEGE, stream
+ * descriptions, VDEC and VENC.
  *
  * Written for acllab from the AscendCL API reference's facts (names, types and values of
  * CANN 8.x, the same values as acllab's acl.media constants). Each function does what its
@@ -22,6 +23,12 @@ typedef struct acldvppRoiConfig acldvppRoiConfig;
 typedef struct acldvppResizeConfig acldvppResizeConfig;
 typedef struct acldvppChannelDesc acldvppChannelDesc;
 typedef struct acldvppJpegeConfig acldvppJpegeConfig;
+typedef struct acldvppBatchPicDesc acldvppBatchPicDesc;
+typedef struct acldvppStreamDesc acldvppStreamDesc;
+typedef struct aclvdecChannelDesc aclvdecChannelDesc;
+typedef struct aclvdecFrameConfig aclvdecFrameConfig;
+typedef struct aclvencChannelDesc aclvencChannelDesc;
+typedef struct aclvencFrameConfig aclvencFrameConfig;
 
 typedef enum {
     PIXEL_FORMAT_YUV_400 = 0,
@@ -57,6 +64,19 @@ typedef enum {
     ACL_JPEG_CSS_UNKNOWN = 1000
 } acldvppJpegFormat;
 
+/* a video stream's coding (VDEC's input, VENC's output) */
+typedef enum {
+    H265_MAIN_LEVEL = 0,
+    H264_BASELINE_LEVEL = 1,
+    H264_MAIN_LEVEL = 2,
+    H264_HIGH_LEVEL = 3
+} acldvppStreamFormat;
+
+/* VDEC calls it once per decoded frame, VENC once per encoded picture, on the thread the
+   channel names (a thread looping on aclrtProcessReport) */
+typedef void (*aclvdecCallback)(acldvppStreamDesc *input, acldvppPicDesc *output, void *userData);
+typedef void (*aclvencCallback)(acldvppPicDesc *input, acldvppStreamDesc *output, void *userData);
+
 /* DVPP memory: device memory the media engines may read and write. */
 ACL_FUNC_VISIBILITY aclError acldvppMalloc(void **devPtr, size_t size);
 ACL_FUNC_VISIBILITY aclError acldvppFree(void *devPtr);
@@ -82,6 +102,33 @@ ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescHeight(const acldvppPicDesc *picDe
 ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescWidthStride(const acldvppPicDesc *picDesc);
 ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescHeightStride(const acldvppPicDesc *picDesc);
 ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescRetCode(const acldvppPicDesc *picDesc);
+ACL_FUNC_VISIBILITY aclError acldvppSetPicDescRetCode(acldvppPicDesc *picDesc, uint32_t retCode);
+
+/* batches of picture descriptions (batch VPC): the batch owns its batchSize descriptions */
+ACL_FUNC_VISIBILITY acldvppBatchPicDesc *acldvppCreateBatchPicDesc(uint32_t batchSize);
+ACL_FUNC_VISIBILITY acldvppPicDesc *acldvppGetPicDesc(acldvppBatchPicDesc *batchPicDesc,
+                                                      uint32_t index);
+ACL_FUNC_VISIBILITY aclError acldvppDestroyBatchPicDesc(acldvppBatchPicDesc *batchPicDesc);
+
+/* stream descriptions: one video frame's bytes in device memory, and its facts */
+ACL_FUNC_VISIBILITY acldvppStreamDesc *acldvppCreateStreamDesc(void);
+ACL_FUNC_VISIBILITY aclError acldvppDestroyStreamDesc(acldvppStreamDesc *streamDesc);
+ACL_FUNC_VISIBILITY aclError acldvppSetStreamDescData(acldvppStreamDesc *streamDesc, void *dataDev);
+ACL_FUNC_VISIBILITY aclError acldvppSetStreamDescSize(acldvppStreamDesc *streamDesc, uint32_t size);
+ACL_FUNC_VISIBILITY aclError acldvppSetStreamDescFormat(acldvppStreamDesc *streamDesc,
+                                                        acldvppStreamFormat format);
+ACL_FUNC_VISIBILITY aclError acldvppSetStreamDescTimestamp(acldvppStreamDesc *streamDesc,
+                                                           uint64_t timestamp);
+ACL_FUNC_VISIBILITY aclError acldvppSetStreamDescRetCode(acldvppStreamDesc *streamDesc,
+                                                         uint32_t retCode);
+ACL_FUNC_VISIBILITY aclError acldvppSetStreamDescEos(acldvppStreamDesc *streamDesc, uint8_t eos);
+ACL_FUNC_VISIBILITY void *acldvppGetStreamDescData(const acldvppStreamDesc *streamDesc);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetStreamDescSize(const acldvppStreamDesc *streamDesc);
+ACL_FUNC_VISIBILITY acldvppStreamFormat
+acldvppGetStreamDescFormat(const acldvppStreamDesc *streamDesc);
+ACL_FUNC_VISIBILITY uint64_t acldvppGetStreamDescTimestamp(const acldvppStreamDesc *streamDesc);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetStreamDescRetCode(const acldvppStreamDesc *streamDesc);
+ACL_FUNC_VISIBILITY uint8_t acldvppGetStreamDescEos(const acldvppStreamDesc *streamDesc);
 
 /* areas, resize and JPEGE configurations */
 ACL_FUNC_VISIBILITY acldvppRoiConfig *acldvppCreateRoiConfig(uint32_t left, uint32_t right,
@@ -136,6 +183,35 @@ ACL_FUNC_VISIBILITY aclError acldvppVpcCropResizePasteAsync(acldvppChannelDesc *
                                                             acldvppResizeConfig *resizeConfig,
                                                             aclrtStream stream);
 
+/* batch VPC: roiNums[i] areas (size entries) cropped from input picture i, one area for each
+   output picture, in order */
+ACL_FUNC_VISIBILITY aclError acldvppVpcBatchCropAsync(acldvppChannelDesc *channelDesc,
+                                                      acldvppBatchPicDesc *srcBatchPicDescs,
+                                                      uint32_t *roiNums, uint32_t size,
+                                                      acldvppBatchPicDesc *dstBatchPicDescs,
+                                                      acldvppRoiConfig *cropAreas[],
+                                                      aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcBatchCropAndPasteAsync(acldvppChannelDesc *channelDesc,
+                                                              acldvppBatchPicDesc *srcBatchPicDescs,
+                                                              uint32_t *roiNums, uint32_t size,
+                                                              acldvppBatchPicDesc *dstBatchPicDescs,
+                                                              acldvppRoiConfig *cropAreas[],
+                                                              acldvppRoiConfig *pasteAreas[],
+                                                              aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcBatchCropResizeAsync(acldvppChannelDesc *channelDesc,
+                                                            acldvppBatchPicDesc *srcBatchPicDescs,
+                                                            uint32_t *roiNums, uint32_t size,
+                                                            acldvppBatchPicDesc *dstBatchPicDescs,
+                                                            acldvppRoiConfig *cropAreas[],
+                                                            acldvppResizeConfig *resizeConfig,
+                                                            aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError
+acldvppVpcBatchCropResizePasteAsync(acldvppChannelDesc *channelDesc,
+                                    acldvppBatchPicDesc *srcBatchPicDescs, uint32_t *roiNums,
+                                    uint32_t size, acldvppBatchPicDesc *dstBatchPicDescs,
+                                    acldvppRoiConfig *cropAreas[], acldvppRoiConfig *pasteAreas[],
+                                    acldvppResizeConfig *resizeConfig, aclrtStream stream);
+
 /* JPEG */
 ACL_FUNC_VISIBILITY aclError acldvppJpegGetImageInfo(const void *data, uint32_t size,
                                                      uint32_t *width, uint32_t *height,
@@ -158,6 +234,106 @@ ACL_FUNC_VISIBILITY aclError acldvppJpegEncodeAsync(acldvppChannelDesc *channelD
                                                     acldvppPicDesc *inputDesc, const void *data,
                                                     uint32_t *size, acldvppJpegeConfig *config,
                                                     aclrtStream stream);
+
+/* VDEC: H.264 / H.265 frames to YUV420SP pictures */
+ACL_FUNC_VISIBILITY aclvdecChannelDesc *aclvdecCreateChannelDesc(void);
+ACL_FUNC_VISIBILITY aclError aclvdecDestroyChannelDesc(aclvdecChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY aclError aclvdecSetChannelDescChannelId(aclvdecChannelDesc *channelDesc,
+                                                            uint32_t channelId);
+ACL_FUNC_VISIBILITY aclError aclvdecSetChannelDescThreadId(aclvdecChannelDesc *channelDesc,
+                                                           uint64_t threadId);
+ACL_FUNC_VISIBILITY aclError aclvdecSetChannelDescCallback(aclvdecChannelDesc *channelDesc,
+                                                           aclvdecCallback callback);
+ACL_FUNC_VISIBILITY aclError aclvdecSetChannelDescEnType(aclvdecChannelDesc *channelDesc,
+                                                         acldvppStreamFormat enType);
+ACL_FUNC_VISIBILITY aclError aclvdecSetChannelDescOutPicFormat(aclvdecChannelDesc *channelDesc,
+                                                               acldvppPixelFormat outPicFormat);
+ACL_FUNC_VISIBILITY aclError aclvdecSetChannelDescOutPicWidth(aclvdecChannelDesc *channelDesc,
+                                                              uint32_t outPicWidth);
+ACL_FUNC_VISIBILITY aclError aclvdecSetChannelDescOutPicHeight(aclvdecChannelDesc *channelDesc,
+                                                               uint32_t outPicHeight);
+ACL_FUNC_VISIBILITY aclError aclvdecSetChannelDescRefFrameNum(aclvdecChannelDesc *channelDesc,
+                                                              uint32_t refFrameNum);
+/* 0 the default mode, 1 fast mode (one frame in, one picture out) */
+ACL_FUNC_VISIBILITY aclError aclvdecSetChannelDescOutMode(aclvdecChannelDesc *channelDesc,
+                                                          uint32_t outMode);
+ACL_FUNC_VISIBILITY uint32_t aclvdecGetChannelDescChannelId(const aclvdecChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint64_t aclvdecGetChannelDescThreadId(const aclvdecChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY aclvdecCallback
+aclvdecGetChannelDescCallback(const aclvdecChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY acldvppStreamFormat
+aclvdecGetChannelDescEnType(const aclvdecChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY acldvppPixelFormat
+aclvdecGetChannelDescOutPicFormat(const aclvdecChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint32_t aclvdecGetChannelDescOutPicWidth(const aclvdecChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint32_t
+aclvdecGetChannelDescOutPicHeight(const aclvdecChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint32_t aclvdecGetChannelDescRefFrameNum(const aclvdecChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint32_t aclvdecGetChannelDescOutMode(const aclvdecChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY aclvdecFrameConfig *aclvdecCreateFrameConfig(void);
+ACL_FUNC_VISIBILITY aclError aclvdecDestroyFrameConfig(aclvdecFrameConfig *vdecFrameConfig);
+ACL_FUNC_VISIBILITY aclError aclvdecCreateChannel(aclvdecChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY aclError aclvdecDestroyChannel(aclvdecChannelDesc *channelDesc);
+/* one whole frame (or, with the stream description's eos 1, the end of the stream) */
+ACL_FUNC_VISIBILITY aclError aclvdecSendFrame(aclvdecChannelDesc *channelDesc,
+                                              acldvppStreamDesc *input, acldvppPicDesc *output,
+                                              aclvdecFrameConfig *config, void *userData);
+
+/* VENC: YUV420SP pictures to an H.264 / H.265 stream */
+ACL_FUNC_VISIBILITY aclvencChannelDesc *aclvencCreateChannelDesc(void);
+ACL_FUNC_VISIBILITY aclError aclvencDestroyChannelDesc(aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY aclError aclvencSetChannelDescThreadId(aclvencChannelDesc *channelDesc,
+                                                           uint64_t threadId);
+ACL_FUNC_VISIBILITY aclError aclvencSetChannelDescCallback(aclvencChannelDesc *channelDesc,
+                                                           aclvencCallback callback);
+ACL_FUNC_VISIBILITY aclError aclvencSetChannelDescEnType(aclvencChannelDesc *channelDesc,
+                                                         acldvppStreamFormat enType);
+ACL_FUNC_VISIBILITY aclError aclvencSetChannelDescPicFormat(aclvencChannelDesc *channelDesc,
+                                                            acldvppPixelFormat picFormat);
+ACL_FUNC_VISIBILITY aclError aclvencSetChannelDescPicWidth(aclvencChannelDesc *channelDesc,
+                                                           uint32_t picWidth);
+ACL_FUNC_VISIBILITY aclError aclvencSetChannelDescPicHeight(aclvencChannelDesc *channelDesc,
+                                                            uint32_t picHeight);
+ACL_FUNC_VISIBILITY aclError aclvencSetChannelDescKeyFrameInterval(aclvencChannelDesc *channelDesc,
+                                                                   uint32_t keyFrameInterval);
+ACL_FUNC_VISIBILITY aclError aclvencSetChannelDescBufSize(aclvencChannelDesc *channelDesc,
+                                                          uint32_t bufSize);
+/* 0 the default, 1 VBR, 2 CBR */
+ACL_FUNC_VISIBILITY aclError aclvencSetChannelDescRcMode(aclvencChannelDesc *channelDesc,
+                                                         uint32_t rcMode);
+ACL_FUNC_VISIBILITY aclError aclvencSetChannelDescSrcRate(aclvencChannelDesc *channelDesc,
+                                                          uint32_t srcRate);
+ACL_FUNC_VISIBILITY aclError aclvencSetChannelDescMaxBitRate(aclvencChannelDesc *channelDesc,
+                                                             uint32_t maxBitRate);
+ACL_FUNC_VISIBILITY uint64_t aclvencGetChannelDescThreadId(const aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY aclvencCallback
+aclvencGetChannelDescCallback(const aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY acldvppStreamFormat
+aclvencGetChannelDescEnType(const aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY acldvppPixelFormat
+aclvencGetChannelDescPicFormat(const aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint32_t aclvencGetChannelDescPicWidth(const aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint32_t aclvencGetChannelDescPicHeight(const aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint32_t
+aclvencGetChannelDescKeyFrameInterval(const aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint32_t aclvencGetChannelDescBufSize(const aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint32_t aclvencGetChannelDescRcMode(const aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint32_t aclvencGetChannelDescSrcRate(const aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint32_t aclvencGetChannelDescMaxBitRate(const aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY aclvencFrameConfig *aclvencCreateFrameConfig(void);
+ACL_FUNC_VISIBILITY aclError aclvencDestroyFrameConfig(aclvencFrameConfig *config);
+ACL_FUNC_VISIBILITY aclError aclvencSetFrameConfigForceIFrame(aclvencFrameConfig *config,
+                                                              uint8_t forceIFrame);
+ACL_FUNC_VISIBILITY aclError aclvencSetFrameConfigEos(aclvencFrameConfig *config, uint8_t eos);
+ACL_FUNC_VISIBILITY uint8_t aclvencGetFrameConfigForceIFrame(const aclvencFrameConfig *config);
+ACL_FUNC_VISIBILITY uint8_t aclvencGetFrameConfigEos(const aclvencFrameConfig *config);
+ACL_FUNC_VISIBILITY aclError aclvencCreateChannel(aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY aclError aclvencDestroyChannel(aclvencChannelDesc *channelDesc);
+/* one picture (or, with the frame configuration's eos 1, the end of the stream); reserve is
+   NULL */
+ACL_FUNC_VISIBILITY aclError aclvencSendFrame(aclvencChannelDesc *channelDesc,
+                                              acldvppPicDesc *input, void *reserve,
+                                              aclvencFrameConfig *config, void *userData);
 
 #ifdef __cplusplus
 }
