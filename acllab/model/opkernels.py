@@ -575,11 +575,21 @@ OPS = {
 }
 
 
+#: the ops with optional inputs, and how many inputs they take with them (their last ones
+#: optional: MatMul's bias, Conv2D's bias)
+_WITH_OPTIONAL = {"MatMul": 3, "Conv2D": 3}
+
+
 def _present(spec: OpSpec) -> OpSpec:
     """``spec`` without the optional inputs it leaves out (singleop.absent), which acllab's
-    kernels take at the end of the inputs only (Conv2D's bias, MatMul's)."""
+    kernels take at the end of the inputs only."""
     if not any(absent(t) for t in spec.inputs):
         return spec
+    most = _WITH_OPTIONAL.get(spec.op_type)
+    if most is None:
+        raise _fail(spec, "has no optional input to leave out (ACL_DT_UNDEFINED)")
+    if len(spec.inputs) > most:
+        raise _fail(spec, f"takes at most {most} inputs, the call gives {len(spec.inputs)}")
     keep = list(spec.inputs)
     while keep and absent(keep[-1]):
         keep.pop()

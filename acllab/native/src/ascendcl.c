@@ -1463,9 +1463,10 @@ size_t aclDataTypeSize(aclDataType dataType) {
     return (size_t)bare("acl.data_type_size", "i", (uint64_t)(int64_t)dataType, 0);
 }
 
-/* Half precision (binary16) from and to float, as numpy's float16 converts: round to
- * nearest, ties to even; overflow to infinity; NaN stays NaN. Pure host functions in CANN
- * too (acl_base.h), so no pyACL twin and no call to the device. */
+/* Half precision (binary16) from and to float, as numpy's float16 converts (npy_half.c):
+ * round to nearest, ties to even; overflow to infinity; a NaN keeps the top bits of its
+ * payload (one bit set if none survive). Pure host functions in CANN too (acl_base.h), so no
+ * pyACL twin and no call to the device. */
 float aclFloat16ToFloat(aclFloat16 value) {
     uint32_t sign = (uint32_t)(value & 0x8000u) << 16, exp = (value >> 10) & 0x1fu;
     uint32_t man = value & 0x3ffu, x;
@@ -1488,8 +1489,10 @@ aclFloat16 aclFloatToFloat16(float value) {
     uint32_t x;
     memcpy(&x, &value, sizeof x);
     uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;
-    if (exp == 0xff)                          /* infinity, or NaN (kept quiet) */
-        return (aclFloat16)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0));
+    if (exp == 0xff) {                        /* infinity, or NaN: its top payload bits */
+        uint32_t nan = 0x7c00u | (man >> 13);
+        return (aclFloat16)(sign | (man && nan == 0x7c00u ? 0x7c01u : nan));
+    }
     int e = (int)exp - 112;                   /* the half's biased exponent */
     if (e >= 31) return (aclFloat16)(sign | 0x7c00u);
     uint32_t half, rem, mid;
