@@ -399,3 +399,18 @@ def test_a_matmul_with_its_bias_left_out(dev):
                                       [ty[1]], attr, 0, 0, None, dev.s) == 0
     acl.rt.synchronize_stream(dev.s)
     assert np.allclose(dev.read(ty, np.float32, (3, 2)), p @ q, rtol=1e-6)
+
+
+def test_an_op_with_an_input_left_out_and_no_model_says_to_compile_it(dev):
+    p = dev.tensor(F32, (3, 4))
+    q, y = dev.tensor(F32, (4, 2)), dev.tensor(F32, (3, 2))
+    bias = acl.create_tensor_desc(-1, None, -1)
+    attr = acl.op.create_attr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ret = acl.op.execute_v2("MatMul", [p[0], q[0], bias],
+                                [p[1], q[1], acl.create_data_buffer(0, 0)], [y[0]], [y[1]],
+                                attr, dev.s)
+    assert ret == 100024
+    assert "compile the op at run time first (acl.op.compile" in str(caught[0].message)
+    assert "absent (ACL_DT_UNDEFINED)" in str(caught[0].message)

@@ -15,10 +15,14 @@ and acl_op_resource_manager.cpp (LoadAllModels, MatchOpModel): a model that matc
 is ACL_ERROR_OP_NOT_FOUND 100024, and acllab's explanation prints the config entry that would
 compile the op.
 
-Differs from hardware: CANN's execute_v2 may compile an op online when no model matches
-(aclopCompile's path, with the compiler registered); acllab never compiles at run time. Op
-models live in the runtime (acllab.reset() forgets them), where CANN keeps them for the
-process.
+``compile`` and ``compile_and_execute`` (acl_op_compiler.h's aclopCompile and
+aclopCompileAndExecute) build an op at run time from acllab's kernels and register it beside
+the loaded models, so that a later execute_v2 or create_handle finds it.
+
+Differs from hardware: CANN's execute_v2 may compile an op online by itself when no model
+matches (aclopCompile's path, with the compiler registered); acllab's compiles only when the
+program calls compile or compile_and_execute. Op models, loaded or compiled, live in the
+runtime (acllab.reset() forgets them), where CANN keeps them for the process.
 """
 
 from __future__ import annotations
@@ -354,8 +358,13 @@ def _find(op_type, ins, outs, attrs, host_consts: dict | None = None) -> singleo
     if unfit:
         raise Fail(100024, f"no op model matches {call.describe()}: {why}. No config entry "
                            f"can compile it: {unfit}")
-    raise Fail(100024, f"no op model matches {call.describe()}: {why}. An entry of "
-                       f"`acllab atc --singleop` that compiles it: {singleop.entry_json(call)}")
+    if any(singleop.absent(t) for t in call.inputs):
+        raise Fail(100024, f"no op model matches {call.describe()}: {why}. A config entry "
+                           "cannot leave an input out: compile the op at run time first "
+                           "(acl.op.compile, or acl.op.compile_and_execute)")
+    raise Fail(100024, f"no op model matches {call.describe()}: {why}. acl.op.compile "
+                       "compiles it at run time; an entry of `acllab atc --singleop` that "
+                       f"compiles it: {singleop.entry_json(call)}")
 
 
 def _uncompilable(call: singleop.OpSpec) -> str:
