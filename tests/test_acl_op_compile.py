@@ -414,3 +414,23 @@ def test_an_op_with_an_input_left_out_and_no_model_says_to_compile_it(dev):
     assert ret == 100024
     assert "compile the op at run time first (acl.op.compile" in str(caught[0].message)
     assert "absent (ACL_DT_UNDEFINED)" in str(caught[0].message)
+
+
+def test_compile_and_execute_takes_an_input_placed_in_host_memory(dev):
+    """aclopCompileAndExecute's docs: an input placed in host memory (a shape) is read from
+    the host when the op runs, where aclopCompile refuses it (200001)."""
+    x = np.arange(12, dtype=np.float32)
+    tx, ty = dev.tensor(F32, (2, 6), ND, x), dev.tensor(F32, (3, 4))
+    shape = np.array([3, 4], np.int64)
+    sdesc = acl.create_tensor_desc(9, [2], ND)
+    acl.set_tensor_place_ment(sdesc, 1)
+    held = shape.tobytes()
+    sbuf = acl.create_data_buffer(acl.util.bytes_to_ptr(held), len(held))
+    attr = acl.op.create_attr()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert acl.op.compile("Reshape", [tx[0], sdesc], [ty[0]], attr, 0, 0, None) == 200001
+    assert acl.op.compile_and_execute("Reshape", [tx[0], sdesc], [tx[1], sbuf], [ty[0]],
+                                      [ty[1]], attr, 0, 0, None, dev.s) == 0
+    acl.rt.synchronize_stream(dev.s)
+    assert np.array_equal(dev.read(ty, np.float32, (3, 4)), x.reshape(3, 4))

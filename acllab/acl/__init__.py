@@ -285,7 +285,11 @@ def set_compile_opt(opt, value):
     AOE) ACL_ERROR_FEATURE_UNSUPPORTED 200006, a value outside the enum
     ACL_ERROR_INTERNAL_ERROR 500000; ACL_OP_JIT_COMPILE keeps "1" for "enable" and "0" for
     anything else. Differs from hardware: the options are kept (get_compile_opt_size reports
-    them) but change nothing in how acllab's kernels compute.
+    them) but change nothing in how acllab's kernels compute; before acl.init() the call
+    returns 100001, acllab's rule for every call that needs it, where CANN's compile
+    processor returns ACL_ERROR_FAILURE 500001. The pyACL names of aclSetCompileopt and
+    aclGetCompileoptSize are taken to be set_compile_opt and get_compile_opt_size
+    (uncertain: no pyACL reference read lists them).
     """
     r = _runtime()
     key = as_int(opt, "opt")

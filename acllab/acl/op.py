@@ -737,7 +737,8 @@ def set_compile_flag(flag):
     for later compiles. aclopSetCompileFlag (op_compiler.cpp) keeps any value and returns 0;
     CANN 8.x's reference calls the flag deprecated.
 
-    Differs from hardware: acllab compiles exact shapes either way.
+    Differs from hardware: acllab compiles exact shapes either way. (pyACL's name for
+    aclopSetCompileFlag is taken to be acl.op.set_compile_flag: uncertain.)
     """
     rt().compile_flag = as_int(flag, "flag")
     rt().spend(rt().profile.api_ns)
