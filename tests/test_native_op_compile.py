@@ -628,3 +628,24 @@ def test_a_program_links_with_acl_op_compiler_alone_in_the_sample_s_way(toolkit,
     log = [e for e in session.current_runtime().api_log if isinstance(e, tuple)]
     assert [e[0] for e in log] == ["set_compile_flag"]   # the last run's
 
+
+
+@pytest.mark.parametrize("compiler, flags", [("gcc", ["-std=c99", "-pedantic"]),
+                                             ("g++", ["-std=c++11"])])
+def test_the_new_headers_build_cleanly_in_c_and_cpp(toolkit, tmp_path, compiler, flags):
+    import subprocess
+
+    latest, _ = toolkit
+    src = tmp_path / ("t.c" if compiler == "gcc" else "t.cpp")
+    # CANN's values, checked at compile time (a negative array size does not compile)
+    checks = {"ACL_ENGINE_VECTOR": 2, "ACL_COMPILE_UNREGISTERED": 1, "ACL_AUTO_TUNE_MODE": 2,
+              "ACL_OP_JIT_COMPILE": 10, "ACL_OP_DEBUG_OPTION": 16, "ACL_OP_COMPILE_FUZZ": 1,
+              "ACL_TRANS_NZ_T": 3, "ACL_COMPUTE_LOW_PRECISION": 1}
+    src.write_text('#include "acl/acl_op_compiler.h"\n#include "acl/ops/acl_cblas.h"\n' +
+                   "".join(f"typedef char check_{n}[{n} == {v} ? 1 : -1];\n"
+                           for n, v in checks.items()) +
+                   "int main(void) { return 0; }\n")
+    done = subprocess.run([compiler, *flags, "-Wall", "-Wextra", "-Werror",
+                           f"-I{latest}/runtime/include", "-c", str(src), "-o",
+                           str(tmp_path / "t.o")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
