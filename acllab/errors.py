@@ -53,6 +53,7 @@ CODES: dict[str, int] = {
     "ACL_ERROR_FEATURE_UNSUPPORTED": 200006,
     "ACL_ERROR_INTERNAL_ERROR": 500000,
     "ACL_ERROR_FAILURE": 500001,
+    "ACL_ERROR_GE_FAILURE": 500002,
     # runtime
     "ACL_ERROR_RT_PARAM_INVALID": 107000,
     "ACL_ERROR_RT_INVALID_DEVICEID": 107001,
@@ -137,6 +138,8 @@ _MEANING: dict[int, str] = {
     200006: "the feature is not supported",
     500000: "internal error",
     500001: "the operation failed",
+    500002: "the graph engine failed (an op that cannot be compiled, an engine type it does "
+            "not know)",
     107000: "a runtime parameter is invalid",
     107001: "the device id is invalid",
     107002: "there is no current context: call acl.rt.set_device() or acl.rt.set_context() first",

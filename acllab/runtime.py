@@ -286,6 +286,11 @@ class Runtime:
         self.model_count = 0
         # acl.op.set_model_dir's op models: OpSpec.key() -> (spec, file name); None until set
         self.op_models: dict | None = None
+        # acl.op.compile's op models (OpSpec.key() -> (spec, "compiled")), and the options
+        # of acl.set_compile_opt (aclCompileOpt value -> string) and set_compile_flag
+        self.op_compiled: dict = {}
+        self.compile_opts: dict[int, str] = {}
+        self.compile_flag = 0
 
     # -- handles ---------------------------------------------------------------------------
     def new_handle(self, kind: str, obj) -> int:

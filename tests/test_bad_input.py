@@ -242,6 +242,10 @@ CASES = [
         lambda w: acl.get_device_capability(4, C.ACL_DEVICE_INFO_AI_CORE_NUM), 100000, 0),
     out("get_device_capability: unknown type",
         lambda w: acl.get_device_capability(0, C.ACL_DEVICE_INFO_UNDEFINED), 100000, 0),
+    status("set_compile_opt: the discarded ACL_AUTO_TUNE_MODE",
+           lambda w: acl.set_compile_opt(2, "on"), 200006),
+    status("set_compile_opt: no such option", lambda w: acl.set_compile_opt(17, "on"), 500000),
+    status("set_compile_opt: null value", lambda w: acl.set_compile_opt(0, None), 100000),
     status("update_data_buffer: negative size",
            lambda w: acl.update_data_buffer(w.buffer, w.dev, -1), 100000),
     bare("get_data_buffer_addr: unknown", lambda w: acl.get_data_buffer_addr(UNKNOWN_HANDLE),
@@ -929,6 +933,8 @@ def test_a_successful_call_does_not_set_an_error_message():
 TYPE_ERRORS = {
     "app_log(str)": lambda w: acl.app_log("1", "message"),
     "get_device_capability(str)": lambda w: acl.get_device_capability("0", 0),
+    "set_compile_opt(str)": lambda w: acl.set_compile_opt("0", "on"),
+    "get_compile_opt_size(str)": lambda w: acl.get_compile_opt_size("0"),
     "stop_thread(str)": lambda w: acl.util.stop_thread("1"),
     "start_thread(not a function)": lambda w: acl.util.start_thread(1, []),
     "start_thread(args not a list)": lambda w: acl.util.start_thread(print, "args"),
@@ -1072,7 +1078,9 @@ NO_BAD_VALUES = {"acl.get_recent_err_msg", "acl.get_soc_name", "acl.get_version"
                  "acl.util.start_thread",
                  # CANN accepts any data type and format here (aclCreateTensorDescImplOm2),
                  # and aclDataTypeSizeImpl gives a size for every value
-                 "acl.create_tensor_desc", "acl.data_type_size"}
+                 "acl.create_tensor_desc", "acl.data_type_size",
+                 # aclGetCompileoptSize gives 0 for an option that is unset or unknown
+                 "acl.get_compile_opt_size"}
 
 
 def _public_functions() -> list[str]:

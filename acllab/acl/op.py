@@ -15,10 +15,14 @@ and acl_op_resource_manager.cpp (LoadAllModels, MatchOpModel): a model that matc
 is ACL_ERROR_OP_NOT_FOUND 100024, and acllab's explanation prints the config entry that would
 compile the op.
 
-Differs from hardware: CANN's execute_v2 may compile an op online when no model matches
-(aclopCompile's path, with the compiler registered); acllab never compiles at run time. Op
-models live in the runtime (acllab.reset() forgets them), where CANN keeps them for the
-process.
+``compile`` and ``compile_and_execute`` (acl_op_compiler.h's aclopCompile and
+aclopCompileAndExecute) build an op at run time from acllab's kernels and register it beside
+the loaded models, so that a later execute_v2 or create_handle finds it.
+
+Differs from hardware: CANN's execute_v2 may compile an op online by itself when no model
+matches (aclopCompile's path, with the compiler registered); acllab's compiles only when the
+program calls compile or compile_and_execute. Op models, loaded or compiled, live in the
+runtime (acllab.reset() forgets them), where CANN keeps them for the process.
 """
 
 from __future__ import annotations
@@ -40,11 +44,19 @@ __all__ = ["OpAttr", "OpHandle", "create_attr", "destroy_attr", "set_attr_bool",
            "set_attr_int", "set_attr_float", "set_attr_string", "set_attr_data_type",
            "set_attr_list_bool", "set_attr_list_int", "set_attr_list_float",
            "set_attr_list_string", "set_attr_list_data_type", "set_model_dir", "execute_v2",
-           "execute", "create_handle", "execute_with_handle", "destroy_handle", "cast"]
+           "execute", "create_handle", "execute_with_handle", "destroy_handle", "cast",
+           "compile", "compile_and_execute", "compile_and_execute_v2", "set_compile_flag",
+           "ACL_ENGINE_SYS", "ACL_ENGINE_AICORE", "ACL_ENGINE_VECTOR", "ACL_COMPILE_SYS",
+           "ACL_COMPILE_UNREGISTERED", "ACL_OP_COMPILE_DEFAULT", "ACL_OP_COMPILE_FUZZ"]
 
 ACL_ERROR_OP_INPUT_NOT_MATCH = 100021
 ACL_ERROR_OP_OUTPUT_NOT_MATCH = 100022
 ACL_ERROR_OP_NOT_FOUND = 100024
+ACL_ERROR_GE_FAILURE = 500002
+#: aclopEngineType (acl_op.h), aclopCompileType and aclOpCompileFlag (acl_op_compiler.h)
+ACL_ENGINE_SYS, ACL_ENGINE_AICORE, ACL_ENGINE_VECTOR = 0, 1, 2
+ACL_COMPILE_SYS, ACL_COMPILE_UNREGISTERED = 0, 1
+ACL_OP_COMPILE_DEFAULT, ACL_OP_COMPILE_FUZZ = 0, 1
 _MAX_DEPTH = 3          # acl_op_resource_manager.cpp: OM_DIR_MAX_DEPTH
 _MAX_FILES = 10_000
 
@@ -330,12 +342,13 @@ def _find(op_type, ins, outs, attrs, host_consts: dict | None = None) -> singleo
     r = rt()
     call = _call_spec(op_type, ins, outs, attrs, host_consts)
     stored = [i for i, d in enumerate(ins + outs) if d.storage_format != -1]
-    models = r.op_models or {}
+    models = {**(r.op_models or {}), **r.op_compiled}
     hit = models.get(call.key())
     if hit is not None and not stored:
         return hit[0]
-    if r.op_models is None:
-        why = "acl.op.set_model_dir was never called, so no op model is loaded"
+    if r.op_models is None and not r.op_compiled:
+        why = ("acl.op.set_model_dir was never called and acl.op.compile compiled nothing, so "
+               "no op model is loaded")
     elif stored:
         why = ("a description has a storage format (set_tensor_format), which models "
                "compiled from a config do not")
@@ -345,14 +358,21 @@ def _find(op_type, ins, outs, attrs, host_consts: dict | None = None) -> singleo
     if unfit:
         raise Fail(100024, f"no op model matches {call.describe()}: {why}. No config entry "
                            f"can compile it: {unfit}")
-    raise Fail(100024, f"no op model matches {call.describe()}: {why}. An entry of "
-                       f"`acllab atc --singleop` that compiles it: {singleop.entry_json(call)}")
+    if any(singleop.absent(t) for t in call.inputs):
+        raise Fail(100024, f"no op model matches {call.describe()}: {why}. A config entry "
+                           "cannot leave an input out: compile the op at run time first "
+                           "(acl.op.compile, or acl.op.compile_and_execute)")
+    raise Fail(100024, f"no op model matches {call.describe()}: {why}. acl.op.compile "
+                       "compiles it at run time; an entry of `acllab atc --singleop` that "
+                       f"compiles it: {singleop.entry_json(call)}")
 
 
 def _uncompilable(call: singleop.OpSpec) -> str:
     """Why no single-op config entry could describe ``call`` ('' if one can)."""
     for kind, tensors in (("input", call.inputs), ("output", call.outputs)):
         for i, t in enumerate(tensors):
+            if kind == "input" and singleop.absent(t):
+                continue                        # an optional input left out
             if singleop.dtype_name(t.dtype).startswith("type "):
                 return (f"{kind} {i} has data type {t.dtype}, which acllab's ops do not take "
                         f"({', '.join(sorted(singleop.DATA_TYPES))})")
@@ -546,10 +566,179 @@ def cast(input_desc, input, output_desc, output, truncate, stream):  # noqa: A00
     src = desc_of(input_desc)
     dst = desc_of(output_desc)
     attrs = {"dst_type": ("dst_type", "int", int(dst.dtype))}
-    models = r.op_models or {}
+    models = {**(r.op_models or {}), **r.op_compiled}
     if any(s.op_type == "Cast" and s.attr("truncate") is not None for s, _n in models.values()):
         attrs["truncate"] = ("truncate", "bool", bool(as_int(truncate, "truncate")))
     if _empty([dst]):
         return
     spec = _find("Cast", [src], [dst], tuple(attrs[n] for n in sorted(attrs)))
     _launch(spec, [as_int(input, "input")], [as_int(output, "output")], stream, "cast")
+
+
+# ---------------------------------------------------------------------------------------
+# online compilation (acl_op_compiler.h)
+# ---------------------------------------------------------------------------------------
+
+_ENGINES = {ACL_ENGINE_SYS: "the default engine", ACL_ENGINE_AICORE: "AIcoreEngine",
+            ACL_ENGINE_VECTOR: "VectorEngine"}
+
+
+def _compile_flag(compile_flag) -> int:
+    flag = as_int(compile_flag, "compile_flag")
+    if flag not in (ACL_COMPILE_SYS, ACL_COMPILE_UNREGISTERED):
+        raise Fail(200001, f"compile_flag {flag} is not ACL_COMPILE_SYS (0) or "
+                           "ACL_COMPILE_UNREGISTERED (1)")
+    return flag
+
+
+def _op_type(op_type) -> str:
+    if op_type is None:
+        raise Fail(100000, "op_type is null")
+    if not isinstance(op_type, str):
+        raise TypeError("op_type must be a str")
+    if not op_type:
+        raise Fail(100000, "op_type is empty")
+    return op_type
+
+
+def _op_path(flag: int, op_path) -> None:
+    """ConstructAclOp: ACL_COMPILE_UNREGISTERED needs the directory of the op's .py."""
+    if op_path is not None and not isinstance(op_path, str):
+        raise TypeError("op_path must be a str or None")
+    if flag == ACL_COMPILE_UNREGISTERED and op_path is None:
+        raise Fail(100000, "op_path is null, but compile_flag is ACL_COMPILE_UNREGISTERED (1): "
+                           "it names the directory of the op's implementation (.py)")
+
+
+def _build(call: singleop.OpSpec, engine_type) -> singleop.OpSpec:
+    """GetOpModel: the registered model matching ``call`` (a loaded or compiled one: then
+    nothing is compiled and the engine type is not looked at), else a new one compiled now
+    and registered for later calls, or Fail(500002) saying why it cannot be."""
+    r = rt()
+    engine = as_int(engine_type, "engine_type")
+    hit = {**(r.op_models or {}), **r.op_compiled}.get(call.key())
+    if hit is not None:
+        r.spend(r.profile.api_ns)
+        return hit[0]
+    if engine not in _ENGINES:
+        raise Fail(500002, f"engine type {engine} is not one GE knows: ACL_ENGINE_SYS (0), "
+                           "ACL_ENGINE_AICORE (1) or ACL_ENGINE_VECTOR (2)")
+    unfit = _uncompilable(call)
+    if unfit:
+        raise Fail(500002, f"{call.describe()} cannot be compiled: {unfit}")
+    try:
+        _flops, unit, _gemm = opkernels.check(call)
+    except singleop.OpModelError as exc:
+        raise Fail(500002, f"{call.describe()} cannot be compiled: {exc}") from None
+    if engine == ACL_ENGINE_VECTOR and unit != "vector":
+        raise Fail(500002, f"{call.op_type} has no kernel on VectorEngine "
+                           "(ACL_ENGINE_VECTOR): it runs on the cube; use ACL_ENGINE_SYS or "
+                           "ACL_ENGINE_AICORE")
+    r.op_compiled[call.key()] = (call, "compiled")
+    r.spend(r.profile.api_ns * (1 + len(call.inputs) + len(call.outputs)))
+    return call
+
+
+@api("aclopCompile")
+def compile(op_type, input_desc, output_desc, attr, engine_type, compile_flag,  # noqa: A001
+            op_path):
+    """Compile one op for these descriptions and attributes, so that a later execute_v2 (or
+    create_handle) of the same op finds it without an op model directory.
+
+    aclopCompile (hicann/ge, api/acl/acl_op_compiler/single_op/op_compiler.cpp) checks, in
+    this order: compile_flag (not ACL_COMPILE_SYS 0 or ACL_COMPILE_UNREGISTERED 1:
+    ACL_ERROR_API_NOT_SUPPORT 200001), op_type (100000), the description arrays (a null entry
+    100000), a description placed in host memory (200001), and with ACL_COMPILE_UNREGISTERED
+    an op_path (None: 100000). Then GetOpModel (acl_op_resource_manager.cpp) returns the
+    matching model already registered (set_model_dir's or an earlier compile's) or builds one
+    through GE, whose failures (an engine type other than ACL_ENGINE_SYS 0, AICORE 1 or
+    VECTOR 2, CheckEngineTypeSupport in compiler/api/generator/ge_generator.cc; an op it
+    cannot build) come back as ACL_ERROR_GE_FAILURE 500002 (ACL_GET_ERRCODE_GE,
+    error_codes_inner.h, maps GE's FAILED there).
+
+    acllab compiles the ops it has kernels for (:mod:`acllab.model.opkernels`), checked as
+    ``acllab atc --singleop`` checks a config entry; an optional input left out
+    (ACL_DT_UNDEFINED) is dropped.
+
+    Differs from hardware: no TBE compile runs, so compiling costs the host the API's time
+    per description, not seconds; with ACL_COMPILE_UNREGISTERED the .py in op_path is never
+    read (acllab's own kernel of the op type is compiled); ACL_ENGINE_VECTOR refuses the ops
+    acllab runs on the cube (MatMul, BatchMatMul, GEMM, Conv2D) and takes the others
+    (uncertain: which ops have a VectorEngine kernel depends on the chip's op library).
+    Compiled ops live in the runtime (acllab.reset() forgets them).
+    """
+    flag = _compile_flag(compile_flag)
+    name = _op_type(op_type)
+    ins = _descs(_handles(input_desc, "input_desc"), "input_desc")
+    outs = _descs(_handles(output_desc, "output_desc"), "output_desc")
+    for what, descs in (("input", ins), ("output", outs)):
+        for i, d in enumerate(descs):
+            if d.memtype != 0:
+                raise Fail(200001, f"{what} {i} is placed in host memory "
+                                   "(set_tensor_place_ment): aclopCompile does not take it "
+                                   "(compile_and_execute does)")
+    _op_path(flag, op_path)
+    _build(_call_spec(name, ins, outs, _attr_key(attr)), engine_type)
+
+
+def _compile_and_execute(op_type, input_desc, inputs, output_desc, outputs, attr, engine_type,
+                         compile_flag, op_path, stream, name: str) -> None:
+    flag = _compile_flag(compile_flag)
+    op = _op_type(op_type)
+    in_d, out_d = _handles(input_desc, "input_desc"), _handles(output_desc, "output_desc")
+    in_b, out_b = _handles(inputs, "inputs"), _handles(outputs, "outputs")
+    ins, outs = _descs(in_d, "input_desc"), _descs(out_d, "output_desc")
+    if len(in_b) != len(ins) or len(out_b) != len(outs):
+        raise Fail(100000, f"{len(ins)} input descriptions but {len(in_b)} input buffers, "
+                           f"{len(outs)} output descriptions but {len(out_b)} output buffers: "
+                           "each list pairs one to one")
+    for what, handles in (("inputs", in_b), ("outputs", out_b)):
+        if 0 in handles:                     # CheckDataBufferArry
+            raise Fail(100000, f"{what}[{handles.index(0)}] is a null data buffer "
+                               "(acl.create_data_buffer(0, 0) gives a handle for an unused "
+                               "optional input)")
+    if _empty(outs):
+        return
+    _op_path(flag, op_path)
+    call = _call_spec(op, ins, outs, _attr_key(attr), _host_consts(ins, in_b))
+    spec = _build(call, engine_type)
+    _launch(spec, in_b, out_b, stream, name)
+
+
+@api("aclopCompileAndExecute")
+def compile_and_execute(op_type, input_desc, inputs, output_desc, outputs, attr, engine_type,
+                        compile_flag, op_path, stream):
+    """Compile one op (as :func:`compile`) and run it on ``stream`` (asynchronous).
+
+    aclopCompileAndExecute (op_compiler.cpp) checks compile_flag (200001), op_type, the
+    description arrays and the data buffer arrays (a null entry 100000), returns 0 without
+    running anything when every output is empty (IsAllTensorEmpty), checks op_path for
+    ACL_COMPILE_UNREGISTERED (100000), then compiles (or finds) the op model and runs it as
+    execute_v2 does. Inputs placed in host memory are taken, their bytes becoming constants
+    (SetHostMemToConst), as execute_v2 takes them. The compiled op stays registered: a later
+    execute_v2 of the same op finds it.
+    """
+    _compile_and_execute(op_type, input_desc, inputs, output_desc, outputs, attr, engine_type,
+                         compile_flag, op_path, stream, "compile_and_execute")
+
+
+@api("aclopCompileAndExecuteV2")
+def compile_and_execute_v2(op_type, input_desc, inputs, output_desc, outputs, attr,
+                           engine_type, compile_flag, op_path, stream):
+    """:func:`compile_and_execute` in its V2 form, which may write the shapes a dynamic op
+    infers back into the output descriptions; acllab's ops are static, so both do the same."""
+    _compile_and_execute(op_type, input_desc, inputs, output_desc, outputs, attr, engine_type,
+                         compile_flag, op_path, stream, "compile_and_execute_v2")
+
+
+@api("aclopSetCompileFlag")
+def set_compile_flag(flag):
+    """Choose exact (ACL_OP_COMPILE_DEFAULT 0) or fuzzy (ACL_OP_COMPILE_FUZZ 1) compiling
+    for later compiles. aclopSetCompileFlag (op_compiler.cpp) keeps any value and returns 0;
+    CANN 8.x's reference calls the flag deprecated.
+
+    Differs from hardware: acllab compiles exact shapes either way. (pyACL's name for
+    aclopSetCompileFlag is taken to be acl.op.set_compile_flag: uncertain.)
+    """
+    rt().compile_flag = as_int(flag, "flag")
+    rt().spend(rt().profile.api_ns)

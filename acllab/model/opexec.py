@@ -18,7 +18,7 @@ import numpy as np
 from ..engine import Task
 from .cost import op_time
 from .opkernels import plan, run
-from .singleop import OpSpec, np_dtype
+from .singleop import OpSpec, absent, np_dtype
 
 __all__ = ["single_op_task"]
 
@@ -46,6 +46,9 @@ def single_op_task(spec: OpSpec, inputs: list, outputs: list, stream, api: str) 
     def read_inputs(task: Task) -> None:
         arrays = []
         for io, t in zip(inputs, spec.inputs, strict=True):
+            if absent(t):                 # an optional input left out
+                arrays.append(None)
+                continue
             dt = np_dtype(t.dtype)
             if io is None:                # a constant, or an input of 0 bytes
                 arrays.append(np.frombuffer(t.const or b"", dt).reshape(t.dims))

@@ -19,10 +19,10 @@ Reshape        x, shape (int32 or int64)               -
 MatMul         x1 (M, K), x2 (K, N), bias (N) opt.     transpose_x1, transpose_x2 bool (false)
 BatchMatMul    x1 (..., M, K), x2 (..., K, N)          adj_x1, adj_x2 bool (false)
 GEMM           a, b, c (M, N), alpha, beta (scalars)   transpose_a, transpose_b bool (false)
-Conv2D         x (NCHW), filter (Cout, Cin/g, kh, kw), strides list_int (required, 4 values),
-               bias (Cout) opt.                        pads list_int ([0,0,0,0]: top, bottom,
-                                                       left, right), dilations ([1,1,1,1]),
-                                                       groups int (1), data_format ("NCHW")
+Conv2D         x (NCHW or NHWC), filter (Cout, Cin/g,  strides list_int (required, 4 values),
+               kh, kw; or Cout, kh, kw, Cin/g when     pads list_int ([0,0,0,0]: top, bottom,
+               its format is NHWC), bias (Cout) opt.   left, right), dilations ([1,1,1,1]),
+                                                       groups int (1), data_format (x's)
 BatchNorm      x (NCHW), scale, offset, mean,          epsilon float (0.0001), data_format
                variance (C)                            ("NCHW"), is_training bool (true)
 ArgMaxV2       x, dimension (int32 or int64, one       dtype data_type (int64): the output's
@@ -55,25 +55,42 @@ Matrix products and convolutions run on the cube (a GEMM timed by the roofline o
 :mod:`acllab.model.cost`, with its tiling efficiency); the others on the vector unit.
 Convolution, BatchNorm and Softmax reuse :mod:`acllab.model.executor`'s numpy kernels.
 
+Conv2D's layout is x's description's format, NCHW or NHWC (strides then [1, 1, sh, sw] or
+[1, sh, sw, 1]); data_format, if set, must name the same one. Ascend's
+acl_compile_and_execute_conv2d sample runs an NHWC x with an NCHW filter and no data_format.
+An optional input the call leaves out (ACL_DT_UNDEFINED, no dims, ACL_FORMAT_UNDEFINED, as
+aclopCompileAndExecute's docs describe) is dropped before the op is checked or run.
+
 Differs from hardware: float16 matrix products and convolutions accumulate in float32 and are
 rounded once (the cube also accumulates in float32, but in its own order); integer Div floors
 (CANN's Div rounds toward zero for negative integers); Conv2D takes symmetric pads and
-dilation 1 only; BatchNorm runs for inference only (is_training false), and its optional
-outputs 2 to 5 repeat the mean and variance; Reshape takes its default axis 0 and num_axes -1
-only; Slice is timed as if it read all of x. A Cast from a float to an integer type rounds
-to nearest (ties to even) and saturates, or drops the fraction when truncate is true
-(uncertain: the rounding of CANN's Cast kernel is not documented in the sources read).
+dilation 1 only, and with x in ND (or another format) its data_format defaults to NCHW
+(CANN's prototype's default is NHWC); BatchNorm runs for inference only (is_training false),
+and its optional outputs 2 to 5 repeat the mean and variance; Reshape takes its default axis
+0 and num_axes -1 only; Slice is timed as if it read all of x. A Cast from a float to an
+integer type rounds to nearest (ties to even) and saturates, or drops the fraction when
+truncate is true (uncertain: the rounding of CANN's Cast kernel is not documented in the
+sources read).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from .cost import OpPlan, plan_tile, tiling_efficiency
 from .executor import _batchnorm, _softmax, conv2d
-from .singleop import OpModelError, OpSpec, TensorSpec, dtype_name, itemsize, np_dtype
+from .singleop import (
+    OpModelError,
+    OpSpec,
+    TensorSpec,
+    absent,
+    dtype_name,
+    itemsize,
+    np_dtype,
+)
 
 __all__ = ["OPS", "check", "run", "plan"]
 
@@ -257,17 +274,34 @@ def _check_gemm(spec):
     return 2 * m * k * n + 3 * m * n, "cube", (m, k, n)
 
 
+def _conv_layout(spec) -> tuple[str, str]:
+    """(x's layout, the filter's): "NCHW" or "NHWC" for x (its description's format, which
+    data_format must agree with; ND or another format: data_format, by default NCHW), and
+    "NCHW" (Cout, Cin/g, kh, kw) or "NHWC" (Cout, kh, kw, Cin/g) for the filter."""
+    x, w = spec.inputs[0], spec.inputs[1]
+    given = spec.attr("data_format")
+    if given is not None and given not in ("NCHW", "NHWC"):
+        raise _fail(spec, f"data_format {given!r} is not NCHW or NHWC")
+    if x.format in (0, 1):
+        layout = "NCHW" if x.format == 0 else "NHWC"
+        if given is not None and given != layout:
+            raise _fail(spec, f"data_format {given!r} does not match x's format {layout}")
+    else:
+        layout = given or "NCHW"
+    return layout, "NHWC" if w.format == 1 else "NCHW"
+
+
 def _conv_geometry(spec):
     x, w = spec.inputs[0].dims, spec.inputs[1].dims
     if len(x) != 4 or len(w) != 4:
-        raise _fail(spec, f"takes a 4-D NCHW input and a 4-D filter, got {list(x)} and "
-                          f"{list(w)}")
-    if spec.attr("data_format", "NCHW") != "NCHW":
-        raise _fail(spec, "acllab runs Conv2D with data_format NCHW only")
+        raise _fail(spec, f"takes a 4-D input and a 4-D filter, got {list(x)} and {list(w)}")
+    layout, wlayout = _conv_layout(spec)
+    hw = (2, 3) if layout == "NCHW" else (1, 2)
     strides = spec.attr("strides")
-    if strides is None or len(strides) != 4 or strides[0] != 1 or strides[1] != 1 \
-            or min(strides) < 1:
-        raise _fail(spec, "needs strides, a list_int of 4 values [1, 1, stride_h, stride_w]")
+    if strides is None or len(strides) != 4 or min(strides) < 1 or any(
+            strides[i] != 1 for i in range(4) if i not in hw):
+        want = "[1, 1, stride_h, stride_w]" if layout == "NCHW" else "[1, stride_h, stride_w, 1]"
+        raise _fail(spec, f"needs strides, a list_int of 4 values {want} ({layout})")
     pads = spec.attr("pads", (0, 0, 0, 0))
     if len(pads) != 4 or min(pads) < 0 or pads[0] != pads[1] or pads[2] != pads[3]:
         raise _fail(spec, "acllab takes pads [top, bottom, left, right] with top == bottom "
@@ -275,16 +309,17 @@ def _conv_geometry(spec):
     if tuple(spec.attr("dilations", (1, 1, 1, 1))) != (1, 1, 1, 1):
         raise _fail(spec, "acllab runs Conv2D with dilations [1, 1, 1, 1] only")
     groups = spec.attr("groups", 1)
-    n, c, h, wd = x
-    cout, cin_g, kh, kw = w
+    n, c, h, wd = x if layout == "NCHW" else (x[0], x[3], x[1], x[2])
+    cout, cin_g, kh, kw = w if wlayout == "NCHW" else (w[0], w[3], w[1], w[2])
     if groups < 1 or c % groups or cout % groups or cin_g * groups != c:
-        raise _fail(spec, f"filter {list(w)} with groups {groups} does not fit {c} input "
-                          "channels")
-    ho = (h + 2 * pads[0] - kh) // strides[2] + 1
-    wo = (wd + 2 * pads[2] - kw) // strides[3] + 1
+        raise _fail(spec, f"filter {list(w)} ({wlayout}) with groups {groups} does not fit "
+                          f"{c} input channels")
+    ho = (h + 2 * pads[0] - kh) // strides[hw[0]] + 1
+    wo = (wd + 2 * pads[2] - kw) // strides[hw[1]] + 1
     if ho < 1 or wo < 1:
         raise _fail(spec, f"a {kh}x{kw} filter does not fit {h}x{wd} with these pads")
-    return (n, cout, ho, wo), (strides[2], strides[3]), (pads[0], pads[2]), groups
+    out = (n, cout, ho, wo) if layout == "NCHW" else (n, ho, wo, cout)
+    return out, (strides[hw[0]], strides[hw[1]]), (pads[0], pads[2]), groups
 
 
 def _check_conv(spec):
@@ -294,12 +329,13 @@ def _check_conv(spec):
     _types(spec, _FLOATS)
     _same_types(spec, spec.inputs[:2])
     out, _s, _p, groups = _conv_geometry(spec)
-    if len(spec.inputs) == 3 and tuple(spec.inputs[2].dims) != (out[1],):
-        raise _fail(spec, f"bias is ({out[1]},), got {list(spec.inputs[2].dims)}")
+    cout = out[1] if _conv_layout(spec)[0] == "NCHW" else out[3]
+    if len(spec.inputs) == 3 and tuple(spec.inputs[2].dims) != (cout,):
+        raise _fail(spec, f"bias is ({cout},), got {list(spec.inputs[2].dims)}")
     _expect(spec, out, spec.inputs[0].dtype)
-    n, cout, ho, wo = out
     k = math.prod(spec.inputs[1].dims[1:])
-    return 2 * n * ho * wo * k * cout, "cube", (n * ho * wo, k, cout // groups)
+    pixels = math.prod(out) // cout
+    return 2 * pixels * k * cout, "cube", (pixels, k, cout // groups)
 
 
 def _check_batchnorm(spec):
@@ -472,9 +508,37 @@ def _run_gemm(spec, xs):
 
 def _run_conv(spec, xs):
     _out, stride, pad, groups = _conv_geometry(spec)
+    layout, wlayout = _conv_layout(spec)
     bias = xs[2].astype(np.float32) if len(xs) == 3 else None
-    return [conv2d(xs[0].astype(np.float32), xs[1].astype(np.float32), bias, stride, pad,
-                   groups)]
+    x, w = xs[0].astype(np.float32), xs[1].astype(np.float32)
+    if wlayout == "NHWC":
+        w = w.transpose(0, 3, 1, 2)
+    if layout == "NCHW":
+        return [conv2d(x, w, bias, stride, pad, groups)]
+    return [_conv_nhwc(x, w, bias, stride, pad, groups)]
+
+
+def _conv_nhwc(x, w, bias, stride, pad, groups):
+    """NHWC convolution as a sum over the filter's taps of (pixels, Cin) @ (Cin, Cout): the
+    same float32 products as :func:`conv2d`'s im2col, summed tap by tap, without its
+    (pixels, Cin * kh * kw) matrix (the samples' 2x1024x1024 images)."""
+    n, h, wd, c = x.shape
+    cout, cin_g, kh, kw = w.shape
+    (sh, sw), (ph, pw) = stride, pad
+    ho, wo = (h + 2 * ph - kh) // sh + 1, (wd + 2 * pw - kw) // sw + 1
+    xp = np.pad(x, ((0, 0), (ph, ph), (pw, pw), (0, 0)))
+    y = np.zeros((n, ho, wo, cout), np.float32)
+    cout_g = cout // groups
+    for g in range(groups):
+        xs = xp[..., g * cin_g:(g + 1) * cin_g]
+        wg = w[g * cout_g:(g + 1) * cout_g]
+        for i in range(kh):
+            for j in range(kw):
+                tap = xs[:, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
+                y[..., g * cout_g:(g + 1) * cout_g] += tap @ wg[:, :, i, j].T
+    if bias is not None:
+        y += bias
+    return y
 
 
 def _run_batchnorm(spec, xs):
@@ -511,20 +575,46 @@ OPS = {
 }
 
 
+#: the ops with optional inputs, and how many inputs they take with them (their last ones
+#: optional: MatMul's bias, Conv2D's bias)
+_WITH_OPTIONAL = {"MatMul": 3, "Conv2D": 3}
+
+
+def _present(spec: OpSpec) -> OpSpec:
+    """``spec`` without the optional inputs it leaves out (singleop.absent), which acllab's
+    kernels take at the end of the inputs only."""
+    if not any(absent(t) for t in spec.inputs):
+        return spec
+    most = _WITH_OPTIONAL.get(spec.op_type)
+    if most is None:
+        raise _fail(spec, "has no optional input to leave out (ACL_DT_UNDEFINED)")
+    if len(spec.inputs) > most:
+        raise _fail(spec, f"takes at most {most} inputs, the call gives {len(spec.inputs)}")
+    keep = list(spec.inputs)
+    while keep and absent(keep[-1]):
+        keep.pop()
+    if any(absent(t) for t in keep):
+        i = next(i for i, t in enumerate(keep) if absent(t))
+        raise _fail(spec, f"input {i} is left out (ACL_DT_UNDEFINED), but acllab's kernels "
+                          "leave out only their last optional inputs")
+    return dataclasses.replace(spec, inputs=tuple(keep))
+
+
 def check(spec: OpSpec) -> tuple[int, str, tuple[int, int, int] | None]:
     """(flops, unit, gemm) of ``spec``, or OpModelError saying what does not fit."""
     entry = OPS.get(spec.op_type)
     if entry is None:
         raise OpModelError(f"acllab has no single op {spec.op_type!r}; it runs "
                            f"{', '.join(sorted(OPS))}")
-    return entry[0](spec)
+    return entry[0](_present(spec))
 
 
 def run(spec: OpSpec, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """The outputs of ``spec`` for input arrays (of the inputs' dtypes and dims), each cast
     to its output description's dtype and shape (integer outputs rounded and saturated)."""
+    present = _present(spec)
     with np.errstate(all="ignore"):
-        outs = OPS[spec.op_type][1](spec, inputs)
+        outs = OPS[spec.op_type][1](present, list(inputs[:len(present.inputs)]))
         result = []
         for arr, desc in zip(outs, spec.outputs, strict=False):
             dt = np_dtype(desc.dtype)

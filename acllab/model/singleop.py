@@ -44,7 +44,7 @@ import numpy as np
 
 __all__ = ["DATA_TYPES", "FORMATS", "ATTR_TYPES", "TensorSpec", "OpSpec", "OpModelError",
            "parse_config", "spec_from_entry", "dumps", "loads", "file_name", "MAGIC",
-           "entry_json", "dtype_name", "format_name", "np_dtype", "itemsize"]
+           "entry_json", "dtype_name", "format_name", "np_dtype", "itemsize", "absent"]
 
 MAGIC = b"ACLLABOP"
 FORMAT_VERSION = 1
@@ -105,6 +105,13 @@ def itemsize(code: int) -> int:
     return 8
 
 
+def absent(t) -> bool:
+    """An optional input the call leaves out: CANN's docs for aclopCompile and
+    aclopCompileAndExecute describe it as aclCreateTensorDesc(ACL_DT_UNDEFINED, 0, nullptr,
+    ACL_FORMAT_UNDEFINED) with a data buffer aclCreateDataBuffer(nullptr, 0)."""
+    return t.dtype == -1 and t.format == -1 and not t.dims
+
+
 def dtype_name(code: int) -> str:
     """'float16' for 1; 'type 27' for a code acllab's ops do not take."""
     return _NAME_BY_CODE.get(code, f"type {code}")
@@ -133,6 +140,8 @@ class TensorSpec:
         return self.count * itemsize(self.dtype)
 
     def describe(self) -> str:
+        if absent(self):
+            return "absent (ACL_DT_UNDEFINED)"
         const = ", const" if self.const is not None else ""
         return f"{dtype_name(self.dtype)} {format_name(self.format)} {list(self.dims)}{const}"
 

@@ -8,11 +8,14 @@ to a device server and returns the same code. :func:`toolkit` builds, on first u
 the system's C compiler, an install tree laid out as an Ascend toolkit's::
 
     <cache>/ascend-toolkit/<key>/latest/
-        runtime/include/acl/acl.h, acl_base.h, acl_rt.h, acl_mdl.h, acl_op.h
+        runtime/include/acl/acl.h, acl_base.h, acl_rt.h, acl_mdl.h, acl_op.h,
+            acl_op_compiler.h, ops/acl_dvpp.h, ops/acl_cblas.h
         runtime/lib64/libascendcl.so          (what the program loads)
         runtime/lib64/stub/libascendcl.so     (what the samples' CMakeLists link against)
-        runtime/lib64[/stub]/libacl_dvpp.so   (the same library under the name DVPP
-                                               programs link)
+        runtime/lib64[/stub]/libacl_dvpp.so   (the same library under the names DVPP
+        runtime/lib64[/stub]/libacl_op_compiler.so    and op-compiling programs link)
+        acllib/, compiler/ {include, lib64}, include   (the same, where older samples and
+                                               the op compiler's look)
 
 :func:`env_exports` gives the shell exports the samples' build files and READMEs read
 (``eval "$(acllab env)"``), and :mod:`acllab.native.run` runs a native program against a
@@ -50,10 +53,10 @@ CFLAGS = ["-std=gnu99", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hid
 
 
 #: The tree's layout (part of its key: a change here builds a new tree).
-LAYOUT = 2
+LAYOUT = 3
 
 #: Other AscendCL libraries the samples' build files link, provided as names of this one.
-COMPANIONS = ("acl_dvpp",)
+COMPANIONS = ("acl_dvpp", "acl_op_compiler")
 
 
 class NativeBuildError(RuntimeError):
@@ -205,10 +208,14 @@ def toolkit(env: dict | None = None) -> Path:
         for name in COMPANIONS:
             os.symlink("libascendcl.so", lib / f"lib{name}.so")
             os.symlink("libascendcl.so", lib / "stub" / f"lib{name}.so")
-        # older samples read the tree as acllib/include and acllib/lib64
-        (tree / "acllib").mkdir()
-        os.symlink("../runtime/include", tree / "acllib" / "include")
-        os.symlink("../runtime/lib64", tree / "acllib" / "lib64")
+        # older samples read the tree as acllib/include and acllib/lib64; the op compiler's
+        # (acl_compile_add, acl_compile_and_execute_conv2d) as compiler/include,
+        # compiler/lib64/stub and $INSTALL_DIR/include
+        for old in ("acllib", "compiler"):
+            (tree / old).mkdir()
+            os.symlink("../runtime/include", tree / old / "include")
+            os.symlink("../runtime/lib64", tree / old / "lib64")
+        os.symlink("runtime/include", tree / "include")
         try:
             os.rename(work, root)
         except OSError:            # another process built it first: use theirs

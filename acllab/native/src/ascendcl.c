@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "acl/acl.h"
+#include "acl/acl_op_compiler.h"
 #include "acl/ops/acl_dvpp.h"
 
 #ifndef ACLLAB_PYTHON
@@ -1505,6 +1506,55 @@ size_t aclDataTypeSize(aclDataType dataType) {
     return (size_t)bare("acl.data_type_size", "i", (uint64_t)(int64_t)dataType, 0);
 }
 
+/* Half precision (binary16) from and to float, as numpy's float16 converts (npy_half.c):
+ * round to nearest, ties to even; overflow to infinity; a NaN keeps the top bits of its
+ * payload (one bit set if none survive). Pure host functions in CANN too (acl_base.h), so no
+ * pyACL twin and no call to the device. */
+float aclFloat16ToFloat(aclFloat16 value) {
+    uint32_t sign = (uint32_t)(value & 0x8000u) << 16, exp = (value >> 10) & 0x1fu;
+    uint32_t man = value & 0x3ffu, x;
+    if (exp == 0 && man == 0) {
+        x = sign;
+    } else if (exp == 0) {                    /* subnormal: normalise */
+        exp = 113;
+        while (!(man & 0x400u)) { man <<= 1; exp--; }
+        x = sign | (exp << 23) | ((man & 0x3ffu) << 13);
+    } else if (exp == 31) {
+        x = sign | 0x7f800000u | (man << 13);
+    } else {
+        x = sign | ((exp + 112) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+aclFloat16 aclFloatToFloat16(float value) {
+    uint32_t x;
+    memcpy(&x, &value, sizeof x);
+    uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;
+    if (exp == 0xff) {                        /* infinity, or NaN: its top payload bits */
+        uint32_t nan = 0x7c00u | (man >> 13);
+        return (aclFloat16)(sign | (man && nan == 0x7c00u ? 0x7c01u : nan));
+    }
+    int e = (int)exp - 112;                   /* the half's biased exponent */
+    if (e >= 31) return (aclFloat16)(sign | 0x7c00u);
+    uint32_t half, rem, mid;
+    if (e <= 0) {                             /* a subnormal half, or zero */
+        if (e < -10) return (aclFloat16)sign;
+        man |= 0x800000u;
+        int shift = 14 - e;
+        half = man >> shift;
+        rem = man & ((1u << shift) - 1);
+        mid = 1u << (shift - 1);
+    } else {
+        half = ((uint32_t)e << 10) | (man >> 13);
+        rem = man & 0x1fffu;
+        mid = 0x1000u;
+    }
+    if (rem > mid || (rem == mid && (half & 1u))) half++;   /* a carry rounds up to inf */
+    return (aclFloat16)(sign | half);
+}
+
 /* -- models ------------------------------------------------------------------------------ */
 
 /* A path as the device server should read it: as given while the program is still in the
@@ -1957,6 +2007,10 @@ aclError aclopCast(const aclTensorDesc *srcDesc, const aclDataBuffer *srcBuffer,
     STATUS("acl.op.cast", "uuuuiu", H(srcDesc), H(srcBuffer), H(dstDesc), H(dstBuffer),
            (int64_t)truncate, H(stream));
 }
+
+/* -- compiling single operators (acl_op_compiler.h): its own file ------------------------------ */
+
+#include "op_compiler.c"
 
 /* -- DVPP: picture descriptions, channels, VPC, JPEG ------------------------------------------ */
 

@@ -202,6 +202,10 @@ ACL_FUNC_VISIBILITY uint32_t aclGetDataBufferSize(const aclDataBuffer *dataBuffe
 ACL_FUNC_VISIBILITY size_t aclGetDataBufferSizeV2(const aclDataBuffer *dataBuffer);
 ACL_FUNC_VISIBILITY size_t aclDataTypeSize(aclDataType dataType);
 
+/* IEEE 754 half precision <-> float, on the host (no device call, nothing logged) */
+ACL_FUNC_VISIBILITY float aclFloat16ToFloat(aclFloat16 value);
+ACL_FUNC_VISIBILITY aclFloat16 aclFloatToFloat16(float value);
+
 /* tensor descriptions: a tensor's data type, shape and format (single operators) */
 typedef struct aclTensorDesc aclTensorDesc;
 

@@ -20,6 +20,13 @@ extern "C" {
 typedef struct aclopHandle aclopHandle;
 typedef struct aclopAttr aclopAttr;
 
+/* the engine an op is compiled for (aclopCompile, acl_op_compiler.h) */
+typedef enum aclEngineType {
+    ACL_ENGINE_SYS,       /* 0: the default engine */
+    ACL_ENGINE_AICORE,    /* 1 */
+    ACL_ENGINE_VECTOR,    /* 2 */
+} aclopEngineType;
+
 /* attributes */
 ACL_FUNC_VISIBILITY aclopAttr *aclopCreateAttr(void);
 ACL_FUNC_VISIBILITY void aclopDestroyAttr(const aclopAttr *attr);
