@@ -1,9 +1,9 @@
 /* acllab's AscendCL: BLAS on the NPU (acl/ops/acl_cblas.h), types only.
  *
  * Written for acllab from the AscendCL API reference's facts (names and values of CANN
- * 8.x). acllab declares no aclblas* function yet: this header gives programs that include it
- * (Ascend's acl_compile_and_execute_conv2d and batchcrop samples do, and call none) the types it
- * defines. A program that calls aclblasGemmEx or another aclblas* function does not compile
+ * 8.x). acllab declares no aclblas* function yet: this header gives programs that include
+ * it (Ascend's acl_compile_and_execute_conv2d and batchcrop samples do, and call none) the
+ * types it defines. A program that calls aclblasGemmEx or another aclblas* function does not compile
  * against acllab: run the GEMM op with aclopExecuteV2 or aclopCompileAndExecute instead.
  */
 #ifndef ACLLAB_ACL_CBLAS_H
