@@ -733,6 +733,94 @@ def test_a_model_loaded_and_run_from_c_matches_the_pyacl_twin(toolkit, tmp_path,
                for t in session.current_runtime().tasks)          # the model's own tasks
 
 
+ARTICLE_CPP = r"""
+    // The course article's spellings: a model handle of type aclmdlModel and a four-argument
+    // aclmdlExecute with a stream (neither is AscendCL; acllab's acl_mdl.h accepts both with
+    // a warning). REAL_CPP below is the same program in AscendCL's own calls.
+    #include <cstdio>
+    #include "acl/acl.h"
+
+    int main(int argc, char *argv[])
+    {
+        aclInit(nullptr);
+        aclrtSetDevice(0);
+        aclrtStream stream;
+        aclrtCreateStream(&stream);
+        aclmdlModel model;
+        aclError loaded = aclmdlLoadFromFile(argv[1], &model);
+        aclmdlDesc *desc = aclmdlCreateDesc();
+        aclmdlGetDesc(desc, model);
+        size_t inSize = aclmdlGetInputSizeByIndex(desc, 0);
+        size_t outSize = aclmdlGetOutputSizeByIndex(desc, 0);
+        void *devIn, *devOut;
+        aclrtMalloc(&devIn, inSize, ACL_MEM_MALLOC_HUGE_FIRST);
+        aclrtMalloc(&devOut, outSize, ACL_MEM_MALLOC_HUGE_FIRST);
+        aclrtMemset(devIn, inSize, 0, inSize);
+        aclmdlDataset *input = aclmdlCreateDataset(), *output = aclmdlCreateDataset();
+        aclDataBuffer *inBuf = aclCreateDataBuffer(devIn, inSize);
+        aclDataBuffer *outBuf = aclCreateDataBuffer(devOut, outSize);
+        aclmdlAddDatasetBuffer(input, inBuf);
+        aclmdlAddDatasetBuffer(output, outBuf);
+        for (int i = 0; i < 3; i++) {
+            aclError ret = aclmdlExecute(model, input, output, stream);
+            std::printf("run %d: %d\n", i, ret);
+        }
+        std::printf("load %d, synchronize %d\n", loaded, aclrtSynchronizeStream(stream));
+        aclDestroyDataBuffer(inBuf);
+        aclDestroyDataBuffer(outBuf);
+        aclmdlDestroyDataset(input);
+        aclmdlDestroyDataset(output);
+        aclmdlDestroyDesc(desc);
+        aclmdlUnload(model);
+        aclrtFree(devIn);
+        aclrtFree(devOut);
+        aclrtDestroyStream(stream);
+        aclrtResetDevice(0);
+        aclFinalize();
+        return 0;
+    }
+"""
+
+REAL_CPP = ARTICLE_CPP.replace("aclmdlModel model;", "uint32_t model;").replace(
+    "aclmdlExecute(model, input, output, stream)",
+    "aclmdlExecuteAsync(model, input, output, stream)")
+
+
+def test_the_article_s_spellings_build_with_warnings_that_name_the_real_calls(toolkit,
+                                                                               tmp_path):
+    """The course article's listing calls a model an ``aclmdlModel`` and passes a stream to
+    ``aclmdlExecute``; CANN's acl_mdl.h has neither. acllab's headers accept both, so the
+    listing builds as printed, and g++ warns at each with the real call; the program then
+    runs exactly as its twin in AscendCL's calls (same output, tasks and log). With
+    ACLLAB_STRICT_HEADERS the headers are CANN's alone and the listing does not compile."""
+    from acllab.model import atc_main
+
+    latest, _ = toolkit
+    om = tmp_path / "tiny"
+    assert atc_main(["--model", "zoo:tiny", "--output", str(om), "--soc_version", "Ascend310",
+                     "--input_shape", "data:1,1,16,16"]) == 0
+    src = tmp_path / "article.cpp"
+    src.write_text(textwrap.dedent(ARTICLE_CPP))
+    cmd = ["g++", "-Wall", f"-I{latest}/runtime/include", str(src),
+           f"-L{latest}/runtime/lib64/stub", "-lascendcl", "-o", str(tmp_path / "article")]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("-Wdeprecated-declarations") == 2, done.stderr
+    assert "a loaded model is a uint32_t model id" in done.stderr
+    assert "the call is aclmdlExecuteAsync(modelId, input, output, stream)" in done.stderr
+    strict = subprocess.run([*cmd[:-2], "-DACLLAB_STRICT_HEADERS", "-o",
+                             str(tmp_path / "strict")], capture_output=True, text=True)
+    assert strict.returncode != 0 and "aclmdlModel" in strict.stderr
+    code, out = run_here(toolkit, tmp_path / "article", tmp_path, [f"{om}.om"])
+    article = record(session.current_runtime())
+    real = build(toolkit, tmp_path, REAL_CPP, "real", cpp=True)
+    code_real, out_real = run_here(toolkit, real, tmp_path, [f"{om}.om"])
+    assert (code, out) == (code_real, out_real) == (0, "run 0: 0\nrun 1: 0\nrun 2: 0\n"
+                                                       "load 0, synchronize 0\n")
+    assert article == record(session.current_runtime())
+    assert [c[0] for c in article[1]].count("execute_async") == 3
+
+
 def test_a_model_that_is_not_there_gives_pyacl_s_code(toolkit, tmp_path):
     exe = build(toolkit, tmp_path, MODEL_C, "model")
     code, out = run_here(toolkit, exe, tmp_path, [str(tmp_path / "missing.om")])

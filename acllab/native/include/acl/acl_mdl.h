@@ -118,4 +118,27 @@ ACL_FUNC_VISIBILITY aclError aclmdlExecuteAsync(uint32_t modelId, const aclmdlDa
 }
 #endif
 
+/* Differs from CANN: the course article's two spellings that are not AscendCL, accepted so
+ * that its listing builds as printed, each with a warning that names the real call (CANN's
+ * acl_mdl.h declares neither; define ACLLAB_STRICT_HEADERS to leave them out):
+ *   aclmdlModel            a loaded model is a uint32_t model id (aclmdlLoadFromFile fills
+ *                          it in, every other aclmdl call takes it);
+ *   aclmdlExecute with a stream (C++ only): that is aclmdlExecuteAsync; aclmdlExecute takes
+ *                          three arguments and is synchronous. The four-argument form here
+ *                          queues the run, as aclmdlExecuteAsync does. */
+#ifndef ACLLAB_STRICT_HEADERS
+typedef uint32_t aclmdlModel __attribute__((deprecated(
+    "not AscendCL: a loaded model is a uint32_t model id (aclmdlLoadFromFile(path, &modelId))")));
+#ifdef __cplusplus
+__attribute__((deprecated(
+    "not AscendCL: aclmdlExecute(modelId, input, output) takes no stream and is synchronous; "
+    "with a stream, the call is aclmdlExecuteAsync(modelId, input, output, stream)")))
+inline aclError aclmdlExecute(uint32_t modelId, const aclmdlDataset *input,
+                              aclmdlDataset *output, aclrtStream stream)
+{
+    return aclmdlExecuteAsync(modelId, input, output, stream);
+}
+#endif
+#endif
+
 #endif /* ACLLAB_ACL_MDL_H */
