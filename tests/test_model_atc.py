@@ -193,6 +193,23 @@ def test_atc_main_failures_return_nonzero(tmp_path, capsys):
                      "--bogus"]) == 1
 
 
+def test_a_flag_with_one_dash_is_the_same_flag(tmp_path, capsys):
+    """atc parses its command line with gflags, which takes -flag as --flag: Ascend's
+    READMEs write both (one sample's command has -output_type=FP32)."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    flags = ["-model=zoo:tiny", "-soc_version=Ascend310", "-input_shape=data:2,1,16,16",
+             "-output_type=FP16"]
+    assert atc_main([*flags, f"-output={one}"]) == 0
+    assert atc_main([f"--{f[1:]}" for f in flags] + [f"--output={two}"]) == 0
+    a, b = load(str(one) + ".om"), load(str(two) + ".om")
+    assert a.inputs[0].dims == b.inputs[0].dims == (2, 1, 16, 16)
+    assert [o.dtype for o in a.outputs] == [o.dtype for o in b.outputs] == ["fp16"]
+    capsys.readouterr()
+    assert atc_main(["-model=zoo:tiny", "-soc_version=Ascend310", "-bogus=1",
+                     f"-output={one}"]) == 1                 # still only atc's own flags
+    assert "E10001" in capsys.readouterr().err
+
+
 def test_fusion_switch_file_turns_fusion_off(tmp_path):
     switch = tmp_path / "fusion_switch.cfg"
     switch.write_text(json.dumps({"Switch": {"GraphFusion": {"ALL": "off"},

@@ -682,6 +682,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _long_flags(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``-flag[=value]`` as ``--flag[=value]`` for each of atc's long flags: CANN's atc reads
+    its command line with gflags (GE, offline/main.cc), which takes one dash or two before a
+    flag, and Ascend's READMEs use both (resnet50_async_imagenet_classification's atc command
+    has ``-output_type=FP32``)."""
+    longs = {o[2:] for a in parser._actions for o in a.option_strings if o.startswith("--")}
+    out = []
+    for arg in argv:
+        if arg.startswith("-") and not arg.startswith("--") and \
+                arg[1:].split("=", 1)[0] in longs:
+            arg = "-" + arg
+        out.append(arg)
+    return out
+
+
 def _fusion_switch(path: str) -> bool:
     """False if the switch file turns every graph or UB fusion pass off."""
     try:
@@ -740,7 +755,9 @@ def atc_main(argv: list[str] | None = None, out=None, err=None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     try:
         try:
-            args = _parser().parse_args(argv)
+            parser = _parser()
+            args = parser.parse_args(_long_flags(parser, sys.argv[1:] if argv is None
+                                                 else argv))
         except SystemExit as exc:               # --help
             return exc.code if isinstance(exc.code, int) else 0
         if args.singleop is not None:
