@@ -33,6 +33,21 @@ __all__ = ["KiB", "MiB", "GiB", "defaults", "setup_device", "code_of", "expect_c
            "no_acl_warnings", "accounting", "sanity_check"]
 
 
+@pytest.fixture(scope="session")
+def toolkit(tmp_path_factory):
+    """acllab's AscendCL install tree (libascendcl.so built once, in a cache of the test
+    session's own, with the system's compiler): ``(latest, env)``, where ``env`` names that
+    cache (the native, video and op-compiling C tests share it)."""
+    import os
+
+    from acllab import native
+
+    env = {**os.environ, "ACLLAB_CACHE": str(tmp_path_factory.mktemp("cache"))}
+    env.pop("CC", None)
+    env.pop("ACLLAB_CC", None)
+    return native.toolkit(env), env
+
+
 def pytest_configure(config):
     # Added last, so it wins over a blanket "error" filter: an AclWarning is the runtime
     # explaining a return code, and only the tests that assert it care about it.

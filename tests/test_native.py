@@ -32,17 +32,6 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("g++
                                 reason="needs the system's gcc and g++")
 
 
-@pytest.fixture(scope="module")
-def toolkit(tmp_path_factory):
-    """The toolkit tree, built once for this module in a cache of its own."""
-    from acllab import native
-
-    cache = tmp_path_factory.mktemp("cache")
-    env = {**os.environ, "ACLLAB_CACHE": str(cache)}
-    env.pop("CC", None)
-    env.pop("ACLLAB_CC", None)
-    latest = native.toolkit(env)
-    return latest, env
 
 
 def build(toolkit, tmp_path, source: str, name: str, cpp: bool = False) -> Path:

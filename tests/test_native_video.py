@@ -14,7 +14,6 @@ acldvppVpcBatchCropAsync), as the pyACL modules cite them.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import struct
@@ -45,15 +44,6 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("g++
                                 reason="needs the system's gcc and g++")
 
 
-@pytest.fixture(scope="module")
-def toolkit(tmp_path_factory):
-    """The toolkit tree, built once for this module in a cache of its own."""
-    from acllab import native
-
-    env = {**os.environ, "ACLLAB_CACHE": str(tmp_path_factory.mktemp("cache"))}
-    env.pop("CC", None)
-    env.pop("ACLLAB_CC", None)
-    return native.toolkit(env), env
 
 
 def pinned_write(ptr: int, data: bytes) -> None:
