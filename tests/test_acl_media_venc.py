@@ -159,6 +159,38 @@ def test_encoded_streams_decode_to_the_pictures_sent(dev, entype, codec, fmt, w,
     enc.close()
 
 
+@pytest.mark.parametrize("height_stride", [None, 144, 160])
+def test_venc_takes_no_height_stride(dev, height_stride):
+    """VENC reads width stride x height x 3 / 2 bytes, the chroma rows right after the
+    picture's height in luma rows, whatever height stride the description carries (CANN 6.0.1
+    and 8.0.0, VENC buffer restrictions: "the height stride does not need to be configured";
+    Ascend's venc sample sets 1088 for a 1080-row picture): a buffer of exactly that size
+    encodes to the pictures sent."""
+    w, h = 192, 136
+    src = source_frames(3, w, h, seed=5)
+    enc = Encoder(media.H264_MAIN_LEVEL, w, h)
+    pics = []
+    for f in src:
+        data = nv_bytes(*f, NV12)
+        assert len(data) == 192 * 136 * 3 // 2
+        pd, buf = enc.picture(data)
+        media.dvpp_set_pic_desc_width(pd, w)
+        media.dvpp_set_pic_desc_height(pd, h)
+        media.dvpp_set_pic_desc_width_stride(pd, 192)
+        if height_stride is not None:
+            media.dvpp_set_pic_desc_height_stride(pd, height_stride)
+        pics.append(pd)
+    for pd in pics:
+        assert enc.send(pd) == 0
+    assert enc.eos() == 0
+    frames = decode("h264", enc.packets)
+    assert len(frames) == 3
+    for f, (y, u, v) in zip(frames, src, strict=True):
+        fy, fu, fv = frame_planes(f)
+        assert psnr(fy, y) > 30 and psnr(fu, u) > 30 and psnr(fv, v) > 30
+    enc.close()
+
+
 def test_key_frames_follow_the_interval_and_forced_i_frames(dev):
     src = source_frames(10, 128, 128)
     enc = Encoder(media.H264_MAIN_LEVEL, 128, 128, key_frame_interval=4)

@@ -27,8 +27,11 @@ VENC "Functions and Restrictions"; the Atlas 300 DVPP guide's VENC function):
   to the channel's thread, and VENC's output buffer (system-managed DVPP memory,
   ``venc_set_channel_desc_buf_size`` bytes, 8 MiB when unset; uncertain). Pictures: 128 x
   128 to 1920 x 1920, width and height even, NV12 or NV21; their buffers: DVPP memory of at
-  least width stride (the width rounded up to 16) x height stride (the height rounded up to
-  2) x 3 / 2 bytes.
+  least width stride (the width rounded up to 16) x height x 3 / 2 bytes. VENC takes no
+  height stride ("the height stride does not need to be configured": CANN 6.0.1 and 8.0.0
+  VENC "Restrictions on ... Buffers"): one set on the description is ignored, and the
+  chroma rows follow the picture's height in luma rows (Ascend's C++ venc sample sets a
+  1088-row stride for a 1080-row picture whose file holds 1080 rows).
 * ``venc_send_frame`` puts a VencEncode task on the VENC engine (1080p at 30 fps, one unit):
   it reads the picture when it starts and encodes it with a real encoder (x264 / x265
   through PyAV: :class:`acllab.dvpp.video.Encoder`), writes the packet into the output
@@ -410,15 +413,15 @@ def venc_send_frame(venc_channel_desc, dvpp_pic_desc, reserve, venc_frame_config
     pic = _get(dvpp_pic_desc, PicDesc, "dvpp_pic_desc")
     w, h = ch.width, ch.height
     ws = pic.width_stride if "width_stride" in pic.set_fields else F.align_up(w, 16)
-    hs = pic.height_stride if "height_stride" in pic.set_fields else F.align_up(h, 2)
-    if ws < F.align_up(w, 16) or ws % 16 or hs < h or hs % 2:
-        raise Fail(100000, f"the picture's strides {ws} x {hs} for {w} x {h}: VENC needs the "
-                           f"width stride a multiple of 16 of at least {F.align_up(w, 16)} and "
-                           f"an even height stride of at least {h}")
+    hs = h               # VENC takes no height stride: the chroma rows follow the h luma rows
+    if ws < F.align_up(w, 16) or ws % 16:
+        raise Fail(100000, f"the picture's width stride {ws} for a {w} x {h} picture: VENC "
+                           f"needs a multiple of 16 of at least {F.align_up(w, 16)}")
     need = ws * hs * 3 // 2
     if pic.size < need:
         raise Fail(100000, f"the picture description says its buffer holds {pic.size} B, but "
-                           f"a {w} x {h} picture with strides {ws} x {hs} needs {need} B")
+                           f"a {w} x {h} picture with width stride {ws} needs {need} B "
+                           f"({ws} x {h} x 3 / 2)")
     region, off = _span(pic.data, need, "the data of dvpp_pic_desc", dvpp=True)
     out = StreamDesc()
     _new(out)
