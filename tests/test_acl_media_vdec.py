@@ -356,6 +356,22 @@ def test_a_frame_reaches_its_callback_only_once_its_picture_is_out(dev):
     dec.close()
 
 
+def test_callbacks_run_on_the_channels_thread_with_its_context(dev):
+    """aclvdecSetChannelDescThreadId names the thread that runs the callbacks (in its
+    aclrtProcessReport): they run there, with that thread's current context, not on the
+    thread whose send reached them."""
+    pkts = encode("libx264", source_frames(3, 160, 128), lossless=False)
+    where = []
+    dec = Decoder(H264_MAIN, callback=lambda sd, pd, data: where.append(
+        (data, threading.get_ident(), acl.rt.get_context())))
+    for i, p in enumerate(pkts):
+        assert dec.send(p, user_data=i) == 0
+    assert dec.eos() == 0
+    assert where == [(i, dec.tid, (dec.ctx, 0)) for i in range(3)]
+    assert dec.tid != threading.get_ident()
+    dec.close()
+
+
 def test_destroy_channel_ends_the_stream_too(dev):
     """vdec_resnet50_classification sends frames and destroys the channel without eos."""
     pkts = encode("libx265", source_frames(3, 128, 128), lossless=True, bframes=2)
