@@ -37,6 +37,12 @@ def test_the_scale_benchmark_reports_per_task_figures():
     assert out.count("(1.0x is linear growth)") == 3
 
 
+def test_the_callback_benchmark_hands_every_callback_to_its_report_thread():
+    out = _run("bench_callbacks.py", "--callbacks", "50", "--repeat", "1")
+    assert "every callback ran on its report thread" in out
+    assert "both acllab models ran the same tasks" in out and "FAIL" not in out
+
+
 def test_the_memory_benchmark_runs():
     out = _run("bench_memory.py", "--repeat", "1", "--scale", "64", "--copies", "1",
                "--big-mib", "8")
