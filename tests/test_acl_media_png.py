@@ -469,3 +469,25 @@ def test_without_pillow_the_decode_says_so_and_the_header_calls_work(s, monkeypa
         assert media.dvpp_png_decode_async(ch, src, len(data), pic(out, 128 * 3 * 48, fmt=RGB),
                                            s) == 200006
     assert "Pillow" in str(rec[0].message)
+
+
+def test_trace_summary_export_and_stepper_show_the_pngd(s):
+    from acllab.analysis import stepper, trace
+
+    runtime = acllab.current_runtime()
+    _decode(s, _case("rgba")[0], UNKNOWN)
+    assert acl.rt.synchronize_stream(s) == 0
+    dev = runtime.devices[0]
+    assert trace.resolve_resource(runtime, "pngd") is dev.pngd
+    task = next(t for t in runtime.engine.tasks if t.name == "PngDecode")
+    assert trace.busy_ns(runtime, "pngd") == task.end_ns - task.start_ns > 0
+    assert trace.busy_ns(runtime, "jpegd") == 0
+    assert "PNGD" in trace.summary(runtime)
+    events = trace.to_chrome_trace(runtime)["traceEvents"]
+    rows = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+            if e["ph"] == "M" and e["name"] == "thread_name"}
+    on_engine = [e for e in events if e["ph"] == "X" and e["name"] == "PngDecode"
+                 and rows[(e["pid"], e["tid"])] == "PNGD"]
+    assert len(on_engine) == 1
+    assert "VDEC" not in rows.values()              # engines made on first use only
+    assert "PNGD" in [e.name for e in stepper.snapshot(runtime, task.start_ns).engines]
