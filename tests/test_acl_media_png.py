@@ -491,3 +491,21 @@ def test_trace_summary_export_and_stepper_show_the_pngd(s):
     assert len(on_engine) == 1
     assert "VDEC" not in rows.values()              # engines made on first use only
     assert "PNGD" in [e.name for e in stepper.snapshot(runtime, task.start_ns).engines]
+
+
+def test_the_core_imports_and_reads_png_headers_without_pillow():
+    """With Pillow unimportable, acllab and acl.media import and the header calls work (the
+    decode call then says 200006: test_without_pillow_...)."""
+    import subprocess
+
+    code = ("import sys; sys.modules['PIL'] = None\n"
+            "import acllab\nfrom acllab import acl\n"
+            "acl.init()\nacl.rt.set_device(0)\n"
+            f"data = {_case('rgb')[0][:40]!r}\n"
+            "p = acl.util.bytes_to_ptr(data)\n"
+            "print(acl.media.dvpp_png_get_image_info(p, len(data)))\n"
+            "print('PIL' in sys.modules and sys.modules['PIL'] is not None)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["(33, 45, 3, 0)", "False"]
