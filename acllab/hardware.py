@@ -108,6 +108,8 @@ class DeviceProfile:
     vdec_channels: int = 32                 # VDEC channel ids 0 to vdec_channels - 1
     venc_units: int = 1                     # video encoder: 1080p 30 fps in all (0: no VENC)
     venc_pixels_per_s: int = 62_208_000     # 1920 x 1080 x 30 fps
+    pngd_units: int = 6                     # PNG decoder: 1080p n x 4 fps for n <= 5, 24 in all
+    pngd_pixels_per_s: int = 8_294_400      # one unit: 1920 x 1080 x 4 fps (= 3840 x 2160 x 1)
     dvpp_memory_bytes: int = 4 * GiB        # DVPP buffers share a 4 GB window (uncertain)
     # The CANN release this profile follows (see docs/CANN_RELEASES.md), and what that release
     # reports: aclrtGetVersion's (major, minor, patch) and aclGetDeviceCapability's values.
@@ -198,6 +200,9 @@ ASCEND310 = DeviceProfile(
         "VENC on Atlas 200/300/500 inference products (Atlas 300 DVPP guide, VENC function: "
         "NV12/NV21 in, H.264 BP/MP/HP and H.265 MP out, 128 x 128 to 1920 x 1920, 1080p "
         "30 fps in all channels): 1 unit of 1920 x 1080 x 30 px/s",
+        "PNGD on Ascend 310 (pyACL docs, CANN 5.0.4, PNGD performance specifications; the "
+        "Atlas 300 DVPP guide's PNGD function): 1080p n x 4 fps for 1 <= n <= 5, 24 fps for 6+ "
+        "channels, 4K n x 1 fps, 6 in all: 6 units of 1920 x 1080 x 4 px/s",
     ),
 )
 
@@ -261,7 +266,8 @@ ASCEND910B = DeviceProfile(
         "DVPP on Atlas A2 (CANN 8.5 AscendCL docs, JPEGD performance; table read as the A2 "
         "one, uncertain): 1080p n x 256 fps for n <= 2, 512 fps in all (2 units); JPEGD width "
         "stride aligned to 64 on A2 chips (pyACL docs); VPC and JPEGE figures taken as the "
-        "310's (uncertain)",
+        "310's (uncertain); PNGD: no published figure for acldvppPng* on A2, the 310's taken "
+        "(uncertain)",
         "VDEC on Atlas A2 training products (CANN 8.5.0 AscendCL docs, VDEC performance "
         "specifications, the A2 table: 1080p n x 240 fps for n <= 2, 480 fps in all): 2 units "
         "of 1920 x 1080 x 240 px/s; channel ids 0 to 255 (vdec_set_channel_desc_channel_id)",

@@ -153,6 +153,10 @@ class Device:
         return self.dvpp.vdec
 
     @property
+    def pngd(self) -> Resource:
+        return self.dvpp.pngd
+
+    @property
     def venc(self) -> Resource:
         return self.dvpp.venc
 

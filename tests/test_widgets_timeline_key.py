@@ -3,7 +3,8 @@
 * every colour means one thing and has one key entry; every kind of thing drawn (host work,
   host API calls, calls that wait, failed calls, acl.util pointer calls, copies of every
   direction, staging, memset, kernels, model ops, single ops, event records, waits and resets,
-  host callbacks, and each media engine: JPEGD, VPC, JPEGE, VDEC, VENC) has its colour, and
+  host callbacks, and each media engine: JPEGD, VPC, JPEGE, VDEC, VENC; the image decoders
+  JPEGD and PNGD share theirs, named together) has its colour, and
   a figure's key lists exactly the colours it draws, in the figure and in its static drawing;
 * two tasks of one kind back to back on a lane show as two bars (a darker outline);
 * the Timeline, its cursor readout and StreamStepper give the same numbers for the same task.
@@ -39,7 +40,8 @@ N = 64 * 1024
 NAMED = {"h2d": "H2D", "d2h": "D2H", "d2d": "D2D", "h2h": "H2H", "staging": "staging",
          "kernel": "kernel", "model_op": "model op", "single_op": "single op",
          "memset": "memset", "event_record": "event record", "event_wait": "event wait",
-         "event_reset": "event reset", "callback": "callback", "jpegd": "JPEGD", "vpc": "VPC",
+         "event_reset": "event reset", "callback": "callback", "jpegd": "JPEGD",
+         "pngd": "PNGD", "vpc": "VPC",
          "jpege": "JPEGE", "vdec": "VDEC", "venc": "VENC", "other": "other",
          "host_work": "host work", "api": "API call", "api_wait": "waits",
          "api_error": "failed", "api_access": "acl.util"}
@@ -86,6 +88,7 @@ def _rec(kind: str, lane: str = "", **info) -> dict:
     (_rec("dvpp", "JPEGD (device 0)", engine="JPEGD"), "jpegd"),
     (_rec("dvpp", "VPC (device 1)", engine="VPC"), "vpc"),
     (_rec("dvpp", "JPEGE (device 0)", engine="JPEGE"), "jpege"),
+    (_rec("dvpp", "PNGD (device 2)", engine="PNGD"), "pngd"),
     # the video engines, named as the DVPP ones are, with or without info['engine']
     (_rec("dvpp", "VDEC (device 0)"), "vdec"),
     (_rec("dvpp", "VENC (device 3)", engine="VENC"), "venc"),
@@ -150,7 +153,8 @@ def every_kind(media: bool = True) -> dict:
     acl.rt.malloc(-1, ACL_MEM_MALLOC_HUGE_FIRST)                        # fails: an error code
     if media:
         dev = rt.devices[0]
-        for res in (*dev.dvpp.resources, Resource("VDEC (device 0)", 1),
+        for res in (*dev.dvpp.resources, Resource("PNGD (device 0)", 1),
+                    Resource("VDEC (device 0)", 1),
                     Resource("VENC (device 0)", 1)):
             rt.launch(1000)
             rt.submit(Task(res.name.split(" (")[0].title(), "dvpp", resource=res,
@@ -177,7 +181,8 @@ def test_a_program_of_every_kind_draws_a_one_to_one_key(fresh):
     tl = Timeline(rt)
     key = assert_key_is_one_to_one(tl)
     want = {"h2d", "d2h", "d2d", "staging", "kernel", "memset", "event_record", "event_wait",
-            "event_reset", "callback", "jpegd", "vpc", "jpege", "vdec", "venc", "host_work",
+            "event_reset", "callback", "jpegd", "pngd", "vpc", "jpege", "vdec", "venc",
+            "host_work",
             "api", "api_wait", "api_error", "api_access"}
     assert {KEY[COLOURS[k]] for k in want} <= set(key), sorted(
         {KEY[COLOURS[k]] for k in want} - set(key))
@@ -187,7 +192,7 @@ def test_a_program_of_every_kind_draws_a_one_to_one_key(fresh):
     assert len(work) == 2 and {b.colour for b in work} == {COLOURS["host_work"]}
     engines = {lane.name: {b.colour for b in lane.bars} for lane in lanes(rt)
                if lane.kind == "engine"}
-    for name in ("JPEGD", "VPC", "JPEGE", "VDEC", "VENC"):
+    for name in ("JPEGD", "PNGD", "VPC", "JPEGE", "VDEC", "VENC"):
         assert engines[name] == {COLOURS[name.lower()]}
     # the pageable memcpy_async waited for its staged copy; the pinned ones did not
     calls = [b for b in host.bars if b.label == "acl.rt.memcpy_async"]

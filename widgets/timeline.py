@@ -52,8 +52,9 @@ COLOURS = {
     "single_op": "#d62728", "memset": "#17becf",
     "event_record": "#7f7f7f", "event_wait": "#000075", "event_reset": "#dcbeff",
     "callback": "#8c564b",
-    # the media engines, one colour each (acllab.dvpp; VDEC and VENC are the video engines)
-    "jpegd": "#637939", "vpc": "#aaffc3", "jpege": "#f032e6", "vdec": "#9a6324",
+    # the media engines, one colour each (acllab.dvpp; VDEC and VENC are the video engines),
+    # but the two image decoders (JPEGD, PNGD) share one
+    "jpegd": "#637939", "pngd": "#637939", "vpc": "#aaffc3", "jpege": "#f032e6", "vdec": "#9a6324",
     "venc": "#ffbb78",
     "other": "#000000",       # a task of a kind this key does not know yet
     # the host lane
@@ -66,7 +67,7 @@ KEY = {   # the colour key: what each colour means, in every lane and every less
     "#d62728": "AI Core work (kernel, model op, single op)", "#17becf": "memset",
     "#7f7f7f": "event record", "#000075": "event wait", "#dcbeff": "event reset",
     "#8c564b": "host callback",
-    "#637939": "JPEGD (JPEG decode)", "#aaffc3": "VPC (resize, crop, convert)",
+    "#637939": "JPEGD, PNGD (image decode)", "#aaffc3": "VPC (resize, crop, convert)",
     "#f032e6": "JPEGE (JPEG encode)", "#9a6324": "VDEC (video decode)",
     "#ffbb78": "VENC (video encode)", "#000000": "other task",
     "#ffe119": "host work", "#bcbd22": "host API call",
@@ -75,7 +76,8 @@ KEY = {   # the colour key: what each colour means, in every lane and every less
 }
 UNITS = (("us", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000))
 BINS = 1200
-_MEDIA = ("JPEGD", "VPC", "JPEGE", "VDEC", "VENC")       # the media engines, as tasks.py names them
+# the media engines, as tasks.py names them
+_MEDIA = ("JPEGD", "PNGD", "VPC", "JPEGE", "VDEC", "VENC")
 _ENGINE_ORDER = ("AI Core", "H2D DMA", "D2H DMA", "D2D DMA", *_MEDIA, "Host staging",
                  "Host callbacks")
 # calls that make the host wait for device work (acllab.acl: each calls Runtime.wait_for)

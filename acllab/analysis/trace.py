@@ -39,17 +39,18 @@ __all__ = [
 # short name -> Device attribute, in the order msprof-like rows are drawn
 RESOURCE_NAMES = {"aicore": "aicore", "h2d": "h2d", "d2h": "d2h", "d2d": "d2d",
                   "host": "host_lane", "callbacks": "callback_lane",
-                  "jpegd": "jpegd", "vpc": "vpc", "jpege": "jpege", "vdec": "vdec",
-                  "venc": "venc"}
+                  "jpegd": "jpegd", "vpc": "vpc", "jpege": "jpege", "pngd": "pngd",
+                  "vdec": "vdec", "venc": "venc"}
 _ROW_LABEL = {"aicore": "AI Core", "h2d": "H2D DMA", "d2h": "D2H DMA", "d2d": "D2D DMA",
               "host": "Host staging", "callbacks": "Host callbacks",
-              "jpegd": "JPEGD", "vpc": "VPC", "jpege": "JPEGE", "vdec": "VDEC",
-              "venc": "VENC"}
+              "jpegd": "JPEGD", "vpc": "VPC", "jpege": "JPEGE", "pngd": "PNGD",
+              "vdec": "VDEC", "venc": "VENC"}
 # the DVPP media engines: a device has them once acl.media used it (Device.dvpp), and the
 # export and the summary show them only for a device that ran a DVPP task
-_DVPP_NAMES = ("jpegd", "vpc", "jpege", "vdec", "venc")
-# the video engines: only once a video channel created them (DvppDevice.has_video)
-_VIDEO_NAMES = ("vdec", "venc")
+_DVPP_NAMES = ("jpegd", "vpc", "jpege", "pngd", "vdec", "venc")
+# the engines made on first use: PNGD once a PNG was decoded, the video engines once a video
+# channel created them (DvppDevice.has_engine)
+_VIDEO_NAMES = ("pngd", "vdec", "venc")
 _SCALARS = (int, float, str, bool)
 
 

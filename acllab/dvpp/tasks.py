@@ -2,7 +2,8 @@
 
 Each device has three media engines of its own (``Resource`` objects, created on first use):
 JPEGD, VPC and JPEGE, with ``jpegd_units`` / ``vpc_units`` / ``jpege_units`` units each, so
-that several channels decode in parallel up to the published totals. A task's time is
+that several channels decode in parallel up to the published totals; PNGD (``pngd_units``),
+VDEC and VENC join them when a program first uses them. A task's time is
 
     ``t = dvpp_task_ns + pixels / pixels_per_s``
 
@@ -23,9 +24,11 @@ from ..engine import Resource, Task
 from ..errors import Fail
 from ..hardware import ceil_div
 from . import formats as F
+from . import png as P
 from .layouts import INTERPOLATIONS, LAYOUTS, convert
 
-__all__ = ["DvppDevice", "dvpp_device", "dvpp_ns", "decode_task", "vpc_task", "encode_task"]
+__all__ = ["DvppDevice", "dvpp_device", "dvpp_ns", "decode_task", "png_decode_task", "vpc_task",
+           "encode_task"]
 
 
 class DvppDevice:
@@ -42,6 +45,7 @@ class DvppDevice:
         # program that only decodes JPEGs keeps its trace's rows): see the vdec property
         self._vdec: Resource | None = None
         self._venc: Resource | None = None
+        self._pngd: Resource | None = None   # the PNG decoder, as lazily (acl.media.png)
         self.vdec_channels: dict[int, object] = {}   # channel id -> its acl.media channel
 
     @property
@@ -61,18 +65,26 @@ class DvppDevice:
         return self._venc
 
     @property
+    def pngd(self) -> Resource:
+        """The PNG decoder (``pngd_units`` units), created on first use."""
+        if self._pngd is None:
+            self._pngd = Resource(f"PNGD (device {self.device.id})",
+                                  self.device.profile.pngd_units)
+        return self._pngd
+
+    @property
     def has_video(self) -> bool:
         """True once a video engine exists on this device."""
         return self._vdec is not None or self._venc is not None
 
     def has_engine(self, short: str) -> bool:
-        """True once the video engine ``short`` ('vdec', 'venc') exists."""
+        """True once the engine ``short`` made on first use ('vdec', 'venc', 'pngd') exists."""
         return getattr(self, f"_{short}") is not None
 
     @property
     def resources(self) -> tuple[Resource, ...]:
         return (self.jpegd, self.vpc, self.jpege) + tuple(
-            r for r in (self._vdec, self._venc) if r is not None)
+            r for r in (self._pngd, self._vdec, self._venc) if r is not None)
 
     def is_dvpp(self, region) -> bool:
         """True while ``region`` is a live block that dvpp_malloc handed out."""
@@ -99,7 +111,7 @@ def dvpp_device(runtime, device) -> DvppDevice:
 
 
 def dvpp_ns(profile, engine: str, pixels: int) -> int:
-    """Nanoseconds of one task on ``engine`` ('jpegd', 'vpc', 'jpege', 'vdec') for
+    """Nanoseconds of one task on ``engine`` ('jpegd', 'vpc', 'jpege', 'vdec', 'pngd') for
     ``pixels``."""
     rate = getattr(profile, f"{engine}_pixels_per_s")
     return profile.dvpp_task_ns + ceil_div(pixels * 1_000_000_000, rate)
@@ -192,6 +204,88 @@ def decode_task(dd: DvppDevice, src, src_off: int, n: int, dst, dst_off: int,
                 device=dev.id, nbytes=n, reads=((src_addr, n),), writes=((dst_addr, capacity),),
                 on_start=on_start, on_end=on_end,
                 info={"engine": "JPEGD", "src": src_addr, "dst": dst_addr,
+                      "mem": (_mem(src, src_addr, n, "r"), _mem(dst, dst_addr, capacity, "w"))},
+                api=api)
+
+
+def png_decode_task(dd: DvppDevice, src, src_off: int, n: int, dst, dst_off: int,
+                    capacity: int, fmt: int, strides: tuple[int, int], stream, api: str,
+                    on_done=None) -> Task:
+    """A PNGD task: reads ``n`` PNG bytes when it starts, decodes them, and writes the picture
+    in ``fmt`` (PIXEL_FORMAT_RGB_888, or PIXEL_FORMAT_UNKNOWN: RGBA8888 from a source with
+    alpha, RGB888 otherwise) into ``dst`` (at most ``capacity`` bytes) when it ends, rows of
+    width * 3 (or 4) bytes every width stride bytes (:mod:`acllab.dvpp.png` has the rules).
+
+    As with JPEGD, what needs the picture is checked when the task starts (an earlier copy on
+    the stream may bring the bytes): data that is not a PNG, a colour type PNGD does not take
+    (palette), a picture outside 32 x 32 to 4096 x 4096, strides smaller than PNGD's, a buffer
+    smaller than width stride * height stride, or a stream Pillow cannot decode (truncated, a
+    bad CRC) is a fault of the task, reported (507000) at the stream's next synchronisation.
+    ``strides`` are the descriptor's (0 = PNGD's own); ``on_done(width, height, width_stride,
+    height_stride, format)`` fills the descriptor in. Its time is ``dvpp_task_ns + pixels /
+    pngd_pixels_per_s`` on one of the PNGD's units.
+    """
+    dev = dd.device
+    prof = dev.profile
+    src_addr, dst_addr = src.start + src_off, dst.start + dst_off
+    box: list = [None]
+
+    def on_start(task: Task) -> None:
+        try:
+            raw = src.read_bytes(src_off, n)
+            head = P.png_header(raw)
+        except Fail as exc:
+            return _fault(task, exc.message)
+        except ValueError as exc:
+            return _fault(task, f"PNGD cannot decode the data: {exc}")
+        w, h = head.width, head.height
+        if head.components is None:
+            return _fault(task, f"PNGD decodes greyscale, RGB, grey + alpha and RGBA PNGs "
+                                f"(colour types 0, 2, 4, 6); this one is {head.kind}")
+        if not (P.PNGD_MIN <= w <= P.PNGD_MAX and P.PNGD_MIN <= h <= P.PNGD_MAX):
+            return _fault(task, f"PNGD decodes 32 x 32 to 4096 x 4096 pictures; this one is "
+                                f"{w} x {h}")
+        task.info["width"], task.info["height"] = w, h
+        ofmt = P.pngd_output(head, fmt)
+        need_ws, need_hs = P.pngd_strides(w, h, ofmt)
+        ws, hs = strides[0] or need_ws, strides[1] or need_hs
+        name = F.FORMAT_NAMES[ofmt]
+        if ws < need_ws or hs < need_hs:
+            return _fault(task, f"the output strides {ws} x {hs} are too small for a {w} x {h} "
+                                f"{name} picture: PNGD needs at least {need_ws} x {need_hs}")
+        nbytes = P.pngd_size(ws, hs)
+        if nbytes > capacity:
+            return _fault(task, f"the output buffer holds {capacity} B but a {w} x {h} picture "
+                                f"in {name} with strides {ws} x {hs} needs {nbytes} B")
+        try:
+            pixels = P.pngd_pixels(raw, head, ofmt)
+        except Fail as exc:
+            return _fault(task, exc.message)
+        except ValueError as exc:
+            return _fault(task, f"PNGD cannot decode the stream: {exc}")
+        task.info["format"] = name
+        task.info["strides"] = (ws, hs)
+        box[0] = (pixels, w, h, ws, hs, ofmt)
+
+    def duration(task: Task) -> int:          # the picture's pixels
+        return dvpp_ns(prof, "pngd", task.info["width"] * task.info["height"]
+                       if box[0] else 0)
+
+    def on_end(task: Task) -> None:
+        done, box[0] = box[0], None
+        if done is None or dst.dangling:
+            return
+        pixels, w, h, ws, hs, ofmt = done
+        buf = dst.read(dst_off, ws * hs)      # the padding keeps its bytes
+        buf.reshape(hs, ws)[:h, :pixels.shape[1] * pixels.shape[2]] = pixels.reshape(h, -1)
+        dst.write(dst_off, buf)
+        if on_done is not None:
+            on_done(w, h, ws, hs, ofmt)
+
+    return Task("PngDecode", "dvpp", resource=dd.pngd, duration_ns=duration, stream=stream,
+                device=dev.id, nbytes=n, reads=((src_addr, n),), writes=((dst_addr, capacity),),
+                on_start=on_start, on_end=on_end,
+                info={"engine": "PNGD", "src": src_addr, "dst": dst_addr,
                       "mem": (_mem(src, src_addr, n, "r"), _mem(dst, dst_addr, capacity, "w"))},
                 api=api)
 

@@ -1,4 +1,5 @@
-"""``acl.media``: DVPP memory, channels, picture descriptions, JPEG decode/encode and VPC.
+"""``acl.media``: DVPP memory, channels, picture descriptions, JPEG decode/encode, PNG decode
+and VPC.
 
 The calls AclLite's image processing and the classification samples use, with pyACL's
 conventions: handles are ints; ``create_*`` and ``get_*`` calls return a bare value (0 on
@@ -18,8 +19,9 @@ Pixel formats (:mod:`acllab.dvpp.layouts` has their layouts, sizes and sources):
 YUV420SP NV12/NV21 from any JPEG, and YUV422SP / YUV444SP from 4:2:2 / 4:4:4 JPEGs; VPC reads
 YUV400, YUV420SP, YUV422SP, YUV444SP, packed YUV422 and YUV444, RGB888, BGR888 and the
 ARGB8888 family, and writes NV12/NV21 (Ascend 310) or every one of those (Atlas A2, 910B);
-JPEGE encodes NV12/NV21. A real format an engine or chip does not handle returns
-ACL_ERROR_FEATURE_UNSUPPORTED 200006.
+JPEGE encodes NV12/NV21; PNGD (``png``) writes RGB888, or RGBA8888 from PNGs with alpha. A
+real format an engine or chip does not handle returns ACL_ERROR_FEATURE_UNSUPPORTED 200006
+(PNGD's calls: ACL_ERROR_FORMAT_NOT_MATCH 100027, as CANN's).
 
 Differs from hardware: YUV440SP and 10-bit formats are not modelled; a channel is bookkeeping
 (every channel shares the device's engines, as on hardware, but there is no per-channel
@@ -32,7 +34,7 @@ encodes NV12 / NV21 pictures to H.264 / H.265 on the VENC engine (ascend310 prof
 
 One module per section of pyACL's media API, as ``acl.rt``: ``memory`` (DVPP memory),
 ``channel``, ``picture`` (picture descriptions), ``config`` (ROI, resize and JPEGE configs),
-``jpeg`` (JPEGD and JPEGE), ``vpc``, ``batch`` (batch VPC), ``stream`` (stream
+``jpeg`` (JPEGD and JPEGE), ``png`` (PNGD), ``vpc``, ``batch`` (batch VPC), ``stream`` (stream
 descriptions), ``vdec`` and ``venc``; ``_desc`` holds the descriptors behind the handles and
 ``_checks`` the argument checks the engines share.
 """
@@ -132,6 +134,7 @@ from .picture import (
     dvpp_set_pic_desc_width,
     dvpp_set_pic_desc_width_stride,
 )
+from .png import dvpp_png_decode_async, dvpp_png_get_image_info, dvpp_png_predict_dec_size
 from .stream import (
     dvpp_create_stream_desc,
     dvpp_destroy_stream_desc,
@@ -250,6 +253,7 @@ __all__ = [
     "dvpp_create_jpege_config", "dvpp_set_jpege_config_level", "dvpp_destroy_jpege_config",
     "dvpp_jpeg_get_image_info", "dvpp_jpeg_get_image_info_v2", "dvpp_jpeg_predict_dec_size",
     "dvpp_jpeg_decode_async",
+    "dvpp_png_get_image_info", "dvpp_png_predict_dec_size", "dvpp_png_decode_async",
     "dvpp_vpc_resize_async", "dvpp_vpc_crop_async", "dvpp_vpc_crop_and_paste_async",
     "dvpp_vpc_crop_resize_async", "dvpp_vpc_crop_resize_paste_async",
     "dvpp_create_batch_pic_desc", "dvpp_destroy_batch_pic_desc", "dvpp_get_pic_desc",

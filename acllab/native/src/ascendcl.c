@@ -2195,6 +2195,10 @@ aclError acldvppJpegEncodeAsync(acldvppChannelDesc *channelDesc, acldvppPicDesc 
     STATUS("acl.media.dvpp_jpeg_encode_async", "uuuuuu", H(channelDesc), H(inputDesc), H(data),
            s, H(config), H(stream));
 }
+
+/* PNG decoding (PNGD): its own file */
+#include "dvpp_png.c"
+
 aclError acldvppSetPicDescRetCode(acldvppPicDesc *picDesc, uint32_t retCode) {
     STATUS("acl.media.dvpp_set_pic_desc_ret_code", "uu", H(picDesc), (uint64_t)retCode);
 }

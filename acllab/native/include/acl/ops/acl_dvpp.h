@@ -235,6 +235,19 @@ ACL_FUNC_VISIBILITY aclError acldvppJpegEncodeAsync(acldvppChannelDesc *channelD
                                                     uint32_t *size, acldvppJpegeConfig *config,
                                                     aclrtStream stream);
 
+/* PNG (PNGD): decodes to PIXEL_FORMAT_RGB_888, or with PIXEL_FORMAT_UNKNOWN as the source
+   (RGBA8888 from PNGs with alpha); acldvppPngPredictDecSize also takes PIXEL_FORMAT_RGBA_8888 */
+ACL_FUNC_VISIBILITY aclError acldvppPngGetImageInfo(const void *data, uint32_t dataSize,
+                                                    uint32_t *width, uint32_t *height,
+                                                    int32_t *components);
+ACL_FUNC_VISIBILITY aclError acldvppPngPredictDecSize(const void *data, uint32_t dataSize,
+                                                      acldvppPixelFormat outputPixelFormat,
+                                                      uint32_t *decSize);
+ACL_FUNC_VISIBILITY aclError acldvppPngDecodeAsync(acldvppChannelDesc *channelDesc,
+                                                   const void *data, uint32_t size,
+                                                   acldvppPicDesc *outputDesc,
+                                                   aclrtStream stream);
+
 /* VDEC: H.264 / H.265 frames to YUV420SP pictures */
 ACL_FUNC_VISIBILITY aclvdecChannelDesc *aclvdecCreateChannelDesc(void);
 ACL_FUNC_VISIBILITY aclError aclvdecDestroyChannelDesc(aclvdecChannelDesc *channelDesc);
