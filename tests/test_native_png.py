@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from test_native import build, record, run_here, toolkit, twin  # noqa: F401 (the fixture)
+from test_native import build, record, run_here, twin
 
 from acllab import constants as C
 from acllab import session
