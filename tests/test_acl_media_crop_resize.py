@@ -145,3 +145,42 @@ def test_bad_values_give_100000_and_leave_the_configuration(s):
     roi = media.dvpp_create_roi_config(0, 31, 0, 31)
     assert media.dvpp_vpc_crop_resize_async(channel(), desc, odesc, roi, 0, s) != 0   # null
     assert media.dvpp_vpc_crop_resize_async(channel(), desc, odesc, roi, cfg, s) != 0  # gone
+
+
+def test_resize_reads_a_yuv420sp_picture_wider_than_4096_and_nothing_else_does(s):
+    """acldvppVpcResizeAsync reads a picture up to 8192 x 8192 in NV12 or NV21 (CANN 6.0.1 and
+    7.0.0 AscendCL reference, acldvppVpcResizeAsync: "input width or height in (4096, 8192]",
+    Atlas 200/300/500 inference and Atlas training products; Ascend's
+    vpc_jpeg_resnet50_imagenet_classification resizes 8192 x 8192 to 4000 x 4000): halved
+    bilinearly it is a 2 x 2 average. Crops, other formats, outputs and inputs past 8192
+    are refused with 100000."""
+    from test_acl_media import upload
+
+    w, h = 4608, 64                        # wider than 4096
+    yy, xx = np.mgrid[0:h, 0:w]
+    y = ((xx // 2 * 2 + yy // 2 * 2) % 251).astype(np.uint8)
+    uv = np.full((h // 2, w), 128, np.uint8)
+    src = upload(y.tobytes() + uv.tobytes(), s)
+    size = w * h * 3 // 2
+    big = pic(src, size, w, h, w, h)
+    dst, odesc, ows, ohs = output(w // 2, h // 2)
+    assert media.dvpp_vpc_resize_async(channel(), big, odesc, config(1), s) == 0
+    assert acl.rt.synchronize_stream(s) == 0
+    y_out, _ = planes(dst, w // 2, h // 2, ows, ohs)
+    assert np.array_equal(y_out, y[::2, ::2])
+
+    ch = channel()
+    roi = media.dvpp_create_roi_config(0, 63, 0, 31)
+    assert media.dvpp_vpc_crop_async(ch, big, odesc, roi, s) == 100000
+    assert media.dvpp_vpc_crop_resize_async(ch, big, odesc, roi, config(1), s) == 100000
+    nv21 = pic(src, size, w, h, w, h, fmt=2)
+    assert media.dvpp_vpc_resize_async(ch, nv21, odesc, config(1), s) == 0
+    yuv400 = pic(src, size, w, h, w, h, fmt=0)
+    with pytest.warns(acllab.AclWarning, match="only in YUV420SP"):
+        assert media.dvpp_vpc_resize_async(ch, yuv400, odesc, config(1), s) == 100000
+    too_big = pic(src, size, 8208, 32, 8208, 32)
+    with pytest.warns(acllab.AclWarning, match="a resize reads 10 x 6 to 8192 x 8192"):
+        assert media.dvpp_vpc_resize_async(ch, too_big, odesc, config(1), s) == 100000
+    wide_out = pic(src, size, w, h, w, h)            # an output past 4096
+    assert media.dvpp_vpc_resize_async(ch, nv21, wide_out, config(1), s) == 100000
+    assert acl.rt.synchronize_stream(s) == 0

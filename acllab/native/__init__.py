@@ -12,8 +12,9 @@ the system's C compiler, an install tree laid out as an Ascend toolkit's::
             acl_op_compiler.h, ops/acl_dvpp.h, ops/acl_cblas.h
         runtime/lib64/libascendcl.so          (what the program loads)
         runtime/lib64/stub/libascendcl.so     (what the samples' CMakeLists link against)
-        runtime/lib64[/stub]/libacl_dvpp.so   (the same library under the names DVPP
-        runtime/lib64[/stub]/libacl_op_compiler.so    and op-compiling programs link)
+        runtime/lib64[/stub]/libacl_dvpp.so   (the same library under the names DVPP,
+        runtime/lib64[/stub]/libacl_op_compiler.so    op-compiling and BLAS-linking
+        runtime/lib64[/stub]/libacl_cblas.so          programs link)
         acllib/, compiler/ {include, lib64}, include   (the same, where older samples and
                                                the op compiler's look)
 
@@ -53,10 +54,12 @@ CFLAGS = ["-std=gnu99", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hid
 
 
 #: The tree's layout (part of its key: a change here builds a new tree).
-LAYOUT = 3
+LAYOUT = 4
 
-#: Other AscendCL libraries the samples' build files link, provided as names of this one.
-COMPANIONS = ("acl_dvpp", "acl_op_compiler")
+#: Other AscendCL libraries the samples' build files link, provided as names of this one
+#: (CANN's runtime/lib64/stub has each; jpegd, jpege and vpc_resnet50_imagenet_classification
+#: link acl_cblas beside acl_dvpp without calling a BLAS function).
+COMPANIONS = ("acl_dvpp", "acl_op_compiler", "acl_cblas")
 
 
 class NativeBuildError(RuntimeError):

@@ -104,6 +104,11 @@ from .config import (
     dvpp_get_resize_config_interpolation,
     dvpp_set_jpege_config_level,
     dvpp_set_resize_config_interpolation,
+    dvpp_set_roi_config,
+    dvpp_set_roi_config_bottom,
+    dvpp_set_roi_config_left,
+    dvpp_set_roi_config_right,
+    dvpp_set_roi_config_top,
 )
 from .jpeg import (
     dvpp_jpeg_decode_async,
@@ -247,7 +252,9 @@ __all__ = [
     "dvpp_get_pic_desc_width", "dvpp_get_pic_desc_height", "dvpp_get_pic_desc_width_stride",
     "dvpp_get_pic_desc_height_stride",
     "dvpp_get_pic_desc_ret_code",
-    "dvpp_create_roi_config", "dvpp_destroy_roi_config",
+    "dvpp_create_roi_config", "dvpp_destroy_roi_config", "dvpp_set_roi_config",
+    "dvpp_set_roi_config_left", "dvpp_set_roi_config_right", "dvpp_set_roi_config_top",
+    "dvpp_set_roi_config_bottom",
     "dvpp_create_resize_config", "dvpp_destroy_resize_config",
     "dvpp_set_resize_config_interpolation", "dvpp_get_resize_config_interpolation",
     "dvpp_create_jpege_config", "dvpp_set_jpege_config_level", "dvpp_destroy_jpege_config",

@@ -59,13 +59,23 @@ def _names(formats) -> str:
     return ", ".join(f"{FORMAT_NAMES[f]} ({f})" for f in formats)
 
 
-def _vpc_picture(desc: PicDesc, what: str, output: bool = False) -> None:
+#: What acldvppVpcResizeAsync reads beyond 4096: a width or height up to 8192 in YUV420SP
+#: (NV12 or NV21), the formats every product of CANN's reference lists for it (CANN 6.0.1
+#: and 7.0.0 AscendCL reference, acldvppVpcResizeAsync, Atlas 200/300/500 inference and
+#: Atlas training products). Differs from hardware: the Atlas inference series (310P) reads
+#: other YUV formats at that size too; acllab takes these two on every profile.
+LARGE_RESIZE_SIDE, LARGE_RESIZE_FORMATS = 8192, (1, 2)
+
+
+def _vpc_picture(desc: PicDesc, what: str, output: bool = False,
+                 large: bool = False) -> None:
     """VPC's rules for a picture (acllab.dvpp.layouts names the formats, sizes and sources).
 
     Both profiles: width stride a multiple of 16 (in bytes: width * 2 for packed YUV422,
     * 3 for RGB888, * 4 for ARGB8888, aligned to 16), height stride a multiple of 2, width
     stride 32 to 16384 and height stride 6 to 16384 (acl_dvpp.h's acldvppSetPicDescWidthStride
-    and HeightStride; "VPC functions and restrictions"), pictures 10 x 6 to 4096 x 4096.
+    and HeightStride; "VPC functions and restrictions"), pictures 10 x 6 to 4096 x 4096 (a
+    resize's input up to 8192 x 8192 in YUV420SP when ``large``).
     A format this chip's VPC does not read or write returns ACL_ERROR_FEATURE_UNSUPPORTED.
 
     Differs from hardware: Atlas A2 chips accept other width strides (from 10, no alignment);
@@ -83,7 +93,17 @@ def _vpc_picture(desc: PicDesc, what: str, output: bool = False) -> None:
         raise Fail(100000, f"{what} has format {fmt}, which is no picture format VPC handles "
                            f"(use one of {_names(allowed)})")
     w, h, ws, hs = desc.width, desc.height, desc.width_stride, desc.height_stride
-    if not (10 <= w <= 4096 and 6 <= h <= 4096):
+    big = large and fmt in LARGE_RESIZE_FORMATS
+    top = LARGE_RESIZE_SIDE if big else 4096
+    if not (10 <= w <= top and 6 <= h <= top):
+        if large and 10 <= w <= LARGE_RESIZE_SIDE and 6 <= h <= LARGE_RESIZE_SIDE:
+            raise Fail(100000, f"{what} is {w} x {h} {FORMAT_NAMES[fmt]}; a resize reads "
+                               "pictures wider or taller than 4096 (up to 8192 x 8192) only "
+                               "in YUV420SP: PIXEL_FORMAT_YUV_SEMIPLANAR_420 (1) or "
+                               "YVU_SEMIPLANAR_420 (2)")
+        if big:
+            raise Fail(100000, f"{what} is {w} x {h}; a resize reads 10 x 6 to 8192 x 8192 "
+                               "pictures")
         raise Fail(100000, f"{what} is {w} x {h}; VPC takes 10 x 6 to 4096 x 4096 pictures")
     if ws % 16 or hs % 2:
         raise Fail(100000, f"{what} has strides {ws} x {hs}; VPC needs the width stride "

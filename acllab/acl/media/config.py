@@ -7,7 +7,9 @@ from ...errors import Fail
 from .._api import as_int
 from ._desc import JpegeConfig, ResizeConfig, RoiConfig, _destroy, _get, _new, api
 
-__all__ = ["dvpp_create_roi_config", "dvpp_destroy_roi_config", "dvpp_create_resize_config",
+__all__ = ["dvpp_create_roi_config", "dvpp_destroy_roi_config", "dvpp_set_roi_config",
+           "dvpp_set_roi_config_left", "dvpp_set_roi_config_right", "dvpp_set_roi_config_top",
+           "dvpp_set_roi_config_bottom", "dvpp_create_resize_config",
            "dvpp_destroy_resize_config", "dvpp_set_resize_config_interpolation",
            "dvpp_get_resize_config_interpolation", "dvpp_create_jpege_config",
            "dvpp_set_jpege_config_level", "dvpp_destroy_jpege_config"]
@@ -29,6 +31,56 @@ def dvpp_create_roi_config(left, right, top, bottom):
 @api("acldvppDestroyRoiConfig")
 def dvpp_destroy_roi_config(roi_config):
     _destroy(roi_config, RoiConfig, "roi_config")
+
+
+#: The largest offset an area holds: CANN keeps each as 16 bits, and its
+#: acldvppSetRoiConfig series refuses a larger value with ACL_ERROR_INVALID_PARAM (100000)
+#: (CANN's AscendCL source, acl dvpp: acldvppSetRoiConfigLeft... "param great than
+#: UINT16_MAX"; pyACL's acl.media.dvpp_set_roi_config(_left/_right/_top/_bottom) wrap them).
+ROI_MAX = 0xFFFF
+
+
+def _roi_offsets(roi_config, **offsets) -> RoiConfig:
+    cfg = _get(roi_config, RoiConfig, "roi_config")
+    vals = {name: as_int(v, name) for name, v in offsets.items()}
+    bad = {name: v for name, v in vals.items() if not 0 <= v <= ROI_MAX}
+    if bad:
+        raise Fail(100000, "ROI offsets must be between 0 and 65535 (got "
+                           + ", ".join(f"{n} {v}" for n, v in bad.items()) + ")")
+    for name, v in vals.items():
+        setattr(cfg, name, v)
+    return cfg
+
+
+@api("acldvppSetRoiConfig")
+def dvpp_set_roi_config(roi_config, left, right, top, bottom):
+    """Change all four offsets of an area (as acldvppCreateRoiConfig gives them); a value
+    above 65535 gives 100000 and changes none."""
+    _roi_offsets(roi_config, left=left, right=right, top=top, bottom=bottom)
+
+
+@api("acldvppSetRoiConfigLeft")
+def dvpp_set_roi_config_left(roi_config, left):
+    """Change an area's left column (at most 65535, else 100000)."""
+    _roi_offsets(roi_config, left=left)
+
+
+@api("acldvppSetRoiConfigRight")
+def dvpp_set_roi_config_right(roi_config, right):
+    """Change an area's right column (at most 65535, else 100000)."""
+    _roi_offsets(roi_config, right=right)
+
+
+@api("acldvppSetRoiConfigTop")
+def dvpp_set_roi_config_top(roi_config, top):
+    """Change an area's top row (at most 65535, else 100000)."""
+    _roi_offsets(roi_config, top=top)
+
+
+@api("acldvppSetRoiConfigBottom")
+def dvpp_set_roi_config_bottom(roi_config, bottom):
+    """Change an area's bottom row (at most 65535, else 100000)."""
+    _roi_offsets(roi_config, bottom=bottom)
 
 
 @api("acldvppCreateResizeConfig", bare=True, outs=(0,))

@@ -22,14 +22,16 @@ def _vpc(channel_desc, input_desc, output_desc, stream, crop_area, paste_area, a
     interpolation = 0 if resize_config is None else \
         _get(resize_config, ResizeConfig, "resize_config").interpolation
     s = _stream(stream)
-    plan = _plan(inp, out, crop_area, paste_area)
+    plan = _plan(inp, out, crop_area, paste_area, large=api_name == "dvpp_vpc_resize_async")
     _submit(vpc_task(dvpp_device(rt(), s.device), inp, out, *plan, s, api_name, name,
                      interpolation), s)
 
 
-def _plan(inp: PicDesc, out: PicDesc, crop_area, paste_area, what: str = "") -> tuple:
-    """Check one VPC task's pictures and areas: its (crop, paste) areas, or Fail."""
-    _vpc_picture(inp, f"{what}input_desc")
+def _plan(inp: PicDesc, out: PicDesc, crop_area, paste_area, what: str = "",
+          large: bool = False) -> tuple:
+    """Check one VPC task's pictures and areas: its (crop, paste) areas, or Fail. ``large``:
+    the input may be up to 8192 x 8192 in YUV420SP (acldvppVpcResizeAsync's)."""
+    _vpc_picture(inp, f"{what}input_desc", large=large)
     _vpc_picture(out, f"{what}output_desc", output=True)
     iw, ih = L.layout(inp.format).covered(inp.width, inp.height)
     if crop_area is None:

@@ -2059,6 +2059,18 @@ acldvppRoiConfig *acldvppCreateRoiConfig(uint32_t left, uint32_t right, uint32_t
 aclError acldvppDestroyRoiConfig(acldvppRoiConfig *roiConfig) {
     STATUS("acl.media.dvpp_destroy_roi_config", "u", H(roiConfig));
 }
+#define ROI_SET(Side, side) aclError acldvppSetRoiConfig##Side(acldvppRoiConfig *config, \
+                                                     uint32_t value) { \
+    STATUS("acl.media.dvpp_set_roi_config_" #side, "uu", H(config), (uint64_t)value); }
+ROI_SET(Left, left)
+ROI_SET(Right, right)
+ROI_SET(Top, top)
+ROI_SET(Bottom, bottom)
+aclError acldvppSetRoiConfig(acldvppRoiConfig *config, uint32_t left, uint32_t right,
+                             uint32_t top, uint32_t bottom) {
+    STATUS("acl.media.dvpp_set_roi_config", "uuuuu", H(config), (uint64_t)left,
+           (uint64_t)right, (uint64_t)top, (uint64_t)bottom);
+}
 acldvppResizeConfig *acldvppCreateResizeConfig(void) {
     DVPP_HANDLE(acldvppResizeConfig, "acl.media.dvpp_create_resize_config");
 }
@@ -2130,18 +2142,16 @@ aclError acldvppVpcCropResizePasteAsync(acldvppChannelDesc *channelDesc,
 
 aclError acldvppJpegGetImageInfo(const void *data, uint32_t size, uint32_t *width,
                                  uint32_t *height, int32_t *components) {
-    NEED(width, "acldvppJpegGetImageInfo");
-    NEED(height, "acldvppJpegGetImageInfo");
-    NEED(components, "acldvppJpegGetImageInfo");
+    /* each out-parameter may be NULL: CANN's fills only those given */
     uint64_t d = host_addr(data, size);
     int code;
     V *v = call(&code, "acl.media.dvpp_jpeg_get_image_info", "uu", d, (uint64_t)size);
     if (!v) return code;
     int r = ret_of(v);
     if (r == 0) {
-        *width = (uint32_t)int_at(v, 0);
-        *height = (uint32_t)int_at(v, 1);
-        *components = (int32_t)int_at(v, 2);
+        if (width) *width = (uint32_t)int_at(v, 0);
+        if (height) *height = (uint32_t)int_at(v, 1);
+        if (components) *components = (int32_t)int_at(v, 2);
     }
     vfree(v);
     return r;
@@ -2149,20 +2159,17 @@ aclError acldvppJpegGetImageInfo(const void *data, uint32_t size, uint32_t *widt
 aclError acldvppJpegGetImageInfoV2(const void *data, uint32_t size, uint32_t *width,
                                    uint32_t *height, int32_t *components,
                                    acldvppJpegFormat *format) {
-    NEED(width, "acldvppJpegGetImageInfoV2");
-    NEED(height, "acldvppJpegGetImageInfoV2");
-    NEED(components, "acldvppJpegGetImageInfoV2");
-    NEED(format, "acldvppJpegGetImageInfoV2");
+    /* each out-parameter may be NULL: CANN's fills only those given */
     uint64_t d = host_addr(data, size);
     int code;
     V *v = call(&code, "acl.media.dvpp_jpeg_get_image_info_v2", "uu", d, (uint64_t)size);
     if (!v) return code;
     int r = ret_of(v);
     if (r == 0) {
-        *width = (uint32_t)int_at(v, 0);
-        *height = (uint32_t)int_at(v, 1);
-        *components = (int32_t)int_at(v, 2);
-        *format = (acldvppJpegFormat)int_at(v, 3);
+        if (width) *width = (uint32_t)int_at(v, 0);
+        if (height) *height = (uint32_t)int_at(v, 1);
+        if (components) *components = (int32_t)int_at(v, 2);
+        if (format) *format = (acldvppJpegFormat)int_at(v, 3);
     }
     vfree(v);
     return r;
