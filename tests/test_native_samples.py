@@ -13,7 +13,6 @@ in a program written as those samples write it, beside its pyACL twin.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import textwrap
@@ -27,17 +26,6 @@ from acllab import constants as C
 from acllab import session
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs the system's g++")
-
-
-@pytest.fixture(scope="module")
-def toolkit(tmp_path_factory):
-    """The toolkit tree, built once for this module in a cache of its own."""
-    from acllab import native
-
-    env = {**os.environ, "ACLLAB_CACHE": str(tmp_path_factory.mktemp("cache"))}
-    env.pop("CC", None)
-    env.pop("ACLLAB_CC", None)
-    return native.toolkit(env), env
 
 
 def build_as_jpegd(toolkit, tmp_path: Path, source: str, name: str) -> Path:
