@@ -131,6 +131,28 @@ def test_set_tensor_const_copies_host_bytes_at_once():
     acl.finalize()
 
 
+def test_host_objects_left_at_finalize_are_leaks_that_can_still_be_destroyed():
+    """CANN's finalize leaves host-side objects alone and their destroy calls only delete
+    them (hicann/ge, api/acl/acl_model/model/model_om2.cpp: aclmdlDestroyDesc and
+    aclmdlDestroyDataset): a program whose destructors run after aclFinalize (as some of
+    Ascend's samples do) destroys them with code 0. acllab still reports them at finalize,
+    and a second destroy is refused as for any destroyed object."""
+    acl.init()
+    objects = [(acl.mdl.destroy_desc, acl.mdl.create_desc()),
+               (acl.mdl.destroy_dataset, acl.mdl.create_dataset()),
+               (acl.destroy_data_buffer, acl.create_data_buffer(0, 0)),
+               (acl.destroy_tensor_desc, acl.create_tensor_desc(ACL_FLOAT, [4], ACL_FORMAT_ND)),
+               (acl.op.destroy_attr, acl.op.create_attr())]
+    with pytest.warns(acllab.AclWarning, match="model description 0x[0-9a-f]+ never destroyed"):
+        acl.finalize()
+    assert [destroy(h) for destroy, h in objects] == [0, 0, 0, None, None]
+    assert [(e[0], e[3]) for e in acllab.current_runtime().api_log[-5:]] == [
+        ("destroy_desc", 0), ("destroy_dataset", 0), ("destroy_data_buffer", 0),
+        ("destroy_tensor_desc", 0), ("destroy_attr", 0)]
+    with pytest.warns(acllab.AclWarning, match="107017"):
+        assert acl.mdl.destroy_desc(objects[0][1]) == 107017
+
+
 def test_a_description_left_at_finalize_is_a_leak():
     acl.init()
     acl.create_tensor_desc(ACL_FLOAT, [4], ACL_FORMAT_ND)

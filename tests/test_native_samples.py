@@ -8,7 +8,9 @@ in a program written as those samples write it, beside its pyACL twin.
   above 65535 gives ACL_ERROR_INVALID_PARAM 100000; pyACL wraps them as
   ``acl.media.dvpp_set_roi_config(_left/_right/_top/_bottom)``);
 - jpegd asks ``acldvppJpegGetImageInfoV2`` for width, height and format with ``components``
-  NULL: in CANN's source every out-parameter is optional and only those given are filled.
+  NULL: in CANN's source every out-parameter is optional and only those given are filled;
+- resnet50_imagenet_dynamic_dims' destructors destroy host objects after ``aclFinalize``:
+  CANN's destroy calls only delete them and return 0 (hicann/ge, model_om2.cpp).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_native import record, run_here, twin
+from test_native import build, record, run_here, twin
 
 from acllab import constants as C
 from acllab import session
@@ -273,3 +275,48 @@ def test_a_refused_offset_changes_nothing_in_the_area():
     assert media.dvpp_set_roi_config_top(area, 2) == 100000
     acl.rt.reset_device(0)
     acl.finalize()
+
+
+AFTER_FINALIZE_C = r"""
+    #include <stdio.h>
+    #include "acl/acl.h"
+
+    int main(void)
+    {
+        aclInit(NULL);
+        aclmdlDesc *desc = aclmdlCreateDesc();
+        aclmdlDataset *dataset = aclmdlCreateDataset();
+        aclDataBuffer *buffer = aclCreateDataBuffer(NULL, 0);
+        aclTensorDesc *tensor = aclCreateTensorDesc(ACL_FLOAT, 0, NULL, ACL_FORMAT_ND);
+        printf("finalize %d\n", aclFinalize());
+        aclError d = aclmdlDestroyDesc(desc);
+        aclError s = aclmdlDestroyDataset(dataset);
+        aclError b = aclDestroyDataBuffer(buffer);
+        printf("destroy %d %d %d\n", d, s, b);
+        aclDestroyTensorDesc(tensor);
+        printf("again %d\n", aclmdlDestroyDesc(desc));
+        return 0;
+    }
+"""
+
+
+def after_finalize_twin(acl):
+    acl.init()
+    desc, dataset = acl.mdl.create_desc(), acl.mdl.create_dataset()
+    buffer = acl.create_data_buffer(0, 0)
+    tensor = acl.create_tensor_desc(C.ACL_FLOAT, [], C.ACL_FORMAT_ND)
+    text = f"finalize {acl.finalize()}\n"
+    text += (f"destroy {acl.mdl.destroy_desc(desc)} {acl.mdl.destroy_dataset(dataset)} "
+             f"{acl.destroy_data_buffer(buffer)}\n")
+    acl.destroy_tensor_desc(tensor)
+    return text + f"again {acl.mdl.destroy_desc(desc)}\n"
+
+
+def test_host_objects_destroyed_after_finalize_as_the_pyacl_twin(toolkit, tmp_path):
+    exe = build(toolkit, tmp_path, AFTER_FINALIZE_C, "after_finalize")
+    code, out = run_here(toolkit, exe, tmp_path)
+    native = record(session.current_runtime())
+    expected, python = twin(after_finalize_twin)
+    assert code == 0 and out == expected == "finalize 0\ndestroy 0 0 0\nagain 107017\n"
+    assert native == python
+

@@ -88,7 +88,10 @@ def init(config_path=None):
 
 @api("aclFinalize", needs_init=False)
 def finalize():
-    """Release everything; what the program did not release itself is reported as a leak."""
+    """Release everything; what the program did not release itself is reported as a leak.
+
+    Host-side objects (data buffers, datasets, model and tensor descriptions, op attributes)
+    are reported but stay valid: as in CANN, destroying them after finalize succeeds."""
     r = _runtime()
     if not r.initialized:
         if r.finalized:
@@ -108,8 +111,14 @@ def finalize():
         kind = kinds.get(type(obj))
         if kind is not None and obj.alive:
             leaked.append(f"{kind} 0x{h:x} never destroyed")
-            obj.alive = False
-            r.drop_handle(h, kind)
+            if kind == "op handle":          # it holds the op's loaded model
+                obj.alive = False
+                r.drop_handle(h, kind)
+            # the others are plain host objects: CANN's finalize leaves them, and their
+            # destroy calls (which need no init) still free them afterwards and return 0
+            # (hicann/ge, api/acl/acl_model/model/model_om2.cpp: aclmdlDestroyDesc and
+            # aclmdlDestroyDataset only delete the object), as the samples' destructors
+            # that run after aclFinalize do
     r.spend(r.profile.api_ns)
     r.initialized = False
     r.finalized = True
