@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -366,3 +367,37 @@ def test_a_callback_waiting_for_the_thread_whose_call_reached_it(card, monkeypat
     assert acl_.rt.unsubscribe_report(rep.tid, stream) == 0
     rep.stop()
     assert acl_.rt.destroy_stream(stream) == 0
+
+
+def test_start_thread_returns_once_a_thread_that_never_polls_first_sleeps(card, monkeypatch):
+    """AclLite VideoCapture's decoding thread (acl.util.start_thread) sets its context and
+    its channel up, then sleeps until read() is called: it never polls. start_thread returns
+    once the thread's prologue is done (its first time.sleep), not after START_WAIT_S, and
+    that prologue's calls all came before start_thread's own return."""
+    from acllab.acl import util
+
+    monkeypatch.setattr(util, "START_WAIT_S", 600.0)   # a hang, not a slow pass, if missed
+    acl_ = card
+    ctx, _ = acl_.rt.get_context()
+    state = {"prologue": False, "go": threading.Event()}
+
+    def decoding(_args):
+        acl_.rt.set_context(ctx)
+        buf, _ = acl_.rt.malloc(64, 0)
+        state["buf"], state["prologue"] = buf, True
+        while not state["go"].is_set():
+            time.sleep(0.01)
+        acl_.rt.free(buf)
+
+    box = {}
+    starter = threading.Thread(target=lambda: box.update(
+        result=acl_.util.start_thread(decoding, [])), daemon=True)
+    starter.start()
+    _join(starter)
+    tid, ret = box["result"]
+    assert ret == 0 and state["prologue"]
+    if acl_ is acl:
+        log = [name for name, *_ in acllab.current_runtime().api_log]
+        assert log[-3:] == ["set_context", "malloc", "start_thread"]
+    state["go"].set()
+    assert acl_.util.stop_thread(tid) == 0

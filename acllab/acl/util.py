@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -200,11 +201,15 @@ STOP_WAIT_S = 10.0
 
 
 def _run_until_first_poll(fn, args, reached: threading.Event) -> None:
-    """The new thread's body: run ``fn(args)``, telling the starter when it first polls."""
+    """The new thread's body: run ``fn(args)``, telling the starter when it first polls or
+    first sleeps (``time.sleep``: a thread that is no report thread, such as AclLite
+    VideoCapture's decoding thread, waits that way once its prologue is done)."""
     poll_code = getattr(_rt.process_report, "__code__", None)
+    sleep = time.sleep
 
-    def watch(frame, event, _arg):
-        if event == "call" and frame.f_code is poll_code:
+    def watch(frame, event, arg):
+        if (event == "call" and frame.f_code is poll_code) or \
+                (event == "c_call" and arg is sleep):
             sys.setprofile(None)
             reached.set()
 
@@ -229,9 +234,10 @@ def start_thread(fn, args_list):
     clock nor the API log (``acllab.runtime.Runtime.poll_report``).
 
     Differs from hardware: the call returns only once the new thread has reached its first
-    ``acl.rt.process_report`` (or ended), so what the thread does before polling (typically
-    ``acl.rt.set_context``) happens at one place in the program's virtual timeline on every
-    run; a real start_thread returns at once.
+    ``acl.rt.process_report``, its first ``time.sleep`` or its end, so what the thread does
+    before (typically ``acl.rt.set_context``, or a decoding thread's channel set-up) happens
+    at one place in the program's virtual timeline on every run; a real start_thread returns
+    at once. A thread that does neither within START_WAIT_S seconds is let go on then.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, not {type(fn).__name__}")

@@ -37,6 +37,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import traceback
 import types
 import warnings
@@ -512,14 +513,23 @@ class DeviceClient:
             raise TypeError(f"args_list must be a list, not {type(args_list).__name__}")
         reached = threading.Event()
 
+        sleep = time.sleep
+
+        def first_sleep(_frame, event, arg):   # as acllab.acl.util._run_until_first_poll
+            if event == "c_call" and arg is sleep:
+                sys.setprofile(None)
+                reached.set()
+
         def body():
             self._first_poll[threading.get_ident()] = reached
+            sys.setprofile(first_sleep)
             try:
                 fn(args_list)
             except Exception as exc:  # noqa: BLE001 - a learner's bug must not break the client
                 warnings.warn(f"the function started by acl.util.start_thread raised "
                               f"{type(exc).__name__}: {exc}", AclWarning, stacklevel=2)
             finally:
+                sys.setprofile(None)
                 reached.set()
 
         thread = threading.Thread(target=body, name="acl.util.start_thread", daemon=True)
@@ -569,6 +579,7 @@ class DeviceClient:
         def process_report(timeout_ms):
             event = polls.pop(threading.get_ident(), None)
             if event is not None:
+                sys.setprofile(None)          # the first-sleep watch (_start_thread)
                 event.set()
             return stub(timeout_ms)
 
