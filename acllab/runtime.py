@@ -12,6 +12,7 @@ host's time, so data visible to the host is exactly what the device has finished
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -49,6 +50,21 @@ __all__ = ["Runtime", "Device", "API_LOCK", "unlocked"]
 #: releases it while it waits (:func:`unlocked`, or a Condition built on it), so that the
 #: threads it waits for can make their own calls meanwhile.
 API_LOCK = threading.RLock()
+
+#: The acllab package's folder (a frame whose file is under it is acllab's, not the program's).
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning raised by the caller of this function name
+    the program's line (the first frame outside the acllab package) rather than acllab's,
+    however deep in the runtime the warning comes (a callback's report reached from a
+    blocking call, a report thread's process_report); 2 when no frame is the program's."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+            _PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else 2
 
 
 class unlocked:
@@ -1393,7 +1409,7 @@ class Runtime:
             "waits to make one: it waits for that thread (a full queue it empties, say). "
             "acllab now runs that report thread's callbacks alongside the other threads, as a "
             "card does; the order of the threads' calls in the log and trace may then differ "
-            "from run to run.", AclWarning, stacklevel=2)
+            "from run to run.", AclWarning, stacklevel=_user_stacklevel())
 
     def run_handed(self, state: _ReportThread) -> int:
         """Run, on the calling report thread, the reports handed to it (see
@@ -1495,7 +1511,7 @@ class Runtime:
                 msg = traceback.format_exc(limit=3)
                 self.callback_errors.append(msg)
                 warnings.warn(f"a host callback raised an exception:\n{msg}", AclWarning,
-                              stacklevel=2)
+                              stacklevel=_user_stacklevel())
             finally:
                 self.running_callback = outer
                 if cb.block:

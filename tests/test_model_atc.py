@@ -180,6 +180,21 @@ def test_atc_main_writes_an_om_and_prints_the_verdict(tmp_path, capsys):
     assert model.inputs[0].dims == (8, 3, 224, 224) and model.options["framework"] == 5
 
 
+def test_atc_main_creates_the_output_folders(tmp_path, capsys, monkeypatch):
+    """GE's CheckOutputPathValid (common/util.cc) creates the directories of a new --output,
+    so a sample's README command (`--output=model/resnet50_aipp` in a sample without model/)
+    works; a path under a file still fails with E10001."""
+    monkeypatch.chdir(tmp_path)
+    assert atc_main(["--model=zoo:tiny", "--framework=0", "--output=model/deep/tiny",
+                     "--soc_version=Ascend310"]) == 0
+    assert "ATC run success" in capsys.readouterr().out
+    assert load("model/deep/tiny.om").inputs[0].dims[0] >= 1
+    (tmp_path / "afile").write_text("x")
+    assert atc_main(["--model=zoo:tiny", "--output=afile/tiny",
+                     "--soc_version=Ascend310"]) == 1
+    assert "E10001" in capsys.readouterr().err
+
+
 def test_atc_main_failures_return_nonzero(tmp_path, capsys):
     code = atc_main(["--model=zoo:resnet50", f"--output={tmp_path / 'x'}",
                      "--soc_version=Ascend310", "--input_shape=data:-1,3,224,224",

@@ -401,3 +401,44 @@ def test_start_thread_returns_once_a_thread_that_never_polls_first_sleeps(card, 
         assert log[-3:] == ["set_context", "malloc", "start_thread"]
     state["go"].set()
     assert acl_.util.stop_thread(tid) == 0
+
+
+def test_the_warnings_of_a_handed_over_callback_name_the_programs_line(fresh):
+    """The warning that a report thread was set free (its callback waits on a full queue,
+    as AclLite's VideoCapture's does) and the one for a callback that raised name a line of
+    the program (the call that reached the report, or the report thread's process_report),
+    never a line of acllab's runtime, however deep inside the call they come."""
+    stream = setup_device(0)
+    ctx, _ = acl.rt.get_context()
+    rep = Reporter(acl, ctx, timeout_ms=50)
+    assert acl.rt.subscribe_report(rep.tid, stream) == 0
+    items: queue.Queue = queue.Queue(1)
+    n = 4
+
+    def boom(_):
+        raise ValueError("the callback's own bug")
+
+    def produce():
+        acl.rt.set_context(ctx)
+        for i in range(n):
+            assert acl.rt.launch_callback(items.put, i, ACL_CALLBACK_BLOCK, stream) == 0
+        assert acl.rt.launch_callback(boom, None, ACL_CALLBACK_BLOCK, stream) == 0
+        assert acl.rt.synchronize_stream(stream) == 0   # the line both warnings name
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AclWarning)
+        producer = threading.Thread(target=produce)
+        producer.start()
+        dev, _ = acl.rt.malloc(64, 0)
+        for _ in range(n):
+            items.get(timeout=JOIN_S)
+            assert acl.rt.memset(dev, 64, 0, 64) == 0     # waits for its turn meanwhile
+        _join(producer)
+    mine = [w for w in caught if "set free" in str(w.message) or "made no pyACL call" in
+            str(w.message) or "raised an exception" in str(w.message)]
+    assert len(mine) == 2, [str(w.message)[:80] for w in caught]
+    assert [w.filename for w in mine] == [__file__, __file__]
+    acl.rt.free(dev)
+    assert acl.rt.unsubscribe_report(rep.tid, stream) == 0
+    rep.stop()
+    acl.rt.destroy_stream(stream)

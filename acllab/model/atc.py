@@ -781,6 +781,10 @@ def atc_main(argv: list[str] | None = None, out=None, err=None) -> int:
                               framework=args.framework)
         path = args.output if args.output.endswith(".om") else args.output + ".om"
         try:
+            # GE's CheckOutputPathValid (ge common/util.cc) creates the folders of an
+            # --output that does not exist yet (CreateDirectory on the part before the last
+            # '/'): the samples' READMEs run `atc ... --output=model/NAME` with no model/.
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
             omfile.save(model, path)
         except OSError as exc:
             raise _bad("--output", args.output, f"cannot write {path}: "
