@@ -2004,6 +2004,78 @@ def test_more_host_buffers_than_the_library_keeps_in_step_still_round_trip(toolk
     assert out == f"300 of 300 round trips, bogus source {expected}\n"
 
 
+DISJOINT_WRITER_C = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include "acl/acl.h"
+
+/* One host array: the device copies into its first 1000 bytes while another thread writes
+ * its bytes 3000..3999, which no copy touches (as a malloc block handed out again smaller
+ * than the buffer the library first registered at that address, its tail now another
+ * object, as in AclLite's venc callback) */
+static unsigned char pool[4096];
+static volatile int stop;
+static long reverted;
+
+static void *Writer(void *arg)
+{
+    (void)arg;
+    for (unsigned k = 1; !stop; k++) {
+        memset(pool + 3000, (int)(k & 0xff), 1000);
+        for (int spin = 0; spin < 2000; spin++) {
+            if (((volatile unsigned char *)pool)[3500] != (unsigned char)(k & 0xff)) {
+                reverted++;
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    unsigned char src[4096];
+    for (int j = 0; j < 4096; j++) src[j] = (unsigned char)(j * 7 + 3);
+    aclInit(NULL);
+    aclrtSetDevice(0);
+    void *dev;
+    aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST);
+    aclrtMemcpy(dev, 4096, src, 4096, ACL_MEMCPY_HOST_TO_DEVICE);
+    aclrtMemcpy(pool, 4096, dev, 4096, ACL_MEMCPY_DEVICE_TO_HOST);   /* registers pool whole */
+    pthread_t tid;
+    pthread_create(&tid, NULL, Writer, NULL);
+    int bad = 0;
+    for (int i = 0; i < 300; i++) {
+        memset(pool, 0, 1000);
+        bad |= aclrtMemcpy(pool, 1000, dev, 1000, ACL_MEMCPY_DEVICE_TO_HOST);
+        bad |= memcmp(pool, src, 1000) != 0;
+    }
+    stop = 1;
+    pthread_join(tid, NULL);
+    printf("copies %s, writer's bytes reverted %ld times\n", bad ? "wrong" : "right", reverted);
+    aclrtFree(dev);
+    aclrtResetDevice(0);
+    aclFinalize();
+    return 0;
+}
+"""
+
+
+def test_a_copy_back_writes_only_the_bytes_the_device_changed(toolkit, tmp_path):
+    """A device-to-host copy gives the host the bytes it wrote, and none of the rest of the
+    registered buffer it lies in: another thread writing bytes no copy touches keeps them.
+    The library once wrote the whole registered buffer back with each reply, so each copy
+    put back the bytes the other thread had overwritten meanwhile (AclLite's VideoWriter
+    sample, whose venc callback mallocs a smaller buffer where a freed one was registered,
+    corrupted the heap that way). No pyACL twin: pyACL's buffers are the device server's
+    own, with nothing to mirror."""
+    exe = build(toolkit, tmp_path, DISJOINT_WRITER_C, "disjoint", cpp=False)
+    code, out = run_here(toolkit, exe, tmp_path)
+    assert code == 0, out
+    assert out == "copies right, writer's bytes reverted 0 times\n"
+
+
 DVPP_MEMORY_C = r"""
 #include <stdio.h>
 #include "acl/acl.h"

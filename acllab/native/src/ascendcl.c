@@ -416,8 +416,19 @@ static void apply_mem(const V *mem) {
         for (int k = 0; k < npageable; k++) {
             Pageable *e = &pageable[k];
             if (e->sim == (uint64_t)it->a[1]->i && e->size == it->a[2]->n) {
-                memcpy(e->local, it->a[2]->s, e->size);       /* as the DMA into it would */
-                memcpy(e->snap, it->a[2]->s, e->size);
+                /* only the bytes the device changed, as the DMA into it would: the rest
+                 * may no longer be the buffer's (a registration outlives a free, and the
+                 * same address may come back from malloc smaller, its tail now another
+                 * object that another thread is writing) */
+                const unsigned char *now = (const unsigned char *)it->a[2]->s;
+                for (size_t x = 0; x < e->size;) {
+                    if (now[x] == e->snap[x]) { x++; continue; }
+                    size_t y = x + 1;
+                    while (y < e->size && now[y] != e->snap[y]) y++;
+                    memcpy(e->local + x, now + x, y - x);
+                    x = y;
+                }
+                memcpy(e->snap, now, e->size);
             }
         }
     }
