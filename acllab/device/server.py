@@ -432,6 +432,7 @@ class DeviceServer:
             if sent.get(ch, sent.get(None)) != now:
                 sent[ch] = now
                 out.append(["w", addr, bytes(copy)])
+                out.append(["wv", addr, now])   # so a client can tell a write it has had
         return out
 
     def _incoming(self, mem) -> None:
