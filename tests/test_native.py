@@ -2142,16 +2142,15 @@ int main(void)
 
 def test_a_device_write_another_thread_carries_again_is_not_applied_twice(toolkit, tmp_path):
     """Every thread's replies carry the device's writes to a registered host buffer that
-    thread has not carried yet, so a copy's bytes reach the library twice: with the copying
-    thread's reply and later with another thread's. Applied the second time, after the
-    program had written the buffer again, they undid its writes (AclLite's vdecandvenc
+    thread has not carried yet, so a copy's bytes reached the library twice: with the
+    copying thread's reply and later with another thread's. Applied the second time, after
+    the program had written the buffer again, they undid its writes (AclLite's vdecandvenc
     sample: the venc callback's malloc'd buffer, freed and handed out again, got an old
-    frame's bytes, and the heap was corrupted). The server now gives each copy's version
-    (a ["wv", addr, version] item beside the "w"), and a version the library has applied,
-    with the same bytes, is not applied again; the same version with other bytes still is
-    (a finished write after a half-written one). Before the change the checking thread saw
-    stale bytes hundreds of times per run. No pyACL twin: pyACL's buffers are the device
-    server's own, with nothing to mirror."""
+    frame's bytes, and the heap was corrupted). The server now also gives the runs of bytes
+    the device changed since the client last had the buffer, each write once (a ["wv", addr,
+    runs] item), and the library applies those only. Before the change the checking thread
+    saw stale bytes hundreds of times per run. No pyACL twin: pyACL's buffers are the
+    device server's own, with nothing to mirror."""
     exe = build(toolkit, tmp_path, STALE_WRITE_C, "stale", cpp=False)
     code, out = run_here(toolkit, exe, tmp_path)
     assert code == 0, out

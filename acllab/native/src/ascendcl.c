@@ -341,8 +341,6 @@ typedef struct { unsigned char *local; size_t size; uint64_t sim; } Pinned;
  * calls, so a buffer's changes travel on the channel of the thread that uses it. */
 typedef struct {
     unsigned char *local; size_t size; uint64_t sim; unsigned char *snap; int owner;
-    int64_t ver;          /* the device's version of it last applied here (-1: none yet) */
-    uint64_t digest;      /* and the digest of the bytes that came with it */
 } Pageable;
 
 static Pinned *pinned;
@@ -409,58 +407,28 @@ static uint32_t mem_items(Buf *b, int ch) {
 }
 
 /* What the device wrote into registered buffers (a message's mem list). */
-static uint64_t fnv(const unsigned char *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t j = 0; j < n; j++) h = (h ^ p[j]) * 0x100000001b3ULL;
-    return h;
-}
-
-/* The version the server gives with a copy's bytes (its ["wv", addr, version] item), or -1. */
-static int64_t version_of(const V *mem, int64_t addr) {
-    for (uint32_t j = 0; j < mem->n; j++) {
-        const V *it = mem->a[j];
-        if (is_seq(it) && it->n == 3 && it->a[0]->t == 's' && strcmp(it->a[0]->s, "wv") == 0
-            && is_int(it->a[1]) && it->a[1]->i == addr && is_int(it->a[2]))
-            return it->a[2]->i;
-    }
-    return -1;
-}
-
 static void apply_mem(const V *mem) {
     if (!is_seq(mem)) return;
     pthread_mutex_lock(&pmu);
     for (uint32_t j = 0; j < mem->n; j++) {
+        /* ["wv", addr, [[offset, bytes]...]]: the bytes the device wrote since this library
+         * last had the buffer, each write once (a message's "w" item, the whole copy, comes
+         * again with every thread's messages and is for pyACL's client) */
         V *it = mem->a[j];
-        if (!is_seq(it) || it->n != 3 || it->a[0]->t != 's' || strcmp(it->a[0]->s, "w") != 0
-            || !is_int(it->a[1]) || it->a[2]->t != 'b')
+        if (!is_seq(it) || it->n != 3 || it->a[0]->t != 's' || strcmp(it->a[0]->s, "wv") != 0
+            || !is_int(it->a[1]) || !is_seq(it->a[2]))
             continue;
-        int64_t ver = version_of(mem, it->a[1]->i);
         for (int k = 0; k < npageable; k++) {
             Pageable *e = &pageable[k];
-            if (e->sim == (uint64_t)it->a[1]->i && e->size == it->a[2]->n) {
-                /* Each thread's messages carry the device's writes it has not carried yet,
-                 * so the same write comes again with another thread's message, perhaps
-                 * after this program has written the buffer again (and told the device):
-                 * a version already applied, with the same bytes, is old news. The same
-                 * version with other bytes is the finished write after a half-written
-                 * one. */
-                uint64_t digest = fnv((const unsigned char *)it->a[2]->s, e->size);
-                if (ver >= 0 && (ver < e->ver || (ver == e->ver && digest == e->digest)))
+            if (e->sim != (uint64_t)it->a[1]->i) continue;
+            for (uint32_t r = 0; r < it->a[2]->n; r++) {
+                const V *run = it->a[2]->a[r];
+                if (!is_seq(run) || run->n != 2 || !is_int(run->a[0]) || run->a[1]->t != 'b')
                     continue;
-                if (ver >= 0) { e->ver = ver; e->digest = digest; }
-                /* only the bytes the device changed, as the DMA into it would: the rest
-                 * may no longer be the buffer's (a registration outlives a free, and the
-                 * same address may come back from malloc smaller, its tail now another
-                 * object that another thread is writing) */
-                const unsigned char *now = (const unsigned char *)it->a[2]->s;
-                for (size_t x = 0; x < e->size;) {
-                    if (now[x] == e->snap[x]) { x++; continue; }
-                    size_t y = x + 1;
-                    while (y < e->size && now[y] != e->snap[y]) y++;
-                    memcpy(e->local + x, now + x, y - x);
-                    x = y;
-                }
-                memcpy(e->snap, now, e->size);
+                uint64_t off = (uint64_t)run->a[0]->i, n = run->a[1]->n;
+                if (off > e->size || n > e->size - off) continue;
+                memcpy(e->local + off, run->a[1]->s, n);      /* as the DMA into it would */
+                memcpy(e->snap + off, run->a[1]->s, n);
             }
         }
     }
@@ -1091,8 +1059,6 @@ static uint64_t host_addr(const void *p, size_t k) {
     pageable[npageable].sim = sim;
     pageable[npageable].snap = copy;
     pageable[npageable].owner = ch;
-    pageable[npageable].ver = -1;
-    pageable[npageable].digest = 0;
     npageable++;
     pthread_mutex_unlock(&pmu);
     return sim;
