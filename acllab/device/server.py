@@ -225,7 +225,9 @@ class DeviceServer:
         self._ref_ids: dict[int, int] = {}            # id(obj) -> ref id
         self._callables: dict[int, ClientCallable] = {}
         self._kernels: dict[int, kernels.Kernel] = {}
-        self._pageable: dict[int, list] = {}  # addr -> [copy, region, {channel: version sent}]
+        # addr -> [copy, region, {channel: version sent}, the bytes the client last had]
+        self._pageable: dict[int, list] = {}
+        self._pageable_lock = threading.Lock()
         self._local = threading.local()
         self.endpoint = Endpoint(sock, self.serve, name=name, limit=limit,
                                  encode_error=self._error, outgoing=self._outgoing,
@@ -424,14 +426,23 @@ class DeviceServer:
         Each channel keeps its own record of the versions it sent: a copy the device is
         writing for one thread's call may be sent half-written by another thread's message
         (a write counts before its bytes land), so the writing thread's own reply, which
-        follows its call, always carries the finished bytes."""
+        follows its call, always carries the finished bytes. Beside each, the runs of bytes
+        the device changed since the client last had the buffer (``["wv", addr, runs]``):
+        each write once, for a client that applies every message's writes as it reads them
+        (acllab's C library), which a write coming again would undo the program's later
+        writes with."""
         out = []
-        for addr, entry in list(self._pageable.items()):
-            copy, region, sent = entry
-            now = region._version               # read first: a later write sends again
-            if sent.get(ch, sent.get(None)) != now:
-                sent[ch] = now
-                out.append(["w", addr, bytes(copy)])
+        with self._pageable_lock:
+            for addr, entry in list(self._pageable.items()):
+                copy, region, sent, had = entry
+                now = region._version           # read first: a later write sends again
+                if sent.get(ch, sent.get(None)) != now:
+                    sent[ch] = now
+                    out.append(["w", addr, bytes(copy)])
+                    runs = _changed(copy, had)
+                    if runs:
+                        had[:] = copy
+                        out.append(["wv", addr, runs])
         return out
 
     def _incoming(self, mem) -> None:
@@ -441,10 +452,12 @@ class DeviceServer:
             if type(item) is not list or not item:
                 continue
             if item[0] == "w" and len(item) == 3 and type(item[2]) is bytes:
-                entry = self._pageable.get(item[1])
-                if entry is not None and len(item[2]) == len(entry[0]):
-                    entry[0][:] = item[2]
-                    entry[2] = {None: entry[1]._version}    # every channel: the client's
+                with self._pageable_lock:
+                    entry = self._pageable.get(item[1])
+                    if entry is not None and len(item[2]) == len(entry[0]):
+                        entry[0][:] = item[2]
+                        entry[3][:] = item[2]
+                        entry[2] = {None: entry[1]._version}    # every channel: the client's
             elif item[0] == "dead" and len(item) == 2:
                 self._pageable.pop(item[1], None)
 
@@ -500,6 +513,14 @@ def _in_util(fn):
     return fn
 
 
+def _changed(copy: bytearray, had: bytearray) -> list:
+    """The runs of bytes where ``copy`` differs from ``had``: ``[offset, bytes]`` each."""
+    a = np.frombuffer(copy, dtype=np.uint8)
+    b = np.frombuffer(had, dtype=np.uint8)
+    diff = np.flatnonzero(np.diff(np.concatenate(([0], (a != b).view(np.int8), [0]))))
+    return [[int(lo), bytes(copy[lo:hi])] for lo, hi in zip(diff[0::2], diff[1::2], strict=True)]
+
+
 def _register_pageable(server: DeviceServer, data: bytes, label: str, mutable: bool) -> int:
     name = "numpy_to_ptr" if label.startswith("ndarray") else "bytes_to_ptr"
     return _REGISTER[name](server, data, label, mutable)
@@ -524,7 +545,7 @@ def _make_register(name: str):
         region = r.space.find(start) if copy else None
         if region is None:            # an empty buffer: nothing to keep in step
             region = memory.Region(start, 0, "pageable")
-        server._pageable[start] = [copy, region, {None: region._version}]
+        server._pageable[start] = [copy, region, {None: region._version}, bytearray(copy)]
         return start
 
     register.__name__ = name

@@ -339,7 +339,9 @@ typedef struct { unsigned char *local; size_t size; uint64_t sim; } Pinned;
  * whose messages carry its changes (owner: the thread that last named it in a call). The
  * server applies a message's memory changes on that message's channel, in order with its
  * calls, so a buffer's changes travel on the channel of the thread that uses it. */
-typedef struct { unsigned char *local; size_t size; uint64_t sim; unsigned char *snap; int owner; } Pageable;
+typedef struct {
+    unsigned char *local; size_t size; uint64_t sim; unsigned char *snap; int owner;
+} Pageable;
 
 static Pinned *pinned;
 static int npinned, cappinned;
@@ -409,15 +411,24 @@ static void apply_mem(const V *mem) {
     if (!is_seq(mem)) return;
     pthread_mutex_lock(&pmu);
     for (uint32_t j = 0; j < mem->n; j++) {
+        /* ["wv", addr, [[offset, bytes]...]]: the bytes the device wrote since this library
+         * last had the buffer, each write once (a message's "w" item, the whole copy, comes
+         * again with every thread's messages and is for pyACL's client) */
         V *it = mem->a[j];
-        if (!is_seq(it) || it->n != 3 || it->a[0]->t != 's' || strcmp(it->a[0]->s, "w") != 0
-            || !is_int(it->a[1]) || it->a[2]->t != 'b')
+        if (!is_seq(it) || it->n != 3 || it->a[0]->t != 's' || strcmp(it->a[0]->s, "wv") != 0
+            || !is_int(it->a[1]) || !is_seq(it->a[2]))
             continue;
         for (int k = 0; k < npageable; k++) {
             Pageable *e = &pageable[k];
-            if (e->sim == (uint64_t)it->a[1]->i && e->size == it->a[2]->n) {
-                memcpy(e->local, it->a[2]->s, e->size);       /* as the DMA into it would */
-                memcpy(e->snap, it->a[2]->s, e->size);
+            if (e->sim != (uint64_t)it->a[1]->i) continue;
+            for (uint32_t r = 0; r < it->a[2]->n; r++) {
+                const V *run = it->a[2]->a[r];
+                if (!is_seq(run) || run->n != 2 || !is_int(run->a[0]) || run->a[1]->t != 'b')
+                    continue;
+                uint64_t off = (uint64_t)run->a[0]->i, n = run->a[1]->n;
+                if (off > e->size || n > e->size - off) continue;
+                memcpy(e->local + off, run->a[1]->s, n);      /* as the DMA into it would */
+                memcpy(e->snap + off, run->a[1]->s, n);
             }
         }
     }
