@@ -1133,7 +1133,8 @@ class Runtime:
     def _await_reports(self) -> bool:
         """When reports that another thread runs are still to come (a free report thread's,
         see :meth:`_detach`), wait a little for them in wall-clock time (the API lock
-        released) and return True: the device may go on. Else False."""
+        released) and return True: the device may go on. Else False (reports left to a
+        report thread that ended never run, as on a card: the wait is a deadlock, 507046)."""
         if not self._report_threads or not self.waiting_reports():
             return False
         with self._report_cv:
@@ -1260,11 +1261,9 @@ class Runtime:
         me = threading.current_thread()
         with self._report_cv:
             while True:
-                if self.turn is None or self.turn is me:
-                    if state.free and not state.inbox and self._callbacks_ahead:
-                        self._run_to_report(state)
-                    if state.inbox and self.run_handed(state):
-                        return 0
+                if state.inbox and (self.turn is None or self.turn is me) \
+                        and self.run_handed(state):
+                    return 0
                 if state.taken < state.delivered:
                     state.taken += 1
                     return 0
@@ -1431,45 +1430,13 @@ class Runtime:
                 self._report_cv.notify_all()
         return ran
 
-    def _run_to_report(self, state: _ReportThread) -> None:
-        """A free report thread's poll (:meth:`_detach`): the device runs on until a report
-        falls due (or it can go no further), and the host clock, shared by the threads,
-        follows it there, as when the main thread's process_report waits. Once the other
-        threads only wait for this thread's callbacks (a consumer blocked on their queue),
-        nobody else makes the calls that would move the device on; on a card it goes on by
-        itself."""
-        due, eng = self._due_reports, self.engine
-        try:
-            while not state.inbox:
-                if due:
-                    self._run_due(due)
-                    continue
-                if not self._callbacks_ahead or not eng.run(None, due.__len__):
-                    break
-        except BaseException:
-            self._callbacks_ahead = self._count_callbacks_ahead()   # as in process
-            raise
-        self.host_ns = max(self.host_ns, eng.now_ns)
-
     def waiting_reports(self) -> bool:
         """True when a report another thread will run (handed to a live report thread that
-        is not the caller) is still to come: a wait for its stream may end. Reports handed
-        to a report thread that has ended are run here, by the caller."""
+        is not the caller) is still to come: a wait for its stream may end."""
         me = threading.current_thread()
-        pending = False
-        for state in list(self._report_threads.values()):
-            if not state.inbox and state.running is None:
-                continue
-            thread = state.thread
-            if thread is not None and thread.is_alive():
-                if thread is not me:
-                    pending = True
-                continue
-            while state.inbox:                # nobody will poll for them: run them here
-                cb = state.inbox.popleft()
-                cb.detached = True
-                self._run_report(cb)          # (its thread has ended: inline)
-        return pending
+        return any((state.inbox or state.running is not None) and state.thread is not me
+                   and state.thread is not None and state.thread.is_alive()
+                   for state in self._report_threads.values())
 
     def _run_report(self, cb: Callback, manual: bool = False, on_thread: bool = False) -> None:
         """Run one callback report at its virtual time (on the report thread's timeline).
